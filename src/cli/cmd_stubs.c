@@ -1,0 +1,24 @@
+/* Commands that later milestones fill in. Each answers --help and otherwise says plainly that
+ * it is not implemented yet (exit 2). */
+#include <stdio.h>
+#include <string.h>
+
+#include "commands.h"
+
+static int stub(const char *name, const char *usage, int argc, char **argv) {
+    for (int i = 0; i < argc; i++)
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            printf("usage: vfm %s\n\nnot implemented yet in this version of vfm.\n", usage);
+            return 0;
+        }
+    return cli_not_implemented(name);
+}
+
+int cmd_train(int argc, char **argv) { return stub("train", "train --config FILE [a.b.c=value ...]", argc, argv); }
+int cmd_sample(int argc, char **argv) { return stub("sample", "sample --checkpoint DIR --out DIR", argc, argv); }
+int cmd_prepare(int argc, char **argv) { return stub("prepare", "prepare synthetic|images|videos --out DIR", argc, argv); }
+int cmd_data(int argc, char **argv) { return stub("data", "data index|inspect|bench PATH", argc, argv); }
+int cmd_model(int argc, char **argv) { return stub("model", "model info --preset NAME [--seq N]", argc, argv); }
+int cmd_bench(int argc, char **argv) { return stub("bench", "bench --preset NAME --seq N", argc, argv); }
+int cmd_export(int argc, char **argv) { return stub("export", "export --checkpoint DIR --to FILE [--ema]", argc, argv); }
+int cmd_config(int argc, char **argv) { return stub("config", "config show [--config FILE] [a.b.c=value ...]", argc, argv); }

@@ -1,0 +1,83 @@
+/* vfm: the command table, top-level help and dispatch. */
+#include <stdio.h>
+#include <string.h>
+
+#include "commands.h"
+#include "core/error.h"
+#include "core/log.h"
+
+#ifndef VFM_VERSION
+#define VFM_VERSION "0.1.0"
+#endif
+
+static const Command g_commands[] = {
+    {"train", "train a diffusion transformer (vfm train --config FILE [a.b=v ...])", cmd_train},
+    {"sample", "generate latents / pictures from a checkpoint", cmd_sample},
+    {"prepare", "build WebDataset shards (synthetic | images | videos)", cmd_prepare},
+    {"data", "dataset tools: index, inspect, bench", cmd_data},
+    {"model", "model information: parameters and FLOPs (vfm model info)", cmd_model},
+    {"bench", "measure training throughput (tokens/s, TFLOP/s, MFU, memory)", cmd_bench},
+    {"export", "export checkpoint weights to one safetensors file", cmd_export},
+    {"config", "show the merged configuration (vfm config show)", cmd_config},
+    {"version", "print the version and build features", cmd_version},
+};
+
+const Command *vfm_commands(int *count) {
+    *count = (int)(sizeof g_commands / sizeof g_commands[0]);
+    return g_commands;
+}
+
+static void print_help(void) {
+    printf("vfm %s — train image and video diffusion transformers\n\n", VFM_VERSION);
+    printf("usage: vfm <command> [options]\n\ncommands:\n");
+    int n;
+    const Command *c = vfm_commands(&n);
+    for (int i = 0; i < n; i++) printf("  %-9s %s\n", c[i].name, c[i].summary);
+    printf("\n`vfm <command> --help` describes a command. Docs: README.md and docs/.\n");
+}
+
+int cli_report(int status) {
+    if (status == VFM_OK) return 0;
+    fprintf(stderr, "vfm: %s\n", vfm_last_error());
+    return vfm_exit_code((vfm_status)status);
+}
+
+int cli_not_implemented(const char *command) {
+    fprintf(stderr, "vfm %s: not implemented yet\n", command);
+    return 2;
+}
+
+int cmd_version(int argc, char **argv) {
+    (void)argv;
+    if (argc > 0) {
+        fprintf(stderr, "vfm version: takes no arguments\n");
+        return 2;
+    }
+    printf("vfm %s\n", VFM_VERSION);
+#ifdef VFM_CUDA
+    printf("cuda: built in\n");
+#else
+    printf("cuda: not built (nvcc was not found)\n");
+#endif
+    return 0;
+}
+
+int vfm_main(int argc, char **argv) {
+    if (argc < 2) {
+        print_help();
+        return 2;
+    }
+    const char *name = argv[1];
+    if (strcmp(name, "--help") == 0 || strcmp(name, "-h") == 0 || strcmp(name, "help") == 0) {
+        print_help();
+        return 0;
+    }
+    if (strcmp(name, "--version") == 0) return cmd_version(0, NULL);
+    int n;
+    const Command *c = vfm_commands(&n);
+    for (int i = 0; i < n; i++)
+        if (strcmp(c[i].name, name) == 0) return c[i].run(argc - 2, argv + 2);
+    if (name[0] == '-') fprintf(stderr, "vfm: unknown option '%s' (see vfm --help)\n", name);
+    else fprintf(stderr, "vfm: unknown command '%s' (see vfm --help)\n", name);
+    return 2;
+}

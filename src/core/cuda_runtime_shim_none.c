@@ -1,0 +1,20 @@
+/* CPU-only build: every CUDA entry point reports that CUDA is not available. */
+#include "cuda_runtime_shim.h"
+
+#ifndef VFM_CUDA
+static vfm_status no_cuda(void) {
+    return vfm_fail(VFM_ERR_UNSUPPORTED, "this vfm was built without CUDA (nvcc was not found at build time)");
+}
+int vfm_cuda_device_count(void) { return 0; }
+vfm_status vfm_cuda_malloc(size_t bytes, void **out) { (void)bytes; *out = NULL; return no_cuda(); }
+void vfm_cuda_free(void *p) { (void)p; }
+vfm_status vfm_cuda_memcpy(void *dst, int dst_on_gpu, const void *src, int src_on_gpu, size_t bytes) {
+    (void)dst; (void)dst_on_gpu; (void)src; (void)src_on_gpu; (void)bytes;
+    return no_cuda();
+}
+vfm_status vfm_cuda_memset0(void *p, size_t bytes) { (void)p; (void)bytes; return no_cuda(); }
+vfm_status vfm_cuda_synchronize(void) { return VFM_OK; }
+const char *vfm_cuda_describe(void) { return "no CUDA support in this build"; }
+#else
+typedef int vfm_cuda_shim_none_unused; /* ISO C forbids an empty translation unit */
+#endif

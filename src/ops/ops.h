@@ -1,0 +1,199 @@
+/* The op API: every computation on tensor data that model, diffusion, trainer and parallel
+ * code needs, at the granularity a GPU wants (fused layernorm+modulate, gate+residual, linear
+ * with bias/GELU epilogue, varlen attention returning its log-sum-exp). Each op dispatches on
+ * the device of its tensors: cpu/ is the fp32 oracle (also built in f64 for gradient checks),
+ * cuda/ the bf16 fast path. Model code never loops over tensor data itself.
+ *
+ * Conventions (docs/ops.md says more):
+ *  - Shapes are written [rows, cols] in the comment of each argument. S = tokens of a pack
+ *    (padding rows included), B = samples in the pack, D = hidden size, C = channels.
+ *  - tok2sample: i32 [S], the pack's token -> sample map; -1 marks a padding row. Per-token
+ *    ops write 0 to padding rows and never read them, so NaN there changes nothing.
+ *  - Gradients of parameters ACCUMULATE (+=) so micro-batches add up; gradients of
+ *    activations are OVERWRITTEN (=) unless the argument says "(+=)".
+ *  - On the CPU all floating tensors of one call share one dtype: f32, or f64 (the double
+ *    build used by the finite-difference tests). Index tensors are i32.
+ *  - Reductions run in a fixed order that does not depend on the thread count (no OpenMP
+ *    reduction clauses): the same inputs give the same bits. */
+#ifndef VFM_OPS_H
+#define VFM_OPS_H
+
+#include <stdint.h>
+
+#include "../core/error.h"
+#include "../core/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Threads used by CPU ops and OpenBLAS (pinned, so results are reproducible). */
+void ops_set_threads(int n);
+int ops_get_threads(void);
+
+typedef enum { ACT_NONE = 0, ACT_GELU_ERF = 1, ACT_GELU_TANH = 2 } Activation;
+
+/* ---- linear --------------------------------------------------------------------------- */
+/* y[N,out] = act(pre), pre[N,out] = x[N,in]·w[out,in]ᵀ + b[out].
+ * b may be NULL. pre is required when act != ACT_NONE (the backward needs it), else NULL. */
+vfm_status op_linear_forward(Tensor *y, Tensor *pre, const Tensor *x, const Tensor *w, const Tensor *b,
+                             Activation act);
+/* From dy[N,out]: dx[N,in] = dpre·w (overwritten, or added when dx_accumulate), dw[out,in] +=
+ * dpreᵀ·x, db[out] += Σ_rows dpre, where dpre = dy·act'(pre). When act != ACT_NONE, dy is
+ * overwritten with dpre. dx, dw, db may each be NULL (not needed / frozen / no bias). */
+vfm_status op_linear_backward(Tensor *dx, Tensor *dw, Tensor *db, Tensor *dy, const Tensor *x, const Tensor *w,
+                              const Tensor *pre, Activation act, int dx_accumulate);
+
+/* ---- pointwise activations ------------------------------------------------------------ */
+/* y = gelu(x), kind ACT_GELU_ERF (exact) or ACT_GELU_TANH; any shape, y and x same shape. */
+vfm_status op_gelu_forward(Tensor *y, const Tensor *x, Activation kind);
+vfm_status op_gelu_backward(Tensor *dx, const Tensor *dy, const Tensor *x, Activation kind);
+/* y = x·sigmoid(x) */
+vfm_status op_silu_forward(Tensor *y, const Tensor *x);
+vfm_status op_silu_backward(Tensor *dx, const Tensor *dy, const Tensor *x);
+/* y[N,F] = silu(x[:, :F]) · x[:, F:], x[N,2F] (gate half first, then the value half). */
+vfm_status op_swiglu_forward(Tensor *y, const Tensor *x);
+vfm_status op_swiglu_backward(Tensor *dx, const Tensor *dy, const Tensor *x);
+
+/* ---- normalisation + adaLN ------------------------------------------------------------ */
+/* Non-affine LayerNorm fused with adaLN modulate:
+ *   y[s] = (x[s]-mean)·rstd · (1 + scale[b]) + shift[b],  b = tok2sample[s]
+ * x[S,D], shift[B,D], scale[B,D] (either may be NULL: no shift / no scale), mean[S], rstd[S]
+ * saved for the backward; padding rows: y = 0, mean = rstd = 0. */
+vfm_status op_layernorm_modulate_forward(Tensor *y, Tensor *mean, Tensor *rstd, const Tensor *x,
+                                         const Tensor *shift, const Tensor *scale, const Tensor *tok2sample,
+                                         float eps);
+/* dx[S,D] (+=: it feeds the residual stream), dshift[B,D] +=, dscale[B,D] += (NULL when the
+ * forward had none). */
+vfm_status op_layernorm_modulate_backward(Tensor *dx, Tensor *dshift, Tensor *dscale, const Tensor *dy,
+                                          const Tensor *x, const Tensor *mean, const Tensor *rstd,
+                                          const Tensor *scale, const Tensor *tok2sample);
+
+/* Gated residual: out[s] = x[s] + gate[b] ⊙ y[s]  (x[S,D], y[S,D], gate[B,D] or NULL for a plain
+ * sum). out may alias x. Padding rows: out = x. */
+vfm_status op_gated_residual_forward(Tensor *out, const Tensor *x, const Tensor *y, const Tensor *gate,
+                                     const Tensor *tok2sample);
+/* dy[S,D] = gate ⊙ dout (=); dgate[B,D] += Σ_s dout ⊙ y; dx[S,D] += dout unless dx is NULL or
+ * aliases dout (the usual case: the residual-stream gradient passes through unchanged). */
+vfm_status op_gated_residual_backward(Tensor *dx, Tensor *dy, Tensor *dgate, const Tensor *dout,
+                                      const Tensor *y, const Tensor *gate, const Tensor *tok2sample);
+
+/* RMSNorm with weight: y[n] = x[n]·rsqrt(mean(x[n]²) + eps) ⊙ w, x[N,d], w[d] (NULL: no weight),
+ * rstd[N]. The per-head QK-norm is this op on q viewed as [S·H, head_dim]. */
+vfm_status op_rmsnorm_forward(Tensor *y, Tensor *rstd, const Tensor *x, const Tensor *w, float eps);
+/* dx[N,d] (=), dw[d] += */
+vfm_status op_rmsnorm_backward(Tensor *dx, Tensor *dw, const Tensor *dy, const Tensor *x, const Tensor *rstd,
+                               const Tensor *w);
+
+/* ---- attention over packed variable-length sequences (THD) ---------------------------- */
+/* Sample i has queries at rows [cu_q_padded[i], cu_q_padded[i] + (cu_q[i+1]-cu_q[i])) and keys/
+ * values at rows [cu_kv_padded[i], cu_kv_padded[i] + (cu_kv[i+1]-cu_kv[i])). Rows between a
+ * sample's real length and the next padded offset are padding: never read, written as 0.
+ * Self-attention passes the same tensors for q and kv offsets. All four arrays i32 [n+1]. */
+typedef struct VarlenLayout {
+    int n_samples;
+    Tensor cu_q, cu_q_padded, cu_kv, cu_kv_padded;
+    int max_q, max_kv; /* longest real sequence (kernels size their tiles with it) */
+} VarlenLayout;
+
+/* o[Sq,H,hd] = softmax(q·kᵀ/√hd)·v per sample and head; q[Sq,H,hd], k,v[Skv,Hkv,hd] with Hkv
+ * dividing H (grouped-query: head h reads kv head h/(H/Hkv)); lse[Sq,H] = log-sum-exp of the
+ * scaled scores (0 on padding rows). A sample with no keys gives o = 0. */
+vfm_status op_attention_forward(Tensor *o, Tensor *lse, const Tensor *q, const Tensor *k, const Tensor *v,
+                                const VarlenLayout *layout);
+/* dq[Sq,H,hd], dk[Skv,Hkv,hd], dv[Skv,Hkv,hd] (all =), using the forward's o and lse. */
+vfm_status op_attention_backward(Tensor *dq, Tensor *dk, Tensor *dv, const Tensor *dout, const Tensor *q,
+                                 const Tensor *k, const Tensor *v, const Tensor *o, const Tensor *lse,
+                                 const VarlenLayout *layout);
+
+/* ---- embeddings ----------------------------------------------------------------------- */
+/* Sinusoidal timestep embedding (diffusers' get_timestep_embedding): half = dim/2,
+ * f_i = exp(-ln(max_period)·i/(half - shift)), out[b] = [sin(t_b f) | cos(t_b f)] or, with
+ * flip_sin_to_cos, [cos | sin]. t[B], out[B,dim], dim even. */
+vfm_status op_timestep_embedding_forward(Tensor *out, const Tensor *t, int flip_sin_to_cos, float shift,
+                                         float max_period);
+/* dt[B] (=) = Σ_i dout[b,i]·∂out[b,i]/∂t_b */
+vfm_status op_timestep_embedding_backward(Tensor *dt, const Tensor *dout, const Tensor *t, int flip_sin_to_cos,
+                                          float shift, float max_period);
+/* x[S,D] += fixed 3-D sin-cos position embedding of pos[S,3] = (t,h,w) token indices, for rows
+ * with tok2sample >= 0. Layout per row: [temporal D/4 | w-part 3D/8 | h-part 3D/8], each part
+ * [sin(p·ω) | cos(p·ω)], ω_k = 10000^(-k/(d/2)) for a part of width d (research/dfm.md §1.3,
+ * diffusers' get_3d_sincos_pos_embed). Any (t,h,w): no table. D must be a multiple of 16. */
+vfm_status op_pos_embed_3d_add(Tensor *x, const Tensor *pos, const Tensor *tok2sample);
+
+/* ---- patchify ------------------------------------------------------------------------- */
+/* latent[C, T'·pt, H'·ph, W'·pw] -> tokens[T'·H'·W', ph·pw·pt·C]: tokens t-major, then h, then
+ * w; inside a token C fastest, then pt, then pw, then ph (einops "C (T pt)(H ph)(W pw) ->
+ * (T H W)(ph pw pt C)"). unpatchify is the inverse (and each is the other's backward). */
+vfm_status op_patchify(Tensor *tokens, const Tensor *latent, int pt, int ph, int pw);
+vfm_status op_unpatchify(Tensor *latent, const Tensor *tokens, int pt, int ph, int pw);
+
+/* ---- EDM ------------------------------------------------------------------------------ */
+/* Per-sample coefficients from sigma[B]: c_skip = σd²/(σ²+σd²), c_out = σσd/√(σ²+σd²),
+ * c_in = 1/√(σ²+σd²), c_noise = ¼ ln σ, weight = (σ²+σd²)/(σσd)². Any output may be NULL. */
+vfm_status op_edm_precondition(Tensor *c_skip, Tensor *c_out, Tensor *c_in, Tensor *c_noise, Tensor *weight,
+                               const Tensor *sigma, float sigma_data);
+/* x_t[S,C] = x0 + σ[b]·noise; net_in[S,C] = c_in[b]·x_t (either output may be NULL); padding 0. */
+vfm_status op_edm_add_noise(Tensor *x_t, Tensor *net_in, const Tensor *x0, const Tensor *noise,
+                            const Tensor *sigma, const Tensor *c_in, const Tensor *tok2sample);
+/* denoised[S,C] = c_skip[b]·x_t + c_out[b]·F; padding rows 0. */
+vfm_status op_edm_denoise(Tensor *denoised, const Tensor *x_t, const Tensor *F, const Tensor *c_skip,
+                          const Tensor *c_out, const Tensor *tok2sample);
+/* dF[S,C] (=) = c_out[b]·ddenoised; padding rows 0. */
+vfm_status op_edm_denoise_backward(Tensor *dF, const Tensor *ddenoised, const Tensor *c_out,
+                                   const Tensor *tok2sample);
+
+/* Masked, per-sample-weighted MSE:
+ *   loss[1] = Σ_s mask[s]·w[b]·mean_c (pred[s,c]-target[s,c])² / Σ_s mask[s]
+ * over rows with tok2sample >= 0; pred, target [S,C]; weight[B]; mask[S]. sample_sum[B]
+ * (optional) receives each sample's Σ_s mask·w·mean_c(err²) and sample_count[B] (optional)
+ * its Σ_s mask. Padding rows are never read. */
+vfm_status op_weighted_mse_forward(Tensor *loss, Tensor *sample_sum, Tensor *sample_count, const Tensor *pred,
+                                   const Tensor *target, const Tensor *weight, const Tensor *mask,
+                                   const Tensor *tok2sample);
+/* dpred[S,C] (=) = dloss·mask·w·2(pred-target)/(C·Σmask); padding rows 0. */
+vfm_status op_weighted_mse_backward(Tensor *dpred, double dloss, const Tensor *pred, const Tensor *target,
+                                    const Tensor *weight, const Tensor *mask, const Tensor *tok2sample);
+
+/* ---- optimizer and numerics ----------------------------------------------------------- */
+typedef struct AdamWHyper {
+    float lr, beta1, beta2, eps, weight_decay;
+    int step;         /* 1-based step count for bias correction */
+    float grad_scale; /* gradients are multiplied by this first (clipping), 1 = none */
+} AdamWHyper;
+/* torch.optim.AdamW: p ← p·(1 - lr·wd); m ← β1 m + (1-β1) g; v ← β2 v + (1-β2) g²;
+ * p ← p - lr·(m/(1-β1^t)) / (√v/√(1-β2^t) + eps), with g = grad_scale·grad.
+ * param, m, v, grad: same shape; weight decay only when h->weight_decay != 0. */
+vfm_status op_adamw_step(Tensor *param, Tensor *m, Tensor *v, const Tensor *grad, const AdamWHyper *h);
+/* *out = Σ x² (accumulated in double, fixed order): global grad norm = √ of the sum. */
+vfm_status op_sum_squares(double *out, const Tensor *x);
+/* out[i] = std · N(0,1) drawn from Philox at key (seed, stream), counter (step, uid,
+ * element_offset + i) — see core/philox.h. Any float dtype. */
+vfm_status op_randn_fill(Tensor *out, uint64_t seed, uint32_t stream, uint32_t step, uint64_t uid,
+                         uint64_t element_offset, float std);
+/* *count = number of NaN/Inf elements of x. */
+vfm_status op_count_nonfinite(int64_t *count, const Tensor *x);
+
+/* ---- small utilities ------------------------------------------------------------------ */
+vfm_status op_fill(Tensor *x, double value);
+/* dst = src (any devices; same dtype and element count) */
+vfm_status op_copy(Tensor *dst, const Tensor *src);
+/* dst = src with dtype conversion (e.g. f32 master -> bf16 weights); same element count */
+vfm_status op_convert(Tensor *dst, const Tensor *src);
+/* out = a + b (out may alias a or b) */
+vfm_status op_add(Tensor *out, const Tensor *a, const Tensor *b);
+/* x *= alpha */
+vfm_status op_scale(Tensor *x, double alpha);
+/* y += alpha·x */
+vfm_status op_axpy(Tensor *y, double alpha, const Tensor *x);
+/* ema = decay·ema + (1-decay)·param */
+vfm_status op_ema_update(Tensor *ema, const Tensor *param, double decay);
+/* out[R,d] = in[R, col0 : col0+d]  (in[R,D]) — e.g. one chunk of the adaLN modulation */
+vfm_status op_columns_get(Tensor *out, const Tensor *in, int64_t col0);
+/* out[R, col0 : col0+d] += in[R,d]  (out[R,D]) — the backward of op_columns_get, and zero-padding adds */
+vfm_status op_columns_add(Tensor *out, const Tensor *in, int64_t col0);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,29 @@
+/* Argument checks shared by the op dispatchers: dtype, device and shape, with messages that
+ * name the op, the argument and both shapes. Also the backend dispatch macro. */
+#ifndef VFM_OPS_CHECK_H
+#define VFM_OPS_CHECK_H
+
+#include "cpu/ops_cpu.h"
+#include "ops.h"
+
+/* t must exist, live on dev, have dtype and the listed dims (-1 = any size). */
+vfm_status ops_expect(const char *op, const char *arg, const Tensor *t, DType dtype, Device dev, int ndim,
+                      const int64_t *shape);
+#define OPS_EXPECT(op, arg, t, dtype, dev, ...)                                                     \
+    VFM_TRY(ops_expect((op), (arg), (t), (dtype), (dev),                                          \
+                       (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), (int64_t[]){__VA_ARGS__}))
+/* The float dtype an op runs in, taken from its reference tensor: f32/f64 on cpu, bf16/f32 on cuda. */
+vfm_status ops_float_dtype(const char *op, const Tensor *t);
+vfm_status ops_same_numel(const char *op, const char *a_name, const Tensor *a, const char *b_name, const Tensor *b);
+vfm_status ops_no_cuda(const char *op);
+
+/* Calls cpu_<name>_f32 / cpu_<name>_f64 by the reference tensor's dtype, or reports that the op
+ * has no CUDA kernel yet. */
+#define OPS_DISPATCH(name, ref, ...)                                           \
+    do {                                                                       \
+        if ((ref)->device == DEV_CUDA) return ops_no_cuda(#name);              \
+        if ((ref)->dtype == DT_F64) return cpu_##name##_f64(__VA_ARGS__);      \
+        return cpu_##name##_f32(__VA_ARGS__);                                  \
+    } while (0)
+
+#endif
