@@ -21,4 +21,3 @@ int cmd_data(int argc, char **argv) { return stub("data", "data index|inspect|be
 int cmd_model(int argc, char **argv) { return stub("model", "model info --preset NAME [--seq N]", argc, argv); }
 int cmd_bench(int argc, char **argv) { return stub("bench", "bench --preset NAME --seq N", argc, argv); }
 int cmd_export(int argc, char **argv) { return stub("export", "export --checkpoint DIR --to FILE [--ema]", argc, argv); }
-int cmd_config(int argc, char **argv) { return stub("config", "config show [--config FILE] [a.b.c=value ...]", argc, argv); }
