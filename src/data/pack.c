@@ -1,0 +1,187 @@
+/* Pack assembly: appending encoded samples with zero padding, maps and positions. */
+#include "pack.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+void pack_init(Pack *p, int token_dim, int text_dim, int pad_multiple, int text_pad_multiple) {
+    memset(p, 0, sizeof *p);
+    p->token_dim = token_dim;
+    p->text_dim = text_dim;
+    p->pad_multiple = pad_multiple > 0 ? pad_multiple : 1;
+    p->text_pad_multiple = text_pad_multiple > 0 ? text_pad_multiple : 1;
+    p->cu_seqlens = calloc(1, sizeof(int32_t));
+    p->cu_seqlens_padded = calloc(1, sizeof(int32_t));
+    p->cu_text = calloc(1, sizeof(int32_t));
+    p->cu_text_padded = calloc(1, sizeof(int32_t));
+}
+
+void pack_free(Pack *p) {
+    free(p->tokens);
+    free(p->text);
+    free(p->cu_seqlens);
+    free(p->cu_seqlens_padded);
+    free(p->cu_text);
+    free(p->cu_text_padded);
+    free(p->token_sample);
+    free(p->token_pos);
+    free(p->loss_mask);
+    free(p->samples);
+    memset(p, 0, sizeof *p);
+}
+
+void pack_clear(Pack *p) {
+    p->n_samples = 0;
+    p->n_tokens = 0;
+    p->n_text = 0;
+}
+
+int64_t pack_padded_len(int64_t tokens, int pad_multiple) {
+    if (pad_multiple <= 1) return tokens;
+    return (tokens + pad_multiple - 1) / pad_multiple * pad_multiple;
+}
+
+static int64_t grown_capacity(int64_t cap, int64_t need) {
+    int64_t c = cap ? cap : 256;
+    while (c < need) c *= 2;
+    return c;
+}
+
+static vfm_status resize(void **ptr, int64_t rows, size_t row_bytes) {
+    void *q = realloc(*ptr, (size_t)rows * row_bytes);
+    if (!q) return vfm_fail(VFM_ERR_NOMEM, "pack: cannot grow to %lld rows", (long long)rows);
+    *ptr = q;
+    return VFM_OK;
+}
+
+static vfm_status reserve(Pack *p, int n, int64_t tokens, int64_t text) {
+    if (n + 1 > p->cap_samples) {
+        int cap = p->cap_samples ? p->cap_samples : 8;
+        while (cap < n + 1) cap *= 2;
+        VFM_TRY(resize((void **)&p->samples, cap, sizeof *p->samples));
+        VFM_TRY(resize((void **)&p->cu_seqlens, cap + 1, sizeof(int32_t)));
+        VFM_TRY(resize((void **)&p->cu_seqlens_padded, cap + 1, sizeof(int32_t)));
+        VFM_TRY(resize((void **)&p->cu_text, cap + 1, sizeof(int32_t)));
+        VFM_TRY(resize((void **)&p->cu_text_padded, cap + 1, sizeof(int32_t)));
+        p->cap_samples = cap;
+    }
+    if (tokens > p->cap_tokens) {
+        int64_t cap = grown_capacity(p->cap_tokens, tokens);
+        VFM_TRY(resize((void **)&p->tokens, cap, (size_t)p->token_dim * sizeof(float)));
+        VFM_TRY(resize((void **)&p->token_sample, cap, sizeof(int32_t)));
+        VFM_TRY(resize((void **)&p->token_pos, cap, 3 * sizeof(int32_t)));
+        VFM_TRY(resize((void **)&p->loss_mask, cap, sizeof(float)));
+        p->cap_tokens = cap;
+    }
+    if (text > p->cap_text) {
+        int64_t cap = grown_capacity(p->cap_text, text);
+        VFM_TRY(resize((void **)&p->text, cap, (size_t)p->text_dim * sizeof(float)));
+        p->cap_text = cap;
+    }
+    return VFM_OK;
+}
+
+vfm_status pack_append(Pack *p, const EncodedSample *s) {
+    const PackSample *in = &s->info;
+    int64_t real = (int64_t)in->grid[0] * in->grid[1] * in->grid[2];
+    if (real != in->tokens || real <= 0)
+        return vfm_fail(VFM_ERR_INTERNAL, "pack: %s: grid %dx%dx%d does not give %d tokens", in->source, in->grid[0],
+                        in->grid[1], in->grid[2], in->tokens);
+    if (in->text_tokens < 1)
+        return vfm_fail(VFM_ERR_INTERNAL, "pack: %s: a sample needs at least one text row", in->source);
+    int64_t padded = pack_padded_len(real, p->pad_multiple);
+    int64_t text_padded = pack_padded_len(in->text_tokens, p->text_pad_multiple);
+    int n = p->n_samples;
+    VFM_TRY(reserve(p, n, p->n_tokens + padded, p->n_text + text_padded));
+
+    int64_t row0 = p->n_tokens, d = p->token_dim;
+    memcpy(p->tokens + row0 * d, s->tokens, (size_t)(real * d) * sizeof(float));
+    memset(p->tokens + (row0 + real) * d, 0, (size_t)((padded - real) * d) * sizeof(float));
+    for (int64_t r = 0; r < padded; r++) {
+        int64_t row = row0 + r;
+        int is_real = r < real;
+        p->token_sample[row] = is_real ? n : -1;
+        p->loss_mask[row] = is_real ? 1.0f : 0.0f;
+        int32_t *pos = p->token_pos + 3 * row;
+        if (is_real) {
+            int64_t hw = (int64_t)in->grid[1] * in->grid[2];
+            pos[0] = (int32_t)(r / hw);
+            pos[1] = (int32_t)((r % hw) / in->grid[2]);
+            pos[2] = (int32_t)(r % in->grid[2]);
+        } else {
+            pos[0] = pos[1] = pos[2] = 0;
+        }
+    }
+    int64_t trow0 = p->n_text, td = p->text_dim;
+    memcpy(p->text + trow0 * td, s->text, (size_t)(in->text_tokens * td) * sizeof(float));
+    memset(p->text + (trow0 + in->text_tokens) * td, 0, (size_t)((text_padded - in->text_tokens) * td) * sizeof(float));
+
+    p->samples[n] = *in;
+    p->samples[n].tokens_padded = (int32_t)padded;
+    p->samples[n].text_tokens_padded = (int32_t)text_padded;
+    p->cu_seqlens[n + 1] = p->cu_seqlens[n] + (int32_t)real;
+    p->cu_seqlens_padded[n + 1] = p->cu_seqlens_padded[n] + (int32_t)padded;
+    p->cu_text[n + 1] = p->cu_text[n] + in->text_tokens;
+    p->cu_text_padded[n + 1] = p->cu_text_padded[n] + (int32_t)text_padded;
+    p->n_samples = n + 1;
+    p->n_tokens += padded;
+    p->n_text += text_padded;
+    return VFM_OK;
+}
+
+vfm_status pack_validate(const Pack *p) {
+    if (p->cu_seqlens[0] != 0 || p->cu_seqlens_padded[0] != 0 || p->cu_text[0] != 0 || p->cu_text_padded[0] != 0)
+        return vfm_fail(VFM_ERR_INTERNAL, "pack: offsets do not start at 0");
+    if (p->cu_seqlens_padded[p->n_samples] != p->n_tokens || p->cu_text_padded[p->n_samples] != p->n_text)
+        return vfm_fail(VFM_ERR_INTERNAL, "pack: padded offsets do not end at the row counts");
+    for (int i = 0; i < p->n_samples; i++) {
+        const PackSample *s = &p->samples[i];
+        int32_t real = p->cu_seqlens[i + 1] - p->cu_seqlens[i];
+        int32_t span = p->cu_seqlens_padded[i + 1] - p->cu_seqlens_padded[i];
+        int32_t treal = p->cu_text[i + 1] - p->cu_text[i];
+        int32_t tspan = p->cu_text_padded[i + 1] - p->cu_text_padded[i];
+        if (real != s->tokens || span != s->tokens_padded || real > span || treal != s->text_tokens || treal > tspan ||
+            treal < 1)
+            return vfm_fail(VFM_ERR_INTERNAL, "pack: sample %d (%s) lengths disagree with offsets", i, s->source);
+        for (int32_t r = 0; r < span; r++) {
+            int64_t row = p->cu_seqlens_padded[i] + r;
+            int expect = r < real ? i : -1;
+            if (p->token_sample[row] != expect || p->loss_mask[row] != (r < real ? 1.0f : 0.0f))
+                return vfm_fail(VFM_ERR_INTERNAL, "pack: row %lld maps to %d, expected %d", (long long)row,
+                                p->token_sample[row], expect);
+            for (int c = 0; c < p->token_dim; c++) {
+                float v = p->tokens[row * p->token_dim + c];
+                if (r >= real && v != 0.0f)
+                    return vfm_fail(VFM_ERR_INTERNAL, "pack: padding row %lld is not zero", (long long)row);
+                if (r < real && !isfinite(v))
+                    return vfm_fail(VFM_ERR_INTERNAL, "pack: row %lld of %s is not finite", (long long)row, s->source);
+            }
+        }
+    }
+    return VFM_OK;
+}
+
+double pack_fill_ratio(const Pack *p) {
+    return p->n_tokens ? (double)p->cu_seqlens[p->n_samples] / (double)p->n_tokens : 0.0;
+}
+
+vfm_status pack_copy(Pack *dst, const Pack *src) {
+    pack_init(dst, src->token_dim, src->text_dim, src->pad_multiple, src->text_pad_multiple);
+    VFM_TRY(reserve(dst, src->n_samples, src->n_tokens, src->n_text));
+    dst->n_samples = src->n_samples;
+    dst->n_tokens = src->n_tokens;
+    dst->n_text = src->n_text;
+    size_t n1 = (size_t)(src->n_samples + 1) * sizeof(int32_t);
+    memcpy(dst->samples, src->samples, (size_t)src->n_samples * sizeof *src->samples);
+    memcpy(dst->cu_seqlens, src->cu_seqlens, n1);
+    memcpy(dst->cu_seqlens_padded, src->cu_seqlens_padded, n1);
+    memcpy(dst->cu_text, src->cu_text, n1);
+    memcpy(dst->cu_text_padded, src->cu_text_padded, n1);
+    memcpy(dst->tokens, src->tokens, (size_t)(src->n_tokens * src->token_dim) * sizeof(float));
+    memcpy(dst->text, src->text, (size_t)(src->n_text * src->text_dim) * sizeof(float));
+    memcpy(dst->token_sample, src->token_sample, (size_t)src->n_tokens * sizeof(int32_t));
+    memcpy(dst->token_pos, src->token_pos, (size_t)src->n_tokens * 3 * sizeof(int32_t));
+    memcpy(dst->loss_mask, src->loss_mask, (size_t)src->n_tokens * sizeof(float));
+    return VFM_OK;
+}

@@ -1,0 +1,95 @@
+/* Parameter table construction, lookup, views and deterministic initialisation. */
+#include "params.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/hash.h"
+#include "core/philox.h"
+
+void param_table_init(ParamTable *t) { memset(t, 0, sizeof *t); }
+
+void param_table_free(ParamTable *t) {
+    free(t->entries);
+    memset(t, 0, sizeof *t);
+}
+
+int param_table_add(ParamTable *t, ParamInit init, float init_scale, int ndim, const int64_t *shape,
+                    unsigned reduce_groups, int tp_split_dim, const char *name_fmt, ...) {
+    if (t->count == t->capacity) {
+        t->capacity = t->capacity ? 2 * t->capacity : 64;
+        t->entries = realloc(t->entries, (size_t)t->capacity * sizeof *t->entries);
+    }
+    ParamEntry *e = &t->entries[t->count];
+    memset(e, 0, sizeof *e);
+    va_list ap;
+    va_start(ap, name_fmt);
+    vsnprintf(e->name, sizeof e->name, name_fmt, ap);
+    va_end(ap);
+    e->ndim = ndim;
+    e->numel = 1;
+    for (int i = 0; i < ndim; i++) {
+        e->shape[i] = shape[i];
+        e->numel *= shape[i];
+    }
+    e->offset = t->total;
+    e->init = init;
+    e->init_scale = init_scale;
+    e->weight_decay = ndim >= 2;
+    e->tp_split_dim = tp_split_dim;
+    e->reduce_groups = reduce_groups | REDUCE_DP_CP;
+    e->trainable = 1;
+    t->total += e->numel;
+    return t->count++;
+}
+
+int param_table_find(const ParamTable *t, const char *name) {
+    for (int i = 0; i < t->count; i++)
+        if (strcmp(t->entries[i].name, name) == 0) return i;
+    return -1;
+}
+
+Tensor param_view(const ParamTable *t, int i, void *buf, DType dtype, Device dev) {
+    const ParamEntry *e = &t->entries[i];
+    char *base = (char *)buf + (size_t)e->offset * dtype_size(dtype);
+    return tensor_make(base, dtype, dev, e->ndim, e->shape);
+}
+
+vfm_status param_table_init_values(const ParamTable *t, float *buf, uint64_t seed) {
+    for (int i = 0; i < t->count; i++) {
+        const ParamEntry *e = &t->entries[i];
+        float *p = buf + e->offset;
+        uint64_t uid = hash_string64(e->name);
+        switch (e->init) {
+        case INIT_ZERO:
+            memset(p, 0, (size_t)e->numel * sizeof *p);
+            break;
+        case INIT_ONE:
+            for (int64_t k = 0; k < e->numel; k++) p[k] = 1.0f;
+            break;
+        case INIT_NORMAL:
+            for (int64_t k = 0; k < e->numel; k++)
+                p[k] = e->init_scale * philox_normal_at(seed, RNG_STREAM_INIT, 0, uid, (uint64_t)k);
+            break;
+        case INIT_UNIFORM_FANIN: {
+            float bound = 1.0f / sqrtf(e->init_scale);
+            for (int64_t k = 0; k < e->numel; k++)
+                p[k] = bound * (2.0f * philox_uniform_at(seed, RNG_STREAM_INIT, 0, uid, (uint64_t)k) - 1.0f);
+            break;
+        }
+        default:
+            return vfm_fail(VFM_ERR_INTERNAL, "parameter %s: unknown init %d", e->name, (int)e->init);
+        }
+    }
+    return VFM_OK;
+}
+
+int64_t param_table_trainable(const ParamTable *t) {
+    int64_t n = 0;
+    for (int i = 0; i < t->count; i++)
+        if (t->entries[i].trainable) n += t->entries[i].numel;
+    return n;
+}

@@ -1,0 +1,65 @@
+/* The parameter table: every parameter of a model lives in one contiguous buffer, described by
+ * a table of named entries (shape, offset, initialisation, weight decay, tensor-parallel split,
+ * reduce groups). Gradients, Adam moments, fp32 master and EMA copies are parallel buffers laid
+ * out by the same table. Nothing is found by a hard-coded index: code looks entries up by name
+ * once, at model build time. Names follow the PyTorch twin (reference/model_torch.py), so weights
+ * export to safetensors that PyTorch loads directly. */
+#ifndef VFM_PARAMS_H
+#define VFM_PARAMS_H
+
+#include <stdint.h>
+
+#include "core/tensor.h"
+
+typedef enum {
+    INIT_ZERO,          /* zeros (adaLN output projection: every block starts as the identity) */
+    INIT_ONE,           /* ones (norm weights) */
+    INIT_NORMAL,        /* N(0, std²) */
+    INIT_UNIFORM_FANIN, /* U(±1/√fan_in): PyTorch nn.Linear's default for weight and bias */
+} ParamInit;
+
+/* Reduce groups: which process groups a gradient is summed over (design §3). */
+enum {
+    REDUCE_DP_CP = 1u, /* every parameter: data- and context-parallel replicas */
+    REDUCE_TP = 2u,    /* replicated across TP ranks that see different tokens under SP */
+    REDUCE_PP = 4u,    /* conditioning embedders every pipeline stage holds */
+};
+
+typedef struct ParamEntry {
+    char name[96];
+    int ndim;
+    int64_t shape[4];
+    int64_t numel;
+    int64_t offset;       /* elements from the start of the buffer */
+    ParamInit init;
+    float init_scale;     /* std for INIT_NORMAL; fan_in for INIT_UNIFORM_FANIN */
+    int weight_decay;     /* 1 for weights with >= 2 dims */
+    int tp_split_dim;     /* -1 replicated, 0 column-parallel (rows of W), 1 row-parallel */
+    unsigned reduce_groups;
+    int trainable;        /* 0: frozen (kept in the buffer, never updated) */
+} ParamEntry;
+
+typedef struct ParamTable {
+    ParamEntry *entries;
+    int count, capacity;
+    int64_t total;        /* elements over all entries */
+} ParamTable;
+
+void param_table_init(ParamTable *t);
+void param_table_free(ParamTable *t);
+/* Appends an entry at the end of the buffer; weight_decay defaults to (ndim >= 2). The name is
+ * printf-formatted ("blocks.%d.mlp.fc1.weight"). Returns the entry index. */
+int param_table_add(ParamTable *t, ParamInit init, float init_scale, int ndim, const int64_t *shape,
+                    unsigned reduce_groups, int tp_split_dim, const char *name_fmt, ...)
+    __attribute__((format(printf, 8, 9)));
+int param_table_find(const ParamTable *t, const char *name); /* -1 when absent */
+/* A view of entry i inside a buffer laid out by the table (buf has t->total elements). */
+Tensor param_view(const ParamTable *t, int i, void *buf, DType dtype, Device dev);
+/* Fills buf (f32, CPU) with each entry's initialisation, drawn from Philox with stream INIT,
+ * counter (0, hash of the entry name, element index): the same name gives the same values
+ * whatever the table's order or the parallel layout. */
+vfm_status param_table_init_values(const ParamTable *t, float *buf, uint64_t seed);
+/* Number of trainable elements. */
+int64_t param_table_trainable(const ParamTable *t);
+
+#endif
