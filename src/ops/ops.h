@@ -98,7 +98,8 @@ typedef struct VarlenLayout {
 
 /* o[Sq,H,hd] = softmax(q·kᵀ/√hd)·v per sample and head; q[Sq,H,hd], k,v[Skv,Hkv,hd] with Hkv
  * dividing H (grouped-query: head h reads kv head h/(H/Hkv)); lse[Sq,H] = log-sum-exp of the
- * scaled scores (0 on padding rows). A sample with no keys gives o = 0. */
+ * scaled scores (0 on padding rows). A sample with no keys gives o = 0 and lse = -inf (the log of
+ * an empty sum: a log-sum-exp merge gives it weight 0). */
 vfm_status op_attention_forward(Tensor *o, Tensor *lse, const Tensor *q, const Tensor *k, const Tensor *v,
                                 const VarlenLayout *layout);
 /* dq[Sq,H,hd], dk[Skv,Hkv,hd], dv[Skv,Hkv,hd] (all =), using the forward's o and lse. */
