@@ -1,0 +1,45 @@
+/* AdamW over the parameter table (decoupled weight decay only on >= 2-D weights), global
+ * gradient-norm clipping, and the learning-rate schedule: linear warmup from lr_warmup_init,
+ * then cosine, linear or constant decay to min_lr (Megatron's OptimizerParamScheduler). */
+#ifndef VFM_OPTIMIZER_H
+#define VFM_OPTIMIZER_H
+
+#include <stdint.h>
+
+#include "model/params.h"
+
+typedef enum { LR_DECAY_COSINE, LR_DECAY_LINEAR, LR_DECAY_CONSTANT } LrDecayStyle;
+
+typedef struct OptimConfig {
+    double lr, min_lr;
+    double beta1, beta2, eps;
+    double weight_decay;
+    double clip_grad;      /* 0 = no clipping */
+    int64_t warmup_iters;
+    double warmup_init;
+    int64_t decay_iters;   /* iterations over which warmup + decay run (train_iters by default) */
+    LrDecayStyle decay_style;
+} OptimConfig;
+
+/* Learning rate used by 0-based iteration `step` (as Megatron: step 0 of a warmup uses
+ * lr_warmup_init; the peak is reached at step = warmup_iters). */
+double lr_at_step(const OptimConfig *c, int64_t step);
+
+typedef struct Optimizer {
+    OptimConfig cfg;
+    const ParamTable *table;
+    float *m, *v;          /* [table->total] Adam moments, f32 */
+    int64_t step;          /* updates applied so far (bias correction uses step + 1) */
+} Optimizer;
+
+vfm_status optimizer_init(Optimizer *o, const OptimConfig *c, const ParamTable *t);
+void optimizer_free(Optimizer *o);
+/* √(Σ grad²) over the whole buffer (fixed reduction order). */
+vfm_status grad_global_norm(const float *grads, int64_t n, double *norm);
+/* One AdamW update of every trainable entry with learning rate lr; gradients are multiplied by
+ * grad_scale first (clipping). */
+vfm_status optimizer_step(Optimizer *o, float *params, const float *grads, double lr, double grad_scale);
+/* Clip coefficient for a gradient norm: min(1, clip / (norm + 1e-6)), 1 when clipping is off. */
+double clip_scale(const OptimConfig *c, double norm);
+
+#endif
