@@ -180,8 +180,8 @@ def write_edm(outdir):
 # ---- AdamW -----------------------------------------------------------------------------------
 def write_adamw(outdir):
     steps = 10
-    shapes = [(5, 7), (13,)]
-    decays = [0.033, 0.0]
+    shapes = [(5, 7), (13,), (3, 4, 2)]
+    decays = [0.033, 0.0, 0.033]
     lrs = [1e-2 * min(1.0, (k + 1) / 4) for k in range(steps)]  # a short warm-up: lr changes per step
     init = [torch.rand(*s, dtype=torch.float32) * 2 - 1 for s in shapes]
     grads = [torch.randn(steps, *s, dtype=torch.float32) * 0.3 for s in shapes]
@@ -190,14 +190,18 @@ def write_adamw(outdir):
         out[f"p{i}_init"] = init[i]
         out[f"p{i}_grads"] = grads[i]
         out[f"p{i}_wd"] = np.array([decays[i]])
+    f32 = lambda x: float(np.float32(x))  # noqa: E731
     for dtype, tag in ((torch.float32, "f32"), (torch.float64, "f64")):
+        # vfm's AdamWHyper holds float hyper-parameters; the float64 run uses those same values so
+        # the f64 build can be compared tightly. The float32 run uses the nominal ones (as DFM).
+        r = f32 if dtype == torch.float64 else (lambda x: x)
         params = [torch.nn.Parameter(p.clone().to(dtype)) for p in init]
-        opt = torch.optim.AdamW([{"params": [p], "weight_decay": wd} for p, wd in zip(params, decays)],
-                                lr=lrs[0], betas=(0.9, 0.95), eps=1e-5)
+        opt = torch.optim.AdamW([{"params": [p], "weight_decay": r(wd)} for p, wd in zip(params, decays)],
+                                lr=r(lrs[0]), betas=(r(0.9), r(0.95)), eps=r(1e-5))
         history = [[] for _ in params]
         for k in range(steps):
             for group in opt.param_groups:
-                group["lr"] = lrs[k]
+                group["lr"] = r(lrs[k])
             for p, g in zip(params, grads):
                 p.grad = g[k].to(dtype).clone()
             opt.step()

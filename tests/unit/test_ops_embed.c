@@ -344,9 +344,9 @@ TEST(ops_embed_patchify_adjoint_gradcheck) {
 }
 
 TEST(ops_embed_patchify_shape_errors) {
-    float lat[2 * 3 * 4 * 4] = {0}, tok[64] = {0};
+    float lat[2 * 3 * 4 * 4] = {0}, tok[2 * 3 * 4 * 4] = {0};
     Tensor L = TF32(lat, 2, 3, 4, 4);
-    Tensor TK = TF32(tok, 4, 16); /* right only for pt 1... */
+    Tensor TK = TF32(tok, 4, 16);
     CHECK(op_patchify(&TK, &L, 2, 2, 2) == VFM_ERR_SHAPE); /* T = 3 does not divide by pt = 2 */
     CHECK(strstr(vfm_last_error(), "patchify") && strstr(vfm_last_error(), "latent"));
     Tensor TK2 = TF32(tok, 12, 8); /* pt 1, ph 2, pw 2: 3·2·2 = 12 tokens of 2·2·2 = 8 */

@@ -1,7 +1,8 @@
 /* CPU backend: one AdamW step (torch.optim.AdamW semantics) over a flat tensor. */
 #include "real.h"
 
-/* Scalars are formed in double as torch forms them in Python, then applied in `real`:
+/* param, m, v, grad: flat tensors of the same element count.
+ * Scalars are formed in double as torch forms them in Python, then applied in `real`:
  *   g = grad_scale·grad; p ← p·(1 − lr·wd) (only when wd ≠ 0); m ← β1·m + (1−β1)·g;
  *   v ← β2·v + (1−β2)·g²; p ← p − (lr/(1−β1^t))·m / (√v/√(1−β2^t) + eps),
  * evaluated in torch's order (step_size·m first, then the division). */

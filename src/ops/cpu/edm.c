@@ -3,6 +3,7 @@
  * Per-token ops never read padding rows (tok2sample < 0) and write 0 there. */
 #include "real.h"
 
+/* c_skip, c_out, c_in, c_noise, weight [B] (each may be NULL) from sigma[B], in double. */
 vfm_status CPU_FN(edm_precondition)(Tensor *c_skip, Tensor *c_out, Tensor *c_in, Tensor *c_noise, Tensor *weight,
                                     const Tensor *sigma, float sigma_data) {
     int64_t B = tensor_dim(sigma, 0);
@@ -19,7 +20,8 @@ vfm_status CPU_FN(edm_precondition)(Tensor *c_skip, Tensor *c_out, Tensor *c_in,
     return VFM_OK;
 }
 
-/* x_t[S,C] = x0 + σ[b]·noise, net_in[S,C] = c_in[b]·x_t (from the rounded x_t, as torch does). */
+/* x_t[S,C] = x0[S,C] + σ[b]·noise[S,C], net_in[S,C] = c_in[b]·x_t (from the rounded x_t, as
+ * torch does); σ, c_in [B]. */
 vfm_status CPU_FN(edm_add_noise)(Tensor *x_t, Tensor *net_in, const Tensor *x0, const Tensor *noise,
                                  const Tensor *sigma, const Tensor *c_in, const Tensor *tok2sample) {
     int64_t S = tensor_dim(x0, 0), C = tensor_dim(x0, 1);
@@ -40,7 +42,7 @@ vfm_status CPU_FN(edm_add_noise)(Tensor *x_t, Tensor *net_in, const Tensor *x0, 
     return VFM_OK;
 }
 
-/* denoised[S,C] = c_skip[b]·x_t + c_out[b]·F */
+/* denoised[S,C] = c_skip[b]·x_t[S,C] + c_out[b]·F[S,C]; c_skip, c_out [B] */
 vfm_status CPU_FN(edm_denoise)(Tensor *denoised, const Tensor *x_t, const Tensor *F, const Tensor *c_skip,
                                const Tensor *c_out, const Tensor *tok2sample) {
     int64_t S = tensor_dim(x_t, 0), C = tensor_dim(x_t, 1);
@@ -58,7 +60,7 @@ vfm_status CPU_FN(edm_denoise)(Tensor *denoised, const Tensor *x_t, const Tensor
     return VFM_OK;
 }
 
-/* dF[S,C] = c_out[b]·ddenoised */
+/* dF[S,C] = c_out[b]·ddenoised[S,C]; c_out [B] */
 vfm_status CPU_FN(edm_denoise_backward)(Tensor *dF, const Tensor *ddenoised, const Tensor *c_out,
                                         const Tensor *tok2sample) {
     int64_t S = tensor_dim(ddenoised, 0), C = tensor_dim(ddenoised, 1);
@@ -115,8 +117,8 @@ static void mse_sums(double *term_total, double *mask_total, const Tensor *pred,
     *mask_total = m;
 }
 
-/* loss[1] = Σ_s mask·w·mean_c(err²) / Σ_s mask (0 when Σ mask = 0); sample_sum[B], sample_count[B]
- * optional per-sample sums (summed over rows in order). */
+/* loss[1] = Σ_s mask·w·mean_c(err²) / Σ_s mask (0 when Σ mask = 0), err = pred[S,C] − target[S,C],
+ * w = weight[b], mask[S]; sample_sum[B], sample_count[B] optional per-sample sums (rows in order). */
 vfm_status CPU_FN(weighted_mse_forward)(Tensor *loss, Tensor *sample_sum, Tensor *sample_count, const Tensor *pred,
                                         const Tensor *target, const Tensor *weight, const Tensor *mask,
                                         const Tensor *tok2sample) {
