@@ -1,0 +1,18 @@
+/* Dispatcher of the optimizer step (AdamW): argument checks, then the CPU backend. */
+#include "ops_check.h"
+
+vfm_status op_adamw_step(Tensor *param, Tensor *m, Tensor *v, const Tensor *grad, const AdamWHyper *h) {
+    const char *op = "adamw_step";
+    VFM_TRY(ops_float_dtype(op, param));
+    if (!h) return vfm_fail(VFM_ERR_SHAPE, "%s: hyper-parameters are missing", op);
+    const char *names[3] = {"m", "v", "grad"};
+    const Tensor *others[3] = {m, v, grad};
+    for (int i = 0; i < 3; i++) {
+        VFM_TRY(ops_same_numel(op, "param", param, names[i], others[i]));
+        if (others[i]->dtype != param->dtype)
+            return vfm_fail(VFM_ERR_SHAPE, "%s: %s is %s, param is %s", op, names[i], dtype_name(others[i]->dtype),
+                            dtype_name(param->dtype));
+    }
+    if (h->step < 1) return vfm_fail(VFM_ERR_SHAPE, "%s: step %d must be >= 1 (bias correction)", op, h->step);
+    OPS_DISPATCH(adamw_step, param, param, m, v, grad, h);
+}
