@@ -2,7 +2,8 @@
  * colour a caption asks for. A pixel takes part when its brightest channel exceeds the
  * threshold; it votes for the palette colour nearest in hue (or for the achromatic entry, such
  * as white, when its saturation is low); the most voted colour wins. Hue and saturation ignore
- * brightness, so the dim anti-aliased edge of a red shape still votes red. */
+ * brightness, so the dim anti-aliased edge of a red shape still votes red. Palettes hold at most
+ * 64 colours (later entries are ignored). */
 #ifndef VFM_DATA_COLOUR_SCORE_H
 #define VFM_DATA_COLOUR_SCORE_H
 
