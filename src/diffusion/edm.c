@@ -49,7 +49,28 @@ typedef struct EdmWork {
     DiTInputs in;
 } EdmWork;
 
-static vfm_status edm_work_build(EdmWork *w, DiT *model, const EdmConfig *e, const Pack *p, uint32_t step,
+/* Draws the per-sample σ, CFG coins and noise of a step (design §3 keying). */
+static vfm_status edm_draw(const EdmConfig *e, const DiTConfig *mc, const Pack *p, uint32_t step, EdmDraws *d) {
+    int B = p->n_samples;
+    d->sigma = malloc((size_t)B * sizeof(float));
+    d->drop = malloc((size_t)B * sizeof(int));
+    d->noise = malloc((size_t)(p->n_tokens * p->token_dim) * sizeof(float));
+    if (!d->sigma || !d->drop || !d->noise) return vfm_fail(VFM_ERR_NOMEM, "edm: draws for %d samples", B);
+    for (int i = 0; i < B; i++) {
+        uint64_t key_uid = e->sigma_per_pack ? p->samples[0].uid : p->samples[i].uid;
+        d->sigma[i] = edm_draw_sigma(e, step, key_uid);
+        d->drop[i] = edm_draw_cfg_drop(e, step, key_uid);
+    }
+    return edm_pack_noise(d->noise, p, mc, e->seed, RNG_STREAM_NOISE, step);
+}
+
+static void edm_draws_free(EdmDraws *d) {
+    free(d->sigma);
+    free(d->drop);
+    free(d->noise);
+}
+
+static vfm_status edm_work_build(EdmWork *w, DiT *model, float sigma_data, const Pack *p, const EdmDraws *draws,
                                  EdmStepResult *res) {
     memset(w, 0, sizeof *w);
     int64_t S = p->n_tokens, L = p->n_text, C = p->token_dim;
@@ -80,9 +101,8 @@ static vfm_status edm_work_build(EdmWork *w, DiT *model, const EdmConfig *e, con
     Tensor pack_text = TF32(p->text, L, p->text_dim);
     VFM_TRY(op_copy(&w->text, &pack_text));
     for (int i = 0; i < B; i++) {
-        uint64_t key_uid = e->sigma_per_pack ? p->samples[0].uid : p->samples[i].uid;
-        sigma[i] = edm_draw_sigma(e, step, key_uid);
-        int drop = edm_draw_cfg_drop(e, step, key_uid);
+        sigma[i] = draws->sigma[i];
+        int drop = draws->drop[i];
         int32_t len = drop ? 1 : p->cu_text[i + 1] - p->cu_text[i];
         if (drop) {
             Tensor row = TF32((float *)w->text.data + (int64_t)p->cu_text_padded[i] * p->text_dim, p->text_dim);
@@ -97,9 +117,10 @@ static vfm_status edm_work_build(EdmWork *w, DiT *model, const EdmConfig *e, con
     /* x0 = σ_data·latent; ε; preconditioning; x_t and the network input */
     Tensor latent = TF32(p->tokens, S, C);
     VFM_TRY(op_copy(&w->x0, &latent));
-    VFM_TRY(op_scale(&w->x0, e->sigma_data));
-    VFM_TRY(edm_pack_noise(w->noise.data, p, &model->cfg, e->seed, RNG_STREAM_NOISE, step));
-    VFM_TRY(op_edm_precondition(&w->c_skip, &w->c_out, &w->c_in, &w->c_noise, &w->weight, &w->sigma, e->sigma_data));
+    VFM_TRY(op_scale(&w->x0, sigma_data));
+    Tensor noise = TF32(draws->noise, S, C);
+    VFM_TRY(op_copy(&w->noise, &noise));
+    VFM_TRY(op_edm_precondition(&w->c_skip, &w->c_out, &w->c_in, &w->c_noise, &w->weight, &w->sigma, sigma_data));
     VFM_TRY(op_edm_add_noise(&w->x_t, &w->net_in, &w->x0, &w->noise, &w->sigma, &w->c_in, &w->tok2sample));
 
     int max_q = 0, max_kv = 0;
@@ -127,13 +148,12 @@ static void edm_work_free(EdmWork *w) {
     free(w->cu_text_cond);
 }
 
-static vfm_status edm_forward_loss(DiT *model, const EdmConfig *e, const Pack *p, EdmWork *w, EdmStepResult *res) {
+static vfm_status edm_forward_loss(DiT *model, const Pack *p, EdmWork *w, EdmStepResult *res) {
     VFM_TRY(dit_reserve(model, p->n_tokens, p->n_text, p->n_samples));
     VFM_TRY(dit_forward(model, &w->in, &w->F));
     VFM_TRY(op_edm_denoise(&w->denoised, &w->x_t, &w->F, &w->c_skip, &w->c_out, &w->tok2sample));
     VFM_TRY(op_weighted_mse_forward(&w->loss, &w->sample_sum, &w->sample_count, &w->denoised, &w->x0, &w->weight,
                                     &w->mask, &w->tok2sample));
-    (void)e;
     res->loss = ((float *)w->loss.data)[0];
     res->n_samples = p->n_samples;
     if (res->sample_loss) {
@@ -143,23 +163,48 @@ static vfm_status edm_forward_loss(DiT *model, const EdmConfig *e, const Pack *p
     return VFM_OK;
 }
 
-vfm_status edm_loss_and_grad(DiT *model, const EdmConfig *e, const Pack *p, uint32_t step, double grad_scale,
-                             EdmStepResult *res) {
+vfm_status edm_loss_and_grad_given(DiT *model, float sigma_data, const Pack *p, const EdmDraws *draws,
+                                   double grad_scale, EdmStepResult *res) {
     EdmWork w;
-    vfm_status s = edm_work_build(&w, model, e, p, step, res);
-    if (s == VFM_OK) s = edm_forward_loss(model, e, p, &w, res);
+    vfm_status s = edm_work_build(&w, model, sigma_data, p, draws, res);
+    if (s == VFM_OK) s = edm_forward_loss(model, p, &w, res);
     if (s == VFM_OK)
         s = op_weighted_mse_backward(&w.d_denoised, grad_scale, &w.denoised, &w.x0, &w.weight, &w.mask, &w.tok2sample);
     if (s == VFM_OK) s = op_edm_denoise_backward(&w.dF, &w.d_denoised, &w.c_out, &w.tok2sample);
     if (s == VFM_OK) s = dit_backward(model, &w.in, &w.dF);
+    if (s == VFM_OK && res->F) {
+        Tensor out = TF32(res->F, p->n_tokens, p->token_dim);
+        s = op_copy(&out, &w.F);
+    }
     edm_work_free(&w);
     return s;
 }
 
-vfm_status edm_loss(DiT *model, const EdmConfig *e, const Pack *p, uint32_t step, EdmStepResult *res) {
+vfm_status edm_loss_given(DiT *model, float sigma_data, const Pack *p, const EdmDraws *draws, EdmStepResult *res) {
     EdmWork w;
-    vfm_status s = edm_work_build(&w, model, e, p, step, res);
-    if (s == VFM_OK) s = edm_forward_loss(model, e, p, &w, res);
+    vfm_status s = edm_work_build(&w, model, sigma_data, p, draws, res);
+    if (s == VFM_OK) s = edm_forward_loss(model, p, &w, res);
+    if (s == VFM_OK && res->F) {
+        Tensor out = TF32(res->F, p->n_tokens, p->token_dim);
+        s = op_copy(&out, &w.F);
+    }
     edm_work_free(&w);
+    return s;
+}
+
+vfm_status edm_loss_and_grad(DiT *model, const EdmConfig *e, const Pack *p, uint32_t step, double grad_scale,
+                             EdmStepResult *res) {
+    EdmDraws d = {0};
+    vfm_status s = edm_draw(e, &model->cfg, p, step, &d);
+    if (s == VFM_OK) s = edm_loss_and_grad_given(model, e->sigma_data, p, &d, grad_scale, res);
+    edm_draws_free(&d);
+    return s;
+}
+
+vfm_status edm_loss(DiT *model, const EdmConfig *e, const Pack *p, uint32_t step, EdmStepResult *res) {
+    EdmDraws d = {0};
+    vfm_status s = edm_draw(e, &model->cfg, p, step, &d);
+    if (s == VFM_OK) s = edm_loss_given(model, e->sigma_data, p, &d, res);
+    edm_draws_free(&d);
     return s;
 }

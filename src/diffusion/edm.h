@@ -33,7 +33,20 @@ typedef struct EdmStepResult {
     double *sample_loss; /* [n] each sample's own loss (mean over its tokens), owned by the caller or NULL */
     float *sigma;        /* [n] σ per sample, or NULL */
     int *dropped;        /* [n] 1 when the sample's text was dropped, or NULL */
+    float *F;            /* [S, C] the network output, or NULL */
 } EdmStepResult;
+
+/* The random inputs of one step: σ and the CFG coin per sample, ε per element in token layout. */
+typedef struct EdmDraws {
+    float *sigma;  /* [B] */
+    int *drop;     /* [B] */
+    float *noise;  /* [S, token_dim], zero on padding rows */
+} EdmDraws;
+
+/* The loss (and gradient) with given draws instead of the keyed RNG (golden tests, invariance tests). */
+vfm_status edm_loss_and_grad_given(DiT *model, float sigma_data, const Pack *pack, const EdmDraws *draws,
+                                   double grad_scale, EdmStepResult *res);
+vfm_status edm_loss_given(DiT *model, float sigma_data, const Pack *pack, const EdmDraws *draws, EdmStepResult *res);
 
 /* Forward and backward of the EDM loss for one pack at training step `step`: adds
  * grad_scale·∂loss/∂θ into model->grads (grad_scale = 1/micro-batches so accumulated gradients

@@ -505,13 +505,14 @@ vfm_status dit_backward(DiT *m, const DiTInputs *in, const Tensor *dout) {
 
 /* ---- FLOPs -------------------------------------------------------------------------- */
 
-double dit_forward_flops(const DiTConfig *c, int n, const int32_t *seq_q, const int32_t *seq_text) {
+double dit_forward_flops(const DiTConfig *c, int n, const int32_t *cu_q, const int32_t *cu_text) {
     double D = c->hidden, Dkv = (double)c->kv_heads * c->head_dim, S = 0, attn_self = 0, attn_cross = 0, L = 0;
     for (int i = 0; i < n; i++) {
-        S += seq_q[i];
-        L += seq_text[i];
-        attn_self += (double)seq_q[i] * seq_q[i];
-        attn_cross += (double)seq_q[i] * seq_text[i];
+        double q = cu_q[i + 1] - cu_q[i], l = cu_text[i + 1] - cu_text[i];
+        S += q;
+        L += l;
+        attn_self += q * q;
+        attn_cross += q * l;
     }
     double per_block = 2 * S * D * (D + 2 * Dkv)   /* q, k, v */
                        + 4 * attn_self * D         /* scores and values */

@@ -84,8 +84,8 @@ vfm_status dit_forward(DiT *m, const DiTInputs *in, Tensor *out);
  * The inputs must be those of that forward. */
 vfm_status dit_backward(DiT *m, const DiTInputs *in, const Tensor *dout);
 
-/* Matmul FLOPs of one forward over a pack (2 per multiply-add; attention included):
- * seq_q[i] / seq_kv[i] are the real token / text lengths of the n samples. */
-double dit_forward_flops(const DiTConfig *c, int n, const int32_t *seq_q, const int32_t *seq_text);
+/* Matmul FLOPs of one forward over a pack (2 per multiply-add; attention included), from the
+ * cumulative real token and text lengths cu_q[n+1], cu_text[n+1]. Padding rows are not counted. */
+double dit_forward_flops(const DiTConfig *c, int n, const int32_t *cu_q, const int32_t *cu_text);
 
 #endif

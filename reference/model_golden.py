@@ -1,0 +1,113 @@
+"""Goldens of the whole model and objective for the C tests (tests/unit/test_model_golden.c):
+random non-zero weights (not the zero-gated init, so every gradient is non-zero), a pack of 3
+samples of different sizes with given σ, noise, fps and one dropped prompt, the network output,
+the loss, every parameter gradient, and the losses of 10 AdamW steps (clip 1.0, decay on >= 2-D
+weights only).
+    /usr/bin/python3 reference/model_golden.py --out tests/fixtures/golden
+"""
+import argparse
+import os
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from golden_io import write_golden  # noqa: E402
+from model_torch import DiT, DiTConfig, edm_pack_loss, patchify  # noqa: E402
+
+CASES = {
+    # name: (config, [(latent shape C,T,H,W, text rows, fps, dropped)])
+    "model_tiny": (DiTConfig(hidden=32, layers=2, heads=4, kv_heads=4, ffn=128, in_channels=4, out_channels=4,
+                             patch_spatial=2, patch_temporal=1, d_text=16, adaln_lora=16, fps_dim=16),
+                   [((4, 1, 8, 8), 3, 30.0, False), ((4, 2, 4, 8), 5, 24.0, False), ((4, 3, 6, 4), 2, 30.0, True)]),
+    "model_tiny_pt2_gqa": (DiTConfig(hidden=32, layers=2, heads=4, kv_heads=2, ffn=64, in_channels=3, out_channels=3,
+                                     patch_spatial=2, patch_temporal=2, d_text=16, adaln_lora=8, fps_dim=16),
+                           [((3, 4, 4, 6), 4, 30.0, False), ((3, 2, 6, 4), 1, 12.0, False), ((3, 2, 4, 4), 3, 30.0, False)]),
+}
+SIGMAS = [0.3, 1.7, 5.0]
+STEPS, LR, WD, CLIP = 10, 1e-3, 0.033, 1.0
+
+
+def randomize(model, gen):
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("norm.weight"):
+                p.copy_(1 + 0.2 * torch.randn(p.shape, generator=gen))
+            else:
+                p.copy_(torch.randn(p.shape, generator=gen) / max(1.0, p.shape[-1]) ** 0.5)
+
+
+def make_samples(cfg, specs, gen, sigmas):
+    samples = []
+    for i, ((C, T, H, W), text_rows, fps, dropped) in enumerate(specs):
+        latent = torch.randn(C, T, H, W, generator=gen)
+        tokens = patchify(latent, cfg.patch_temporal, cfg.patch_spatial, cfg.patch_spatial)
+        grid = (T // cfg.patch_temporal, H // cfg.patch_spatial, W // cfg.patch_spatial)
+        samples.append(dict(latent_shape=(C, T, H, W), latent_tokens=tokens, noise=torch.randn(tokens.shape, generator=gen),
+                            sigma=sigmas[i], fps=fps, text=torch.randn(text_rows, cfg.d_text, generator=gen),
+                            dropped=dropped, grid=grid))
+    return samples
+
+
+def write_case(outdir, name, cfg, specs):
+    gen = torch.Generator().manual_seed(20241122)
+    model = DiT(cfg)
+    randomize(model, gen)
+    samples = make_samples(cfg, specs, gen, SIGMAS)
+    out = {}
+    for k, v in model.state_dict().items():
+        out["param." + k] = v.clone()
+    for i, s in enumerate(samples):
+        out[f"sample{i}.latent_shape"] = torch.tensor(s["latent_shape"], dtype=torch.int32)
+        out[f"sample{i}.tokens"] = s["latent_tokens"]
+        out[f"sample{i}.noise"] = s["noise"]
+        out[f"sample{i}.text"] = s["text"]
+        out[f"sample{i}.sigma"] = torch.tensor([s["sigma"]], dtype=torch.float32)
+        out[f"sample{i}.fps"] = torch.tensor([s["fps"]], dtype=torch.float32)
+        out[f"sample{i}.dropped"] = torch.tensor([int(s["dropped"])], dtype=torch.int32)
+    loss, outs, per = edm_pack_loss(model, samples)
+    loss.backward()
+    for i, f in enumerate(outs):
+        out[f"sample{i}.F"] = f.detach()
+        out[f"sample{i}.loss"] = per[i].detach().view(1)
+    out["loss"] = loss.detach().view(1)
+    for k, p in model.named_parameters():
+        assert p.grad is not None and p.grad.abs().max() > 0, k
+        out["grad." + k] = p.grad.clone()
+
+    # 10 AdamW steps on the same pack with fresh σ and noise per step
+    decay = [p for p in model.parameters() if p.ndim >= 2]
+    no_decay = [p for p in model.parameters() if p.ndim < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": WD}, {"params": no_decay, "weight_decay": 0.0}],
+                            lr=LR, betas=(0.9, 0.95), eps=1e-5)
+    losses = []
+    for step in range(STEPS):
+        sig = (0.2 + 3.0 * torch.rand(len(samples), generator=gen)).tolist()
+        for i, s in enumerate(samples):
+            s["sigma"] = sig[i]
+            s["noise"] = torch.randn(s["noise"].shape, generator=gen)
+            out[f"step{step}.sample{i}.sigma"] = torch.tensor([sig[i]], dtype=torch.float32)
+            out[f"step{step}.sample{i}.noise"] = s["noise"]
+        opt.zero_grad()
+        loss, _, _ = edm_pack_loss(model, samples)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), CLIP)
+        opt.step()
+        losses.append(loss.item())
+    out["trajectory.losses"] = torch.tensor(losses, dtype=torch.float64)
+    out["trajectory.lr"] = torch.tensor([LR], dtype=torch.float64)
+    write_golden(os.path.join(outdir, name + ".bin"), out)
+    print(f"{name}: loss {out['loss'].item():.6f}, trajectory {losses[0]:.5f} -> {losses[-1]:.5f}")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "tests", "fixtures", "golden"))
+    args = ap.parse_args()
+    torch.set_num_threads(1)
+    for name, (cfg, specs) in CASES.items():
+        write_case(args.out, name, cfg, specs)
+
+
+if __name__ == "__main__":
+    main()
