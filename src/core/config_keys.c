@@ -1,0 +1,308 @@
+/* THE key registry: every configuration key vfm knows (name, type, default, range or choices,
+ * help, "not used by vfm" flag), and the lookups built on it (find, nearest-name suggestion,
+ * "allowed" phrases, the public registry query API). Names follow DFM / Megatron-Bridge so DFM
+ * override lines work. Keys of one group stay contiguous: the YAML writer relies on it. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config_internal.h"
+
+#define CHOICES(...) ((const char *const[]){__VA_ARGS__, NULL})
+#define KINT(n, d, r, h) {.name = n, .type = CFG_INT, .def = d, .range = r, .help = h}
+#define KFLT(n, d, r, h) {.name = n, .type = CFG_FLOAT, .def = d, .range = r, .help = h}
+#define KBOOL(n, d, h) {.name = n, .type = CFG_BOOL, .def = d, .help = h}
+#define KSTR(n, d, h) {.name = n, .type = CFG_STRING, .def = d, .help = h}
+#define KCHOICE(n, d, c, h) {.name = n, .type = CFG_STRING, .def = d, .choices = c, .help = h}
+#define KLIST(n, t, d, h) {.name = n, .type = t, .def = d, .help = h}
+/* Accepted so DFM configs run; a warning when set; no effect. */
+#define XINT(n, d, r, h) {.name = n, .type = CFG_INT, .def = d, .range = r, .unused = 1, .help = h}
+#define XFLT(n, d, r, h) {.name = n, .type = CFG_FLOAT, .def = d, .range = r, .unused = 1, .help = h}
+#define XBOOL(n, d, h) {.name = n, .type = CFG_BOOL, .def = d, .unused = 1, .help = h}
+#define XSTR(n, d, h) {.name = n, .type = CFG_STRING, .def = d, .unused = 1, .help = h}
+#define XANY(n, h) {.name = n, .type = CFG_IGNORED, .def = "null", .unused = 1, .help = h}
+
+const CfgKeyDef cfg_key_defs[] = {
+    /* model */
+    KCHOICE("model.variant", "dfm", CHOICES("dfm"), "DiT variant: DFM's cross-attention DiT with adaLN-LoRA"),
+    KCHOICE("model.preset", "\"\"", CHOICES("", "tiny", "tiny-demo", "dit-s", "dit-b", "dit-l", "dit-xl", "dit-7b"),
+            "model size preset, applied before the file and overrides (\"\" = none)"),
+    KINT("model.hidden_size", "384", "[8, 65536]", "transformer width D"),
+    KINT("model.num_layers", "12", "[1, 1024]", "number of DiT blocks"),
+    KINT("model.num_attention_heads", "6", "[1, 1024]", "attention heads (head dim = hidden_size / heads)"),
+    KINT("model.num_query_groups", "0", "[0, 1024]", "key/value head groups (0 = same as heads)"),
+    KINT("model.ffn_hidden_size", "0", "[0, 1048576]", "MLP width (0 = 4 * hidden_size)"),
+    KINT("model.in_channels", "16", "[1, 1024]", "latent channels in"),
+    KINT("model.out_channels", "16", "[1, 1024]", "latent channels out"),
+    KINT("model.patch_spatial", "2", "[1, 64]", "patch size over H and W"),
+    KINT("model.patch_temporal", "1", "[1, 64]", "patch size over T"),
+    KINT("model.crossattn_emb_size", "1024", "[1, 65536]", "text embedding width (cross-attention input)"),
+    KINT("model.adaln_lora_dim", "256", "[1, 65536]", "rank of the adaLN-LoRA modulation"),
+    KFLT("model.layernorm_epsilon", "1e-5", "(0, 1]", "layer norm epsilon"),
+    KBOOL("model.qk_layernorm", "true", "normalise q and k per head before attention"),
+    KFLT("model.init_method_std", "0.02", "[0, 10]", "std of the normal weight init"),
+    KINT("model.fps_embedding_dim", "256", "[2, 65536]", "width of the sinusoidal fps embedding"),
+    KINT("model.tensor_model_parallel_size", "1", "[1, 4096]", "TP size"),
+    KINT("model.pipeline_model_parallel_size", "1", "[1, 4096]", "PP size"),
+    KINT("model.context_parallel_size", "1", "[1, 4096]", "CP size"),
+    KBOOL("model.sequence_parallel", "false", "sequence parallelism inside TP regions"),
+    KINT("model.virtual_pipeline_model_parallel_size", "1", "[1, 1024]", "interleaved PP chunks per rank"),
+    KFLT("model.val_generation_guidance", "7.0", "[0, 100]", "CFG guidance of validation samples"),
+    KINT("model.val_generation_num_steps", "35", "[1, 10000]", "sampler steps of validation samples"),
+    KFLT("model.sigma_data", "0.5", "(0, 100]", "EDM sigma_data"),
+    XINT("model.seq_length", "2048", "[1, inf)", "DFM: maximum sequence length (not used by vfm)"),
+    XINT("model.max_img_h", "80", "[1, inf)", "DFM: maximum latent height (not used by vfm)"),
+    XINT("model.max_img_w", "80", "[1, inf)", "DFM: maximum latent width (not used by vfm)"),
+    XINT("model.max_frames", "34", "[1, inf)", "DFM: maximum latent frames (not used by vfm)"),
+    XSTR("model.qkv_format", "thd", "DFM: attention layout; vfm always packs (THD) (not used by vfm)"),
+    XSTR("model.vae_cache_folder", "\"\"", "DFM: VAE cache for validation decoding (not used by vfm)"),
+    XSTR("model.pipeline_dtype", "bf16", "DFM: PP communication dtype (not used by vfm)"),
+
+    /* diffusion */
+    KCHOICE("diffusion.objective", "edm", CHOICES("edm"), "training objective"),
+    KFLT("diffusion.p_mean", "0.0", "[-10, 10]", "mean of log sigma at training"),
+    KFLT("diffusion.p_std", "1.0", "(0, 10]", "std of log sigma at training"),
+    KCHOICE("diffusion.sigma_per", "sample", CHOICES("sample", "pack"), "draw sigma per sample, or one per pack (DFM)"),
+    KFLT("diffusion.cfg_dropout", "0.2", "[0, 1]", "probability of dropping the text condition"),
+    KFLT("diffusion.sigma_min", "0.002", "(0, 1e6)", "smallest training sigma"),
+    KFLT("diffusion.sigma_max", "80", "(0, 1e6)", "largest training sigma"),
+
+    /* sampler */
+    KINT("sampler.num_steps", "35", "[1, 100000]", "sampler steps"),
+    KFLT("sampler.guidance", "7.0", "[0, 1000]", "CFG guidance g: x = c + g * (c - u)"),
+    KFLT("sampler.rho", "7.0", "(0, 100]", "EDM time-step exponent"),
+    KFLT("sampler.s_churn", "0.0", "[0, 1000]", "EDM stochastic churn"),
+    KFLT("sampler.sigma_min", "0.002", "(0, 1e6)", "smallest sampling sigma"),
+    KFLT("sampler.sigma_max", "80", "(0, 1e6)", "largest sampling sigma"),
+
+    /* train */
+    KINT("train.train_iters", "10000", "[0, 1e12]", "optimizer steps to train"),
+    KINT("train.global_batch_size", "2", "[1, 1e9]", "packs per optimizer step, over all data-parallel ranks"),
+    KINT("train.micro_batch_size", "1", "[1, 1]", "packs per forward pass (a micro-batch is one pack)"),
+    KINT("train.eval_interval", "1000", "[0, inf)", "steps between validations (0 = never)"),
+    KINT("train.eval_iters", "32", "[0, inf)", "validation batches per validation"),
+    KCHOICE("train.device", "auto", CHOICES("auto", "cpu", "cuda"), "where to train (auto = cuda when present)"),
+    KINT("train.threads", "0", "[0, 1024]", "CPU threads (0 = all cores)"),
+    KINT("train.max_nonfinite_steps", "5", "[1, 1e6]", "NaN/Inf steps in a row that stop the run (with a checkpoint)"),
+    KINT("train.fixed_pack_length", "0", "[0, 1e9]", "pad every pack to this many tokens (0 = as packed)"),
+    XBOOL("train.manual_gc", "true", "DFM: Python garbage collection (not used by vfm)"),
+    XINT("train.manual_gc_interval", "100", "[0, inf)", "DFM: Python garbage collection (not used by vfm)"),
+    XINT("train.manual_gc_eval", "100", "[0, inf)", "DFM: Python garbage collection (not used by vfm)"),
+
+    /* optimizer */
+    KCHOICE("optimizer.optimizer", "adam", CHOICES("adam"), "optimizer (Adam with decoupled weight decay)"),
+    KFLT("optimizer.lr", "9e-5", "[0, 10]", "peak learning rate"),
+    KFLT("optimizer.min_lr", "9e-6", "[0, 10]", "learning rate at the end of the decay"),
+    KFLT("optimizer.weight_decay", "0.033", "[0, 10]", "decoupled weight decay"),
+    KFLT("optimizer.adam_beta1", "0.9", "[0, 1)", "Adam beta1"),
+    KFLT("optimizer.adam_beta2", "0.95", "[0, 1)", "Adam beta2"),
+    KFLT("optimizer.adam_eps", "1e-5", "(0, 1)", "Adam epsilon"),
+    KFLT("optimizer.clip_grad", "1.0", "[0, 1e9]", "global gradient-norm clip (0 = no clipping)"),
+    XBOOL("optimizer.bf16", "true", "DFM: bf16 parameters (not used by vfm)"),
+    XBOOL("optimizer.fp16", "false", "DFM: fp16 parameters (not used by vfm)"),
+    XBOOL("optimizer.use_precision_aware_optimizer", "false", "DFM: Transformer Engine optimizer (not used by vfm)"),
+
+    /* scheduler */
+    KINT("scheduler.lr_warmup_iters", "2000", "[0, inf)", "linear warmup steps"),
+    KFLT("scheduler.lr_warmup_init", "0.0", "[0, 10]", "learning rate at step 0"),
+    KINT("scheduler.lr_decay_iters", "0", "[0, inf)", "steps of the decay (0 = train.train_iters)"),
+    KCHOICE("scheduler.lr_decay_style", "cosine", CHOICES("cosine", "constant", "linear"), "decay after warmup"),
+    XFLT("scheduler.start_weight_decay", "0.033", "[0, 10]", "DFM: weight decay schedule (not used by vfm)"),
+    XFLT("scheduler.end_weight_decay", "0.033", "[0, 10]", "DFM: weight decay schedule (not used by vfm)"),
+    XSTR("scheduler.weight_decay_incr_style", "constant", "DFM: weight decay schedule (not used by vfm)"),
+    XBOOL("scheduler.override_opt_param_scheduler", "true", "DFM: scheduler state on load (not used by vfm)"),
+
+    /* dataset */
+    KSTR("dataset.path", "\"\"", "dataset folder (WebDataset shards, Energon metadata)"),
+    KBOOL("dataset.mock", "false", "train on random mock samples instead of dataset.path"),
+    KINT("dataset.mock_samples", "0", "[0, 1e9]", "mock set size (0 = fresh random samples every time)"),
+    KLIST("dataset.mock_shapes", CFG_STRING_LIST, "[]", "mock latent shapes \"CxTxHxW\" (empty = one from *_latents)"),
+    KINT("dataset.F_latents", "1", "[1, 100000]", "mock latent frames"),
+    KINT("dataset.H_latents", "32", "[1, 100000]", "mock latent height"),
+    KINT("dataset.W_latents", "32", "[1, 100000]", "mock latent width"),
+    KINT("dataset.context_seq_len", "16", "[1, 100000]", "mock text length"),
+    KINT("dataset.context_embeddings_dim", "1024", "[1, 65536]", "mock text embedding width"),
+    KINT("dataset.number_packed_samples", "1", "[1, 1e6]", "mock samples per pack"),
+    KINT("dataset.task_encoder_seq_length", "8000", "[1, 1e9]", "token budget of one pack"),
+    KINT("dataset.packing_buffer_size", "40", "[1, 1e7]", "samples the packer chooses from"),
+    KINT("dataset.num_workers", "4", "[0, 1024]", "reader threads"),
+    KINT("dataset.pad_multiple", "64", "[1, 1e6]", "pad each sample's tokens to a multiple of lcm(this, TP*CP)"),
+    KINT("dataset.max_text_len", "512", "[1, 1e6]", "longest text embedding kept"),
+    KBOOL("dataset.keep_text_padding", "false", "keep the zero-padded text rows (DFM parity)"),
+    KINT("dataset.max_frames", "0", "[0, 1e6]", "crop videos to this many latent frames (0 = no crop)"),
+    KFLT("dataset.default_fps", "30", "(0, 1e6)", "fps of samples whose metadata has none"),
+    KBOOL("dataset.shuffle", "true", "shuffle the training stream"),
+    KSTR("dataset.split", "train", "split to train on"),
+    KBOOL("dataset.use_train_split_for_val", "false", "validate on the training split"),
+    XINT("dataset.seq_length", "2048", "[1, inf)", "DFM: data module sequence length (not used by vfm)"),
+    XINT("dataset.micro_batch_size", "1", "[1, inf)", "DFM: set from train.micro_batch_size (not used by vfm)"),
+    XINT("dataset.global_batch_size", "2", "[1, inf)", "DFM: set from train.global_batch_size (not used by vfm)"),
+
+    /* checkpoint */
+    KSTR("checkpoint.save", "runs/default", "run directory: checkpoints, metrics, TensorBoard"),
+    KSTR("checkpoint.load", "\"\"", "checkpoint or run directory to start from (\"\" = none)"),
+    KBOOL("checkpoint.load_optim", "true", "also load optimizer state and schedule position"),
+    KINT("checkpoint.save_interval", "1000", "[0, inf)", "steps between checkpoints (0 = only at the end)"),
+    KINT("checkpoint.keep", "3", "[1, 1e6]", "checkpoints kept in the run directory"),
+    KBOOL("checkpoint.finetune", "false", "load weights only and start a new run at step 0"),
+    XSTR("checkpoint.ckpt_format", "torch_dist", "DFM: checkpoint format (not used by vfm)"),
+    XBOOL("checkpoint.fully_parallel_save", "true", "DFM: checkpoint writing (not used by vfm)"),
+
+    /* ema */
+    KBOOL("ema.enabled", "false", "keep an exponential moving average of the weights"),
+    KFLT("ema.decay", "0.9999", "[0, 1]", "EMA decay per step"),
+
+    /* logger */
+    KINT("logger.log_interval", "10", "[1, inf)", "steps between log lines"),
+    KCHOICE("logger.level", "info", CHOICES("error", "warn", "info", "debug"), "log level"),
+    KSTR("logger.tensorboard_dir", "\"\"", "TensorBoard directory (\"\" = <checkpoint.save>/tb_logs)"),
+    XBOOL("logger.log_timers_to_tensorboard", "true", "DFM: timers in TensorBoard (not used by vfm)"),
+    XSTR("logger.wandb_project", "\"\"", "DFM: Weights & Biases (not used by vfm)"),
+    XSTR("logger.wandb_exp_name", "\"\"", "DFM: Weights & Biases (not used by vfm)"),
+    XSTR("logger.wandb_entity", "\"\"", "DFM: Weights & Biases (not used by vfm)"),
+
+    /* rng */
+    KINT("rng.seed", "1234", "[0, inf)", "seed of every random stream"),
+
+    /* ddp */
+    KBOOL("ddp.use_distributed_optimizer", "true", "shard optimizer state over data-parallel ranks (ZeRO-1)"),
+    KBOOL("ddp.overlap_grad_reduce", "false", "overlap the gradient reduction with backward"),
+    KFLT("ddp.bucket_size_mb", "40", "(0, 1e6)", "gradient bucket size in MiB"),
+    KBOOL("ddp.check_for_nan_in_grad", "true", "check gradients for NaN/Inf before the update"),
+    XBOOL("ddp.grad_reduce_in_fp32", "true", "DFM: gradients reduce in fp32 in vfm anyway (not used by vfm)"),
+    XBOOL("ddp.overlap_param_gather", "false", "DFM: parameter all-gather overlap (not used by vfm)"),
+    XBOOL("ddp.average_in_collective", "true", "DFM: averaging inside the collective (not used by vfm)"),
+    XBOOL("ddp.use_megatron_fsdp", "false", "DFM: Megatron FSDP (not used by vfm)"),
+
+    /* top level and DFM leftovers */
+    XSTR("mixed_precision", "bf16_mixed", "DFM: precision recipe (not used by vfm)"),
+    XSTR("tokenizer.tokenizer_type", "NullTokenizer", "DFM: tokenizer (not used by vfm)"),
+    XINT("tokenizer.vocab_size", "0", "[0, inf)", "DFM: tokenizer (not used by vfm)"),
+    XANY("comm_overlap", "DFM: TP communication overlap settings, any value (not used by vfm)"),
+};
+const int cfg_key_count = (int)(sizeof cfg_key_defs / sizeof cfg_key_defs[0]);
+
+int cfg_find_key(const char *name) {
+    for (int i = 0; i < cfg_key_count; i++)
+        if (strcmp(cfg_key_defs[i].name, name) == 0) return i;
+    return -1;
+}
+
+int cfg_find_ignored_parent(const char *name) {
+    for (int i = 0; i < cfg_key_count; i++) {
+        if (cfg_key_defs[i].type != CFG_IGNORED) continue;
+        size_t len = strlen(cfg_key_defs[i].name);
+        if (strncmp(name, cfg_key_defs[i].name, len) == 0 && (name[len] == 0 || name[len] == '.')) return i;
+    }
+    return -1;
+}
+
+int cfg_is_group(const char *name) {
+    size_t len = strlen(name);
+    if (len == 0) return 0;
+    for (int i = 0; i < cfg_key_count; i++)
+        if (strncmp(cfg_key_defs[i].name, name, len) == 0 && cfg_key_defs[i].name[len] == '.') return 1;
+    return 0;
+}
+
+const char *cfg_type_name(CfgType type) {
+    switch (type) {
+    case CFG_INT: return "int";
+    case CFG_FLOAT: return "float";
+    case CFG_BOOL: return "bool";
+    case CFG_STRING: return "string";
+    case CFG_INT_LIST: return "int list";
+    case CFG_FLOAT_LIST: return "float list";
+    case CFG_STRING_LIST: return "string list";
+    case CFG_IGNORED: return "any";
+    }
+    return "?";
+}
+
+/* "[8, 65536]" → "in [8, 65536]"; "[0, inf)" → ">= 0"; "(0, inf)" → "> 0". */
+static void range_phrase(const char *range, char *buf, size_t size) {
+    const char *comma = strchr(range, ',');
+    if (comma && strncmp(comma + 1, " inf)", 5) == 0)
+        snprintf(buf, size, "%s %.*s", range[0] == '(' ? ">" : ">=", (int)(comma - range - 1), range + 1);
+    else
+        snprintf(buf, size, "in %s", range);
+}
+
+void cfg_allowed_text(const CfgKeyDef *def, char *buf, size_t size) {
+    char range[96] = "";
+    if (def->range) range_phrase(def->range, range, sizeof range);
+    switch (def->type) {
+    case CFG_INT: snprintf(buf, size, "an integer%s%s", range[0] ? " " : "", range); return;
+    case CFG_FLOAT: snprintf(buf, size, "a number%s%s", range[0] ? " " : "", range); return;
+    case CFG_BOOL: snprintf(buf, size, "true or false (also yes/no, on/off)"); return;
+    case CFG_INT_LIST: snprintf(buf, size, "a list of integers, like [1, 2]"); return;
+    case CFG_FLOAT_LIST: snprintf(buf, size, "a list of numbers, like [0.5, 1e-3]"); return;
+    case CFG_STRING_LIST: snprintf(buf, size, "a list of strings, like [a, b]"); return;
+    case CFG_IGNORED: snprintf(buf, size, "any value (ignored)"); return;
+    case CFG_STRING:
+        if (!def->choices) {
+            snprintf(buf, size, "a string");
+            return;
+        }
+        size_t n = (size_t)snprintf(buf, size, "one of ");
+        for (int c = 0; def->choices[c] && n < size; c++)
+            n += (size_t)snprintf(buf + n, size - n, "%s%s", c ? ", " : "", def->choices[c][0] ? def->choices[c] : "\"\"");
+        return;
+    }
+}
+
+static int edit_distance(const char *a, const char *b) {
+    enum { MAXLEN = 255 };
+    int la = (int)strlen(a), lb = (int)strlen(b);
+    if (la > MAXLEN) la = MAXLEN;
+    if (lb > MAXLEN) lb = MAXLEN;
+    int prev[MAXLEN + 1], cur[MAXLEN + 1];
+    for (int j = 0; j <= lb; j++) prev[j] = j;
+    for (int i = 1; i <= la; i++) {
+        cur[0] = i;
+        for (int j = 1; j <= lb; j++) {
+            int sub = prev[j - 1] + (a[i - 1] != b[j - 1]);
+            int del = prev[j] + 1, ins = cur[j - 1] + 1;
+            cur[j] = sub < del ? (sub < ins ? sub : ins) : (del < ins ? del : ins);
+        }
+        memcpy(prev, cur, sizeof(int) * (size_t)(lb + 1));
+    }
+    return prev[lb];
+}
+
+static const char *leaf_of(const char *name) {
+    const char *dot = strrchr(name, '.');
+    return dot ? dot + 1 : name;
+}
+
+/* Nearest by edit distance over the full dotted name (first in registry order on ties). When
+ * nothing is within 2 edits, a key with the same last part wins (lr → optimizer.lr). */
+const char *cfg_suggest_key(const char *name) {
+    int best = -1, best_d = 1 << 30, same_leaf = -1, same_leaf_d = 1 << 30;
+    for (int i = 0; i < cfg_key_count; i++) {
+        int d = edit_distance(name, cfg_key_defs[i].name);
+        if (d < best_d) { best_d = d; best = i; }
+        if (strcmp(leaf_of(name), leaf_of(cfg_key_defs[i].name)) == 0 && d < same_leaf_d) {
+            same_leaf_d = d;
+            same_leaf = i;
+        }
+    }
+    if (best_d > 2 && same_leaf >= 0) best = same_leaf;
+    return cfg_key_defs[best].name;
+}
+
+int config_registry_count(void) { return cfg_key_count; }
+
+int config_registry_find(const char *key) { return cfg_find_key(key); }
+
+void config_registry_key(int i, CfgKeyInfo *info) {
+    const CfgKeyDef *def = &cfg_key_defs[i];
+    info->name = def->name;
+    info->type = def->type;
+    info->type_name = cfg_type_name(def->type);
+    info->default_text = def->def;
+    cfg_allowed_text(def, info->allowed, sizeof info->allowed);
+    info->help = def->help;
+    info->unused = def->unused;
+}

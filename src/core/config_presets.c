@@ -1,0 +1,42 @@
+/* Model presets (model.preset): each is a list of key=value settings applied after the defaults
+ * and before the config file, so the file and overrides can still change any of them. */
+#include <string.h>
+
+#include "config_internal.h"
+
+typedef struct {
+    const char *name;
+    const char *const *settings; /* NULL-terminated "key=value" */
+} CfgPreset;
+
+#define SETTINGS(...) ((const char *const[]){__VA_ARGS__, NULL})
+#define DIT_SIZE(hidden, layers, heads) \
+    SETTINGS("model.hidden_size=" #hidden, "model.num_layers=" #layers, "model.num_attention_heads=" #heads)
+
+static const CfgPreset g_presets[] = {
+    {"tiny", SETTINGS("model.hidden_size=64", "model.num_layers=2", "model.num_attention_heads=4", "model.in_channels=4",
+                      "model.out_channels=4", "model.patch_spatial=2", "model.crossattn_emb_size=32",
+                      "model.adaln_lora_dim=32", "model.fps_embedding_dim=32")},
+    {"tiny-demo", SETTINGS("model.hidden_size=128", "model.num_layers=4", "model.num_attention_heads=4",
+                           "model.in_channels=3", "model.out_channels=3", "model.patch_spatial=2",
+                           "model.crossattn_emb_size=64", "model.adaln_lora_dim=64", "model.fps_embedding_dim=64")},
+    {"dit-s", DIT_SIZE(384, 12, 6)},
+    {"dit-b", DIT_SIZE(768, 12, 12)},
+    {"dit-l", DIT_SIZE(1024, 24, 16)},
+    {"dit-xl", DIT_SIZE(1152, 28, 16)},
+    {"dit-7b", DIT_SIZE(3072, 32, 24)},
+};
+#define NPRESETS ((int)(sizeof g_presets / sizeof g_presets[0]))
+
+const char *const *cfg_preset_settings(const char *name) {
+    for (int i = 0; i < NPRESETS; i++)
+        if (strcmp(g_presets[i].name, name) == 0) return g_presets[i].settings;
+    return NULL;
+}
+
+const char *const *config_preset_names(void) {
+    static const char *names[NPRESETS + 1];
+    for (int i = 0; i < NPRESETS; i++) names[i] = g_presets[i].name;
+    names[NPRESETS] = NULL;
+    return names;
+}
