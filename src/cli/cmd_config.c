@@ -104,7 +104,7 @@ int cmd_config(int argc, char **argv) {
     if (sub && strcmp(sub, "show") == 0) return config_show(argc - 1, argv + 1);
     if (sub && strcmp(sub, "keys") == 0) return config_keys(argc - 1, argv + 1);
     if (sub && (strcmp(sub, "--help") == 0 || strcmp(sub, "-h") == 0 || strcmp(sub, "help") == 0)) {
-        args_print_help(k_config_usage, k_config_about, NULL, 0);
+        printf("usage: vfm %s\n\n%s\n", k_config_usage, k_config_about);
         return 0;
     }
     if (sub) fprintf(stderr, "vfm: vfm config: unknown subcommand '%s' (expected show or keys; see vfm config --help)\n", sub);
