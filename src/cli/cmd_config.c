@@ -59,7 +59,7 @@ static int config_keys(int argc, char **argv) {
         return 0;
     }
     if (extra.n > 0) {
-        fprintf(stderr, "vfm: vfm config keys: unexpected argument '%s'\n", extra.items[0]);
+        fprintf(stderr, "vfm config keys: unexpected argument '%s'\n", extra.items[0]);
         return 2;
     }
     int n = config_registry_count();
@@ -107,7 +107,7 @@ int cmd_config(int argc, char **argv) {
         printf("usage: vfm %s\n\n%s\n", k_config_usage, k_config_about);
         return 0;
     }
-    if (sub) fprintf(stderr, "vfm: vfm config: unknown subcommand '%s' (expected show or keys; see vfm config --help)\n", sub);
-    else fprintf(stderr, "vfm: vfm config: expected a subcommand: show or keys (see vfm config --help)\n");
+    if (sub) fprintf(stderr, "vfm config: unknown subcommand '%s' (expected show or keys; see vfm config --help)\n", sub);
+    else fprintf(stderr, "vfm config: expected a subcommand: show or keys (see vfm config --help)\n");
     return 2;
 }

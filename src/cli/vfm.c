@@ -38,7 +38,8 @@ static void print_help(void) {
 
 int cli_report(int status) {
     if (status == VFM_OK) return 0;
-    fprintf(stderr, "vfm: %s\n", vfm_last_error());
+    const char *msg = vfm_last_error();
+    fprintf(stderr, "%s%s\n", strncmp(msg, "vfm ", 4) == 0 ? "" : "vfm: ", msg);
     return vfm_exit_code((vfm_status)status);
 }
 

@@ -517,7 +517,7 @@ static vfm_status load_text(Config **out, const char *text, size_t len, const ch
 
 static vfm_status read_whole_file(const char *path, char **text, size_t *len) {
     FILE *f = fopen(path, "rb");
-    if (!f) return vfm_fail(VFM_ERR_IO, "cannot read config file '%s': %s", path, strerror(errno));
+    if (!f) return vfm_fail(VFM_ERR_USAGE, "cannot read config file '%s': %s", path, strerror(errno));
     StrBuf b = {0};
     char chunk[8192];
     size_t got;
@@ -526,7 +526,7 @@ static vfm_status read_whole_file(const char *path, char **text, size_t *len) {
     fclose(f);
     if (err) {
         free(b.p);
-        return vfm_fail(VFM_ERR_IO, "cannot read config file '%s': %s", path, strerror(err));
+        return vfm_fail(VFM_ERR_USAGE, "cannot read config file '%s': %s", path, strerror(err));
     }
     if (b.oom) {
         free(b.p);

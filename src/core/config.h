@@ -25,7 +25,7 @@ typedef struct Config Config;
 /* Merges defaults → preset (model.preset as the file or the overrides finally set it) → the YAML
  * file (NULL: none) → overrides[0..n) ("a.b.c=value", applied in order). Errors are VFM_ERR_USAGE
  * naming the file and line (or "command line"), the key and the value; an unreadable file is
- * VFM_ERR_IO. Keys flagged "not used by vfm" warn once per key (log_warn). */
+ * also VFM_ERR_USAGE (exit 2: a bad command line). Keys flagged "not used by vfm" warn once per key (log_warn). */
 vfm_status config_load(Config **out, const char *yaml_path, const char *const *overrides, int n);
 /* As config_load with the YAML text in memory (checkpoint meta); source_name appears in messages. */
 vfm_status config_from_yaml_string(Config **out, const char *yaml_text, const char *source_name);

@@ -184,7 +184,7 @@ static const LoadCase k_cases[] = {
     {"dataset:\n  mock_shapes: [a, b\n", {0}, VFM_ERR_USAGE,
      "@:3: YAML syntax error: did not find expected ',' or ']' (while parsing a flow sequence at line 2)", {0}},
     {"a: 1\n---\nb: 2\n", {0}, VFM_ERR_USAGE, "@:2: more than one YAML document; vfm reads one", {0}},
-    {MISSING_FILE, {0}, VFM_ERR_IO, "cannot read config file '@': No such file or directory", {0}},
+    {MISSING_FILE, {0}, VFM_ERR_USAGE, "cannot read config file '@': No such file or directory", {0}},
     {"model:\n  hidden_size: null\n", {0}, VFM_ERR_USAGE,
      "@:2: key 'model.hidden_size': value 'null': expected an integer in [8, 65536]", {0}},
     {"model:\n  hidden_size: [1, 2]\n", {0}, VFM_ERR_USAGE,
@@ -732,11 +732,11 @@ TEST(config_cli_errors_exit_2_with_one_line) {
     } cases[] = {
         {{"config", "show", "modle.hidden_size=1"}, 3, 2,
          "vfm: command line: unknown key 'modle.hidden_size'; did you mean 'model.hidden_size'?\n"},
-        {{"config", "show", "--bogus"}, 3, 2, "vfm: vfm config show: unknown option '--bogus' (see vfm config show --help)\n"},
-        {{"config"}, 1, 2, "vfm: vfm config: expected a subcommand: show or keys (see vfm config --help)\n"},
-        {{"config", "list"}, 2, 2, "vfm: vfm config: unknown subcommand 'list' (expected show or keys; see vfm config --help)\n"},
-        {{"config", "keys", "extra"}, 3, 2, "vfm: vfm config keys: unexpected argument 'extra'\n"},
-        {{"config", "show", "--config", "/nonexistent/x.yaml"}, 4, 1,
+        {{"config", "show", "--bogus"}, 3, 2, "vfm config show: unknown option '--bogus' (see vfm config show --help)\n"},
+        {{"config"}, 1, 2, "vfm config: expected a subcommand: show or keys (see vfm config --help)\n"},
+        {{"config", "list"}, 2, 2, "vfm config: unknown subcommand 'list' (expected show or keys; see vfm config --help)\n"},
+        {{"config", "keys", "extra"}, 3, 2, "vfm config keys: unexpected argument 'extra'\n"},
+        {{"config", "show", "--config", "/nonexistent/x.yaml"}, 4, 2,
          "vfm: cannot read config file '/nonexistent/x.yaml': No such file or directory\n"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {

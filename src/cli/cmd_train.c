@@ -1,0 +1,40 @@
+/* vfm train: parses the command line and runs the trainer. */
+#include <stdio.h>
+#include <string.h>
+
+#include "args.h"
+#include "commands.h"
+#include "train/trainer.h"
+
+int cmd_train(int argc, char **argv) {
+    ArgFlag flags[] = {
+        {"--config", "FILE", "YAML config (merged as preset -> file -> overrides)", NULL, 0},
+        {"--resume", "auto|DIR", "continue from the newest complete checkpoint of checkpoint.save (auto), or from DIR", NULL, 0},
+        {"--mock", NULL, "train on the built-in mock dataset (same as dataset.mock=true)", NULL, 0},
+    };
+    int nflags = (int)(sizeof flags / sizeof flags[0]), help;
+    ArgList pos;
+    vfm_status s = args_parse("train", argc, argv, flags, nflags, &pos, &help);
+    if (s != VFM_OK) return cli_report(s);
+    if (help) {
+        args_print_help("train [--config FILE] [--resume auto|DIR] [--mock] [a.b.c=value ...]",
+                        "Trains a diffusion transformer. Every key of the config (`vfm config keys`) can be overridden\n"
+                        "on the command line, e.g. model.preset=dit-xl optimizer.lr=1e-4 train.train_iters=1000.\n"
+                        "Checkpoints, metrics.jsonl and config.yaml go to checkpoint.save (the run directory).",
+                        flags, nflags);
+        return 0;
+    }
+    const char *overrides[258];
+    int n = 0;
+    for (int i = 0; i < pos.n; i++) {
+        if (!strchr(pos.items[i], '=')) {
+            fprintf(stderr, "vfm train: unexpected argument '%s' (overrides look like a.b.c=value)\n", pos.items[i]);
+            return 2;
+        }
+        overrides[n++] = pos.items[i];
+    }
+    if (args_flag(flags, nflags, "--mock")->present) overrides[n++] = "dataset.mock=true";
+    TrainOptions opt = {args_value(flags, nflags, "--config", NULL), overrides, n,
+                        args_value(flags, nflags, "--resume", NULL)};
+    return cli_report(train_run(&opt));
+}

@@ -1,0 +1,376 @@
+/* The training loop (see trainer.h). */
+#include "trainer.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "core/config.h"
+#include "core/fileutil.h"
+#include "core/log.h"
+#include "core/timer.h"
+#include "data/source.h"
+#include "diffusion/edm.h"
+#include "model/dit.h"
+#include "ops/ops.h"
+#include "train/checkpoint.h"
+#include "train/optimizer.h"
+
+typedef struct Trainer {
+    Config *cfg;
+    DiT model;
+    EdmConfig edm;
+    Optimizer opt;
+    PackSource *source;
+    float *ema;
+    double ema_decay;
+    char run_dir[1024];
+    FILE *metrics;
+    int64_t step, train_iters, accum, consumed_samples;
+    int save_interval, keep, log_interval, max_nonfinite;
+    Pack pack;
+} Trainer;
+
+/* ---- set-up ----------------------------------------------------------------------------- */
+
+static vfm_status optim_config_from(OptimConfig *o, const Config *cfg) {
+    memset(o, 0, sizeof *o);
+    o->lr = cfg_float(cfg, "optimizer.lr");
+    o->min_lr = cfg_float(cfg, "optimizer.min_lr");
+    o->beta1 = cfg_float(cfg, "optimizer.adam_beta1");
+    o->beta2 = cfg_float(cfg, "optimizer.adam_beta2");
+    o->eps = cfg_float(cfg, "optimizer.adam_eps");
+    o->weight_decay = cfg_float(cfg, "optimizer.weight_decay");
+    o->clip_grad = cfg_float(cfg, "optimizer.clip_grad");
+    o->warmup_iters = cfg_int(cfg, "scheduler.lr_warmup_iters");
+    o->warmup_init = cfg_float(cfg, "scheduler.lr_warmup_init");
+    o->decay_iters = cfg_int(cfg, "scheduler.lr_decay_iters");
+    if (o->decay_iters == 0) o->decay_iters = cfg_int(cfg, "train.train_iters");
+    const char *style = cfg_str(cfg, "scheduler.lr_decay_style");
+    o->decay_style = strcmp(style, "constant") == 0 ? LR_DECAY_CONSTANT
+                     : strcmp(style, "linear") == 0 ? LR_DECAY_LINEAR : LR_DECAY_COSINE;
+    if (o->min_lr > o->lr)
+        return vfm_fail(VFM_ERR_USAGE, "optimizer.min_lr (%g) is larger than optimizer.lr (%g)", o->min_lr, o->lr);
+    return VFM_OK;
+}
+
+static vfm_status check_layout(const Config *cfg) {
+    static const char *keys[] = {"model.tensor_model_parallel_size", "model.pipeline_model_parallel_size",
+                                 "model.context_parallel_size"};
+    for (int i = 0; i < 3; i++)
+        if (cfg_int(cfg, keys[i]) != 1)
+            return vfm_fail_at(VFM_ERR_UNSUPPORTED, NULL, keys[i], NULL,
+                               "only 1 is supported in this version (a single process on the CPU)");
+    if (cfg_bool(cfg, "model.sequence_parallel"))
+        return vfm_fail_at(VFM_ERR_UNSUPPORTED, NULL, "model.sequence_parallel", "true",
+                           "needs tensor parallelism, which this version does not have");
+    const char *dev = cfg_str(cfg, "train.device");
+    if (strcmp(dev, "cuda") == 0)
+        return vfm_fail_at(VFM_ERR_UNSUPPORTED, NULL, "train.device", dev, "the DiT trains on the CPU in this version");
+    return VFM_OK;
+}
+
+/* Resume (same run: step, optimizer, data position) or fine-tune (weights only) from a checkpoint. */
+static vfm_status restore(Trainer *t, const char *dir, int finetune, int with_optim) {
+    CheckpointState st;
+    VFM_TRY(checkpoint_read_meta(dir, &st));
+    CheckpointData d = {&t->model.table, t->model.params, with_optim && !finetune ? t->opt.m : NULL,
+                        with_optim && !finetune ? t->opt.v : NULL, t->ema};
+    vfm_status s = checkpoint_load_tensors(dir, &d);
+    if (s == VFM_OK && !finetune) {
+        t->step = st.step;
+        t->opt.step = with_optim ? st.optimizer_step : 0;
+        t->consumed_samples = st.consumed_samples;
+        if (st.loader_state) s = t->source->set_state(t->source, st.loader_state);
+    }
+    if (s == VFM_OK)
+        log_info("%s %s (step %lld)%s", finetune ? "fine-tuning from" : "resumed from", dir, (long long)st.step,
+                 finetune ? ": weights only, step 0, fresh optimizer" : with_optim ? "" : " without optimizer state");
+    checkpoint_state_free(&st);
+    return s;
+}
+
+/* checkpoint.load may name a run directory (its newest checkpoint) or one iter_ directory. */
+static vfm_status resolve_checkpoint(const char *path, char *out, size_t n) {
+    int found = 0;
+    char done[1100];
+    path_join(done, sizeof done, path, "DONE");
+    if (path_exists(done)) {
+        snprintf(out, n, "%s", path);
+        return VFM_OK;
+    }
+    VFM_TRY(checkpoint_find_latest(path, out, n, &found));
+    if (!found) return vfm_fail_at(VFM_ERR_USAGE, NULL, "checkpoint.load", path, "holds no complete checkpoint");
+    return VFM_OK;
+}
+
+/* Keeps only metrics lines of steps before `step` (a resumed run rewrites what came after). */
+static void truncate_metrics(const char *path, int64_t step) {
+    char *data;
+    size_t size;
+    if (read_file_all(path, &data, &size) != VFM_OK) return;
+    char *keep = malloc(size + 1);
+    size_t k = 0;
+    for (char *line = data; *line;) {
+        char *end = strchr(line, '\n');
+        size_t len = end ? (size_t)(end - line + 1) : strlen(line);
+        long long s = -1;
+        const char *p = strstr(line, "\"step\":");
+        if (p) s = atoll(p + 7);
+        if (s >= 0 && s < step) {
+            memcpy(keep + k, line, len);
+            k += len;
+        }
+        line += len;
+    }
+    write_file_atomic(path, keep, k);
+    free(keep);
+    free(data);
+}
+
+static vfm_status trainer_setup(Trainer *t, const TrainOptions *opt) {
+    memset(t, 0, sizeof *t);
+    VFM_TRY(config_load(&t->cfg, opt->config_path, opt->overrides, opt->n_overrides));
+    const Config *cfg = t->cfg;
+    int level = log_level_from_string(cfg_str(cfg, "logger.level"));
+    if (level >= 0) log_set_level((LogLevel)level);
+    VFM_TRY(check_layout(cfg));
+    int threads = (int)cfg_int(cfg, "train.threads");
+    ops_set_threads(threads > 0 ? threads : (int)sysconf(_SC_NPROCESSORS_ONLN));
+
+    DiTConfig mc;
+    VFM_TRY(dit_config_from(&mc, cfg));
+    VFM_TRY(edm_config_from(&t->edm, cfg));
+    OptimConfig oc;
+    VFM_TRY(optim_config_from(&oc, cfg));
+    t->train_iters = cfg_int(cfg, "train.train_iters");
+    t->accum = cfg_int(cfg, "train.global_batch_size"); /* one pack per micro-batch, one replica */
+    t->save_interval = (int)cfg_int(cfg, "checkpoint.save_interval");
+    t->keep = (int)cfg_int(cfg, "checkpoint.keep");
+    t->log_interval = (int)cfg_int(cfg, "logger.log_interval");
+    t->max_nonfinite = (int)cfg_int(cfg, "train.max_nonfinite_steps");
+    const char *save = cfg_str(cfg, "checkpoint.save");
+    snprintf(t->run_dir, sizeof t->run_dir, "%s", save[0] ? save : "runs/default");
+
+    VFM_TRY(pack_source_create(&t->source, cfg, 0, 1));
+    if (t->source->token_dim != dit_token_dim(&mc))
+        return vfm_fail(VFM_ERR_USAGE, "the data has %d values per token but the model expects %d (in_channels·p²·pt)",
+                        t->source->token_dim, dit_token_dim(&mc));
+    if (t->source->text_dim != mc.d_text)
+        return vfm_fail(VFM_ERR_USAGE, "the data's text embeddings have width %d but model.crossattn_emb_size is %d",
+                        t->source->text_dim, mc.d_text);
+    pack_init(&t->pack, t->source->token_dim, t->source->text_dim, 1, 1);
+
+    VFM_TRY(dit_create(&t->model, &mc, DEV_CPU));
+    VFM_TRY(dit_init_weights(&t->model, (uint64_t)cfg_int(cfg, "rng.seed")));
+    VFM_TRY(dit_reserve(&t->model, t->source->max_tokens, t->source->max_text, t->source->max_samples));
+    VFM_TRY(optimizer_init(&t->opt, &oc, &t->model.table));
+    if (cfg_bool(cfg, "ema.enabled")) {
+        t->ema_decay = cfg_float(cfg, "ema.decay");
+        t->ema = malloc((size_t)t->model.table.total * sizeof(float));
+        memcpy(t->ema, t->model.params, (size_t)t->model.table.total * sizeof(float));
+    }
+
+    /* where to start: --resume, then checkpoint.load */
+    char dir[1200];
+    int found = 0, resumed = 0;
+    if (opt->resume && strcmp(opt->resume, "auto") == 0) {
+        VFM_TRY(checkpoint_find_latest(t->run_dir, dir, sizeof dir, &found));
+        if (found) {
+            VFM_TRY(restore(t, dir, 0, 1));
+            resumed = 1;
+        } else {
+            log_info("--resume auto: no complete checkpoint in %s, starting fresh", t->run_dir);
+        }
+    } else if (opt->resume) {
+        VFM_TRY(resolve_checkpoint(opt->resume, dir, sizeof dir));
+        VFM_TRY(restore(t, dir, 0, 1));
+        resumed = 1;
+    }
+    const char *load = cfg_str(cfg, "checkpoint.load");
+    if (!resumed && load[0]) {
+        VFM_TRY(resolve_checkpoint(load, dir, sizeof dir));
+        VFM_TRY(restore(t, dir, cfg_bool(cfg, "checkpoint.finetune"), cfg_bool(cfg, "checkpoint.load_optim")));
+    }
+
+    VFM_TRY(mkdir_p(t->run_dir));
+    char path[1200];
+    char *yaml = NULL;
+    VFM_TRY(config_to_yaml_string(cfg, &yaml));
+    path_join(path, sizeof path, t->run_dir, "config.yaml");
+    vfm_status s = write_file_atomic(path, yaml, strlen(yaml));
+    log_info("config (also in %s):\n%s", path, yaml);
+    free(yaml);
+    VFM_TRY(s);
+    path_join(path, sizeof path, t->run_dir, "metrics.jsonl");
+    truncate_metrics(path, t->step);
+    t->metrics = fopen(path, "a");
+    if (!t->metrics) return vfm_fail(VFM_ERR_IO, "%s: cannot open for appending", path);
+    log_info("model: DiT %s, %lld parameters (%d layers, hidden %d, %d heads); data: %s; %d thread%s",
+             cfg_str(cfg, "model.variant"), (long long)param_table_trainable(&t->model.table), mc.layers, mc.hidden,
+             mc.heads, t->source->kind, ops_get_threads(), ops_get_threads() > 1 ? "s" : "");
+    return VFM_OK;
+}
+
+static void trainer_teardown(Trainer *t) {
+    if (t->metrics) fclose(t->metrics);
+    pack_source_destroy(t->source);
+    pack_free(&t->pack);
+    optimizer_free(&t->opt);
+    free(t->ema);
+    dit_destroy(&t->model);
+    config_free(t->cfg);
+}
+
+/* ---- checkpoints ---------------------------------------------------------------------- */
+
+static vfm_status save_checkpoint(Trainer *t) {
+    CheckpointState st;
+    memset(&st, 0, sizeof st);
+    st.step = t->step;
+    st.optimizer_step = t->opt.step;
+    st.consumed_samples = t->consumed_samples;
+    st.seed = (uint64_t)cfg_int(t->cfg, "rng.seed");
+    st.world_size = st.dp = st.tp = st.pp = st.cp = 1;
+    VFM_TRY(t->source->get_state(t->source, &st.loader_state));
+    vfm_status s = config_to_yaml_string(t->cfg, &st.config_yaml);
+    CheckpointData d = {&t->model.table, t->model.params, t->opt.m, t->opt.v, t->ema};
+    double t0 = time_now();
+    if (s == VFM_OK) s = checkpoint_save(t->run_dir, &st, &d, t->keep);
+    if (s == VFM_OK)
+        log_info("saved checkpoint %s/iter_%07lld (%.2f s)", t->run_dir, (long long)t->step, time_now() - t0);
+    checkpoint_state_free(&st);
+    return s;
+}
+
+/* Test hooks, read once: VFM_TEST_KILL_AFTER_STEP=k dies by SIGKILL after step k completes;
+ * VFM_TEST_INJECT_NAN=a,b,... poisons the gradient at those steps. */
+static int env_step_listed(const char *var, int64_t step) {
+    const char *env = getenv(var);
+    if (!env) return 0;
+    for (const char *p = env; *p;) {
+        char *end;
+        long long v = strtoll(p, &end, 10);
+        if (end == p) break;
+        if (v == step) return 1;
+        p = *end == ',' ? end + 1 : end;
+    }
+    return 0;
+}
+
+/* ---- the loop ------------------------------------------------------------------------- */
+
+typedef struct Window {
+    double loss_sum, grad_sum, flops, seconds, wait;
+    int64_t steps, samples, tokens;
+} Window;
+
+static double peak_rss_mib(void) {
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)ru.ru_maxrss / 1024.0;
+}
+
+static void log_window(Trainer *t, Window *w, double lr) {
+    if (w->steps == 0) return;
+    double secs = w->seconds > 0 ? w->seconds : 1e-9;
+    log_info("step %lld/%lld | loss %.4f | grad norm %.3f | lr %.3e | %.1f samples/s | %.0f tokens/s | %.1f ms/step | "
+             "%.3f TFLOP/s | data wait %.1f ms | mem %.0f MiB",
+             (long long)t->step, (long long)t->train_iters, w->loss_sum / w->steps, w->grad_sum / w->steps, lr,
+             w->samples / secs, w->tokens / secs, 1e3 * secs / w->steps, w->flops / secs / 1e12, 1e3 * w->wait / w->steps,
+             peak_rss_mib());
+    memset(w, 0, sizeof *w);
+}
+
+static vfm_status train_step(Trainer *t, Window *w, int *consecutive_bad, int *stop) {
+    DiT *m = &t->model;
+    int64_t n = m->table.total;
+    Tensor grads = TF32(m->grads, n);
+    double t0 = time_now(), loss_sum = 0;
+    VFM_TRY(op_fill(&grads, 0.0));
+    for (int64_t k = 0; k < t->accum; k++) {
+        double wait0 = time_now();
+        VFM_TRY(t->source->next(t->source, &t->pack));
+        w->wait += time_now() - wait0;
+        EdmStepResult r = {0};
+        VFM_TRY(edm_loss_and_grad(m, &t->edm, &t->pack, (uint32_t)t->step, 1.0 / (double)t->accum, &r));
+        loss_sum += r.loss;
+        w->samples += t->pack.n_samples;
+        w->tokens += t->pack.cu_seqlens[t->pack.n_samples];
+        w->flops += 3.0 * dit_forward_flops(&m->cfg, t->pack.n_samples, t->pack.cu_seqlens, t->pack.cu_text);
+        t->consumed_samples += t->pack.n_samples;
+    }
+    double loss = loss_sum / (double)t->accum;
+    if (env_step_listed("VFM_TEST_INJECT_NAN", t->step)) m->grads[0] = NAN;
+    double norm = 0;
+    int64_t bad = 0;
+    VFM_TRY(grad_global_norm(m->grads, n, &norm));
+    if (!isfinite(norm)) VFM_TRY(op_count_nonfinite(&bad, &grads));
+    double lr = lr_at_step(&t->opt.cfg, t->step);
+    if (!isfinite(loss) || !isfinite(norm)) {
+        (*consecutive_bad)++;
+        log_warn("step %lld: non-finite %s (loss %g, %lld bad gradient values): step skipped (%d in a row)",
+                 (long long)t->step, isfinite(loss) ? "gradient" : "loss", loss, (long long)bad, *consecutive_bad);
+        if (*consecutive_bad >= t->max_nonfinite) *stop = 1;
+    } else {
+        *consecutive_bad = 0;
+        VFM_TRY(optimizer_step(&t->opt, m->params, m->grads, lr, clip_scale(&t->opt.cfg, norm)));
+        if (t->ema) {
+            Tensor e = TF32(t->ema, n), p = TF32(m->params, n);
+            VFM_TRY(op_ema_update(&e, &p, t->ema_decay));
+        }
+        w->loss_sum += loss;
+        w->grad_sum += norm;
+        w->steps++;
+    }
+    double dt = time_now() - t0;
+    w->seconds += dt;
+    fprintf(t->metrics,
+            "{\"step\": %lld, \"loss\": %.9g, \"grad_norm\": %.9g, \"lr\": %.9g, \"skipped\": %s, \"samples\": %lld, "
+            "\"seconds\": %.6f}\n",
+            (long long)t->step, loss, norm, lr, isfinite(loss) && isfinite(norm) ? "false" : "true",
+            (long long)t->consumed_samples, dt);
+    fflush(t->metrics);
+    t->step++;
+    if (t->step % t->log_interval == 0 || t->step == t->train_iters) log_window(t, w, lr);
+    return VFM_OK;
+}
+
+vfm_status train_run(const TrainOptions *opt) {
+    Trainer t;
+    vfm_status s = trainer_setup(&t, opt);
+    if (s != VFM_OK) {
+        trainer_teardown(&t);
+        return s;
+    }
+    if (t.step >= t.train_iters) log_info("nothing to do: step %lld of %lld", (long long)t.step, (long long)t.train_iters);
+    Window w;
+    memset(&w, 0, sizeof w);
+    int consecutive_bad = 0, stop = 0, saved_at_end = 0;
+    while (s == VFM_OK && t.step < t.train_iters) {
+        s = train_step(&t, &w, &consecutive_bad, &stop);
+        if (s != VFM_OK) break;
+        if (stop) {
+            s = save_checkpoint(&t);
+            if (s == VFM_OK)
+                s = vfm_fail(VFM_ERR_NUMERIC, "stopping: %d steps in a row had a non-finite loss or gradient; the last "
+                             "good weights are saved in %s/iter_%07lld", consecutive_bad, t.run_dir, (long long)t.step);
+            break;
+        }
+        int last = t.step == t.train_iters;
+        if ((t.save_interval > 0 && t.step % t.save_interval == 0) || last) {
+            s = save_checkpoint(&t);
+            saved_at_end = last;
+        }
+        if (env_step_listed("VFM_TEST_KILL_AFTER_STEP", t.step - 1)) raise(SIGKILL);
+    }
+    (void)saved_at_end;
+    if (s == VFM_OK) log_info("training done: %lld steps, %lld samples", (long long)t.step, (long long)t.consumed_samples);
+    trainer_teardown(&t);
+    return s;
+}

@@ -1,0 +1,18 @@
+/* The training loop: config → model, data source, optimizer; per step gradient accumulation over
+ * the global batch (one pack per micro-batch), NaN/Inf step skipping, clipping, AdamW, EMA,
+ * logging (stdout + metrics.jsonl), and checkpoints with exact resume. */
+#ifndef VFM_TRAINER_H
+#define VFM_TRAINER_H
+
+#include "core/error.h"
+
+typedef struct TrainOptions {
+    const char *config_path;      /* YAML file or NULL */
+    const char *const *overrides; /* a.b.c=value */
+    int n_overrides;
+    const char *resume;           /* NULL, "auto" (newest complete checkpoint of checkpoint.save) or a directory */
+} TrainOptions;
+
+vfm_status train_run(const TrainOptions *opt);
+
+#endif
