@@ -708,7 +708,7 @@ TEST(config_cli_show_merges_file_and_overrides) {
     CHECK_MSG(err[0] == 0, "stderr: %s", err);
     CHECK(strstr(out, "\nmodel:\n  variant: dfm\n  preset: tiny\n  hidden_size: 256\n  num_layers: 2\n") != NULL);
     CHECK(strstr(out, "  mock_shapes: [\"4x1x16x16\", \"4x2x8x8\", \"4x1x8x16\"]\n") != NULL);
-    CHECK(strstr(out, "  lr: 0.001\n") != NULL && strstr(out, "  save: runs/tiny-mock\n") != NULL);
+    CHECK(strstr(out, "  lr: 0.002\n") != NULL && strstr(out, "  save: runs/tiny-mock\n") != NULL);
     /* what show prints is the config itself */
     Config *shown, *loaded;
     const char *ov[] = {"model.hidden_size=256"};
