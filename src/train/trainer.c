@@ -331,7 +331,7 @@ static vfm_status train_step(Trainer *t, Window *w, int *consecutive_bad, int *s
     double dt = time_now() - t0;
     w->seconds += dt;
     fprintf(t->metrics,
-            "{\"step\": %lld, \"loss\": %.9g, \"grad_norm\": %.9g, \"lr\": %.9g, \"skipped\": %s, \"samples\": %lld, "
+            "{\"step\": %lld, \"loss\": %.17g, \"grad_norm\": %.17g, \"lr\": %.17g, \"skipped\": %s, \"samples\": %lld, "
             "\"seconds\": %.6f}\n",
             (long long)t->step, loss, norm, lr, isfinite(loss) && isfinite(norm) ? "false" : "true",
             (long long)t->consumed_samples, dt);
