@@ -573,7 +573,12 @@ static vfm_status parse_sample(const TarShard *sh, int64_t i, const uint8_t *buf
     vfm_status s = VFM_OK;
     for (int64_t offset = start; s == VFM_OK;) {
         s = next_entry(&src, offset, &e);
-        if (s != VFM_OK || e.end) break;
+        if (s != VFM_OK) {
+            if (have_key) vfm_fail_context(s, "sample %" PRId64 " (key '%s')", i, strings.chars + key_at);
+            else vfm_fail_context(s, "sample %" PRId64, i);
+            break;
+        }
+        if (e.end) break;
         offset = e.next_offset;
         size_t key_len;
         if (!entry_is_regular(&e) || tar_is_meta_name(e.name) || !tar_split_name(e.name, &key_len)) continue;
@@ -645,11 +650,13 @@ vfm_status tar_shard_read_sample(const TarShard *sh, int64_t i, TarSample *out) 
     if (s == VFM_OK) {
         out->buffer = buf;
         s = parse_sample(sh, i, buf, start, start + size, out);
+    } else {
+        vfm_fail_context(s, "sample %" PRId64, i);
     }
     if (s != VFM_OK) {
         free(buf);
         memset(out, 0, sizeof *out);
-        return s == VFM_ERR_IO || s == VFM_ERR_NOMEM ? s : vfm_fail_context(s, "reading sample %" PRId64, i);
+        return s;
     }
     return VFM_OK;
 }

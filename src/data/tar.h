@@ -49,7 +49,7 @@ typedef struct TarShard TarShard;
 
 typedef struct {
     const char *name;    /* part name, e.g. "json", "latent.npy", ".pth" */
-    const uint8_t *data; /* payload (not NUL-terminated); 16-byte aligned */
+    const uint8_t *data; /* payload (not NUL-terminated); 64-byte aligned */
     size_t size;
 } TarPart;
 
