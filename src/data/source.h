@@ -25,6 +25,11 @@ struct PackSource {
     int64_t max_text;          /* largest text rows of a pack */
     int max_samples;           /* most samples in one pack */
     PackSourceStats stats;
+    /* What the data is, for checkpoints and `vfm sample` (NULL when unknown): the pixel-space
+     * mapping of the dataset as a JSON object, and the id of the caption encoder that made its
+     * text embeddings (e.g. "vfm-hashed-words-v1"). Owned by the source. */
+    const char *pixel_space_json;
+    const char *text_encoder;
     /* Fills `out` (cleared first) with this replica's next pack. */
     vfm_status (*next)(PackSource *s, Pack *out);
     /* The consumed position as JSON (malloc'd) / restores it. */

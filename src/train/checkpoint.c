@@ -16,7 +16,8 @@
 void checkpoint_state_free(CheckpointState *s) {
     free(s->loader_state);
     free(s->config_yaml);
-    s->loader_state = s->config_yaml = NULL;
+    free(s->data_info);
+    s->loader_state = s->config_yaml = s->data_info = NULL;
 }
 
 /* Test hook: VFM_TEST_KILL_DURING_SAVE=<step>:<files|rename> kills this process with SIGKILL in
@@ -69,6 +70,8 @@ static vfm_status write_meta(const char *path, const CheckpointState *st, const 
     json_error_t err;
     json_t *loader = st->loader_state ? json_loads(st->loader_state, 0, &err) : json_null();
     json_object_set_new(m, "loader", loader ? loader : json_null());
+    json_t *data = st->data_info ? json_loads(st->data_info, 0, &err) : NULL;
+    json_object_set_new(m, "data", data ? data : json_null());
     json_object_set_new(m, "config", json_string(st->config_yaml ? st->config_yaml : ""));
     char *text = json_dumps(m, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
     json_decref(m);
@@ -230,6 +233,8 @@ vfm_status checkpoint_read_meta(const char *dir, CheckpointState *st) {
     st->cp = (int)json_integer_value(json_object_get(par, "cp"));
     json_t *loader = json_object_get(m, "loader");
     if (loader && !json_is_null(loader)) st->loader_state = json_dumps(loader, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    json_t *data = json_object_get(m, "data");
+    if (data && json_is_object(data)) st->data_info = json_dumps(data, JSON_COMPACT | JSON_PRESERVE_ORDER);
     const char *cfg = json_string_value(json_object_get(m, "config"));
     st->config_yaml = strdup(cfg ? cfg : "");
     json_decref(m);

@@ -18,6 +18,7 @@ typedef struct CheckpointState {
     uint64_t seed;
     char *loader_state;      /* JSON text of the data loader position (owned) */
     char *config_yaml;       /* the merged config (owned) */
+    char *data_info;         /* JSON object describing the training data (owned; see trainer.c) */
     int world_size, dp, tp, pp, cp;
 } CheckpointState;
 

@@ -34,6 +34,7 @@ typedef struct Trainer {
     int64_t step, train_iters, accum, consumed_samples;
     int save_interval, keep, log_interval, max_nonfinite;
     Pack pack;
+    char *data_info; /* JSON: kind, an example latent shape, pixel space, text encoder */
 } Trainer;
 
 /* ---- set-up ----------------------------------------------------------------------------- */
@@ -223,11 +224,25 @@ static void trainer_teardown(Trainer *t) {
     pack_free(&t->pack);
     optimizer_free(&t->opt);
     free(t->ema);
+    free(t->data_info);
     dit_destroy(&t->model);
     config_free(t->cfg);
 }
 
 /* ---- checkpoints ---------------------------------------------------------------------- */
+
+/* What `vfm sample` needs to know about the data, taken from the first pack. */
+static void record_data_info(Trainer *t) {
+    const PackSample *s = &t->pack.samples[0];
+    json_error_t err;
+    json_t *pixel = t->source->pixel_space_json ? json_loads(t->source->pixel_space_json, 0, &err) : NULL;
+    json_t *info = json_pack("{s:s,s:[iiii],s:f,s:o,s:o}", "kind", t->source->kind, "example_latent_shape",
+                             s->latent_shape[0], s->latent_shape[1], s->latent_shape[2], s->latent_shape[3], "fps",
+                             (double)s->fps, "pixel_space", pixel ? pixel : json_null(), "text_encoder",
+                             t->source->text_encoder ? json_string(t->source->text_encoder) : json_null());
+    t->data_info = info ? json_dumps(info, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+    json_decref(info);
+}
 
 static vfm_status save_checkpoint(Trainer *t) {
     CheckpointState st;
@@ -238,6 +253,7 @@ static vfm_status save_checkpoint(Trainer *t) {
     st.seed = (uint64_t)cfg_int(t->cfg, "rng.seed");
     st.world_size = st.dp = st.tp = st.pp = st.cp = 1;
     VFM_TRY(t->source->get_state(t->source, &st.loader_state));
+    st.data_info = t->data_info ? strdup(t->data_info) : NULL;
     vfm_status s = config_to_yaml_string(t->cfg, &st.config_yaml);
     CheckpointData d = {&t->model.table, t->model.params, t->opt.m, t->opt.v, t->ema};
     double t0 = time_now();
@@ -297,6 +313,7 @@ static vfm_status train_step(Trainer *t, Window *w, int *consecutive_bad, int *s
         double wait0 = time_now();
         VFM_TRY(t->source->next(t->source, &t->pack));
         w->wait += time_now() - wait0;
+        if (!t->data_info) record_data_info(t);
         EdmStepResult r = {0};
         VFM_TRY(edm_loss_and_grad(m, &t->edm, &t->pack, (uint32_t)t->step, 1.0 / (double)t->accum, &r));
         loss_sum += r.loss;

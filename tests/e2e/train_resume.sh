@@ -2,7 +2,7 @@
 # Bitwise-exact resume on the CPU: 20 steps straight equal 13 steps, kill -9, `--resume auto`
 # (from the checkpoint at step 10), 10 more — the same loss at every step and the same final
 # weights and optimizer state byte for byte. A checkpoint cut off mid-write (inside its temporary
-# directory, or renamed but without DONE) is never loaded.
+# directory, or renamed but without DONE) is never loaded. `vfm sample` runs from the result.
 cd "$(dirname "$0")/../.." || exit 1
 . tests/e2e/lib.sh
 T=$(mktemp -d /tmp/vfm_e2e_resume.XXXXXX)
@@ -30,6 +30,10 @@ for phase in files rename; do
     check "the cut-off checkpoint is not loaded ($phase)" grep -q "resumed from $T/cut_$phase/iter_0000010 (step 10)" $T/cut_${phase}_resumed.log
     check "and the run still ends bitwise equal ($phase)" cmp -s $T/straight/iter_0000020/model.safetensors $T/cut_$phase/iter_0000020/model.safetensors
 done
+
+$VFM sample --checkpoint $T/killed --out $T/samples --steps 6 --frames 2 --height 8 --width 12 --num 2 > $T/sample.log 2>&1
+check "vfm sample runs from the checkpoint and finds every value finite" grep -q "wrote 2 samples" $T/sample.log
+check "the latent has the requested shape" sh -c "head -c 128 $T/samples/sample_001.npy | grep -q \"'shape': (4, 2, 8, 12)\""
 
 $VFM train $ARGS checkpoint.save=$T/fresh --resume auto logger.level=info > $T/fresh.log 2>&1
 check "resume auto without a checkpoint starts fresh" grep -q "no complete checkpoint" $T/fresh.log

@@ -1,0 +1,373 @@
+/* vfm sample: generates latents from a checkpoint with EDM Heun + classifier-free guidance, and
+ * for checkpoints trained on a pixel-space dataset also pictures (PNG for images, GIF for
+ * videos) and a grid; optionally beside real examples of the same captions and with the colour
+ * score of the synthetic set's judge. */
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "args.h"
+#include "commands.h"
+#include "core/config.h"
+#include "core/fileutil.h"
+#include "core/log.h"
+#include "core/timer.h"
+#include "data/caption_encoder.h"
+#include "data/colour_score.h"
+#include "data/image_io.h"
+#include "data/npy.h"
+#include "data/synthetic.h"
+#include "data/tar.h"
+#include "diffusion/generate.h"
+#include "model/dit.h"
+#include "ops/ops.h"
+#include "train/checkpoint.h"
+
+#define MAX_PROMPTS 256
+
+typedef struct SampleJob {
+    char ckpt[1200], out[1024];
+    Config *cfg;
+    CheckpointState meta;
+    DiT model;
+    int has_pixels;
+    PixelLatentMap map;
+    char *prompts[MAX_PROMPTS];
+    int n_prompts;
+    int32_t shape[4];
+} SampleJob;
+
+static void progress_bar(void *ctx, int step, int total) {
+    (void)ctx;
+    int width = 30, done = step * width / total;
+    fprintf(stderr, "\rsampling [");
+    for (int i = 0; i < width; i++) fputc(i < done ? '#' : '-', stderr);
+    fprintf(stderr, "] %d/%d steps", step, total);
+    if (step == total) fputc('\n', stderr);
+    fflush(stderr);
+}
+
+static vfm_status read_prompts(SampleJob *j, const char *file) {
+    char *text;
+    VFM_TRY(read_file_all(file, &text, NULL));
+    for (char *line = strtok(text, "\n"); line && j->n_prompts < MAX_PROMPTS; line = strtok(NULL, "\n")) {
+        while (*line == ' ' || *line == '\t') line++;
+        if (*line == 0 || *line == '#') continue;
+        j->prompts[j->n_prompts++] = strdup(line);
+    }
+    free(text);
+    if (j->n_prompts == 0) return vfm_fail_at(VFM_ERR_USAGE, file, NULL, NULL, "no prompts in the file");
+    return VFM_OK;
+}
+
+static vfm_status load_checkpoint(SampleJob *j, int use_ema) {
+    char dir[1200];
+    int found = 0;
+    char done[1300];
+    path_join(done, sizeof done, j->ckpt, "DONE");
+    if (path_exists(done)) snprintf(dir, sizeof dir, "%s", j->ckpt);
+    else {
+        VFM_TRY(checkpoint_find_latest(j->ckpt, dir, sizeof dir, &found));
+        if (!found) return vfm_fail_at(VFM_ERR_USAGE, NULL, "--checkpoint", j->ckpt, "holds no complete checkpoint");
+    }
+    snprintf(j->ckpt, sizeof j->ckpt, "%s", dir);
+    VFM_TRY(checkpoint_read_meta(dir, &j->meta));
+    log_set_level(LOG_ERROR); /* the saved config may name keys this build warns about */
+    vfm_status s = config_from_yaml_string(&j->cfg, j->meta.config_yaml, "checkpoint config");
+    log_set_level(LOG_INFO);
+    VFM_TRY(s);
+    DiTConfig mc;
+    VFM_TRY(dit_config_from(&mc, j->cfg));
+    VFM_TRY(dit_create(&j->model, &mc, DEV_CPU));
+    char path[1400];
+    path_join(path, sizeof path, dir, use_ema ? "ema.safetensors" : "model.safetensors");
+    if (use_ema && !path_exists(path)) return vfm_fail(VFM_ERR_USAGE, "--ema: %s has no EMA weights", dir);
+    VFM_TRY(load_named_tensors(path, &j->model.table, "", j->model.params));
+    /* what the data looked like */
+    j->shape[0] = mc.in_channels, j->shape[1] = 1, j->shape[2] = 16, j->shape[3] = 16;
+    if (j->meta.data_info) {
+        json_error_t err;
+        json_t *info = json_loads(j->meta.data_info, 0, &err);
+        json_t *shape = json_object_get(info, "example_latent_shape");
+        for (int k = 1; k < 4 && json_is_array(shape); k++) j->shape[k] = (int32_t)json_integer_value(json_array_get(shape, (size_t)k));
+        json_t *pix = json_object_get(info, "pixel_space");
+        if (json_is_object(pix)) {
+            char *text = json_dumps(pix, JSON_COMPACT);
+            j->has_pixels = pixel_latent_map_from_json(text, &j->map) == VFM_OK;
+            free(text);
+        }
+        json_decref(info);
+    }
+    return VFM_OK;
+}
+
+/* A real example of each caption from a dataset (the first sample whose json caption matches),
+ * as pixels [3, T, H, W] in examples[i] (NULL when none). */
+static void find_real_examples(const char *dataset, char **prompts, int n, const PixelLatentMap *map, float **examples,
+                               int32_t (*shapes)[4]) {
+    for (int s = 0; s < 100000; s++) {
+        char name[64], path[1200];
+        snprintf(name, sizeof name, "shard-%06d.tar", s);
+        path_join(path, sizeof path, dataset, name);
+        if (!path_exists(path)) break;
+        TarShard *shard;
+        if (tar_shard_open(&shard, path) != VFM_OK) break;
+        for (int64_t i = 0; i < tar_shard_num_samples(shard); i++) {
+            TarSample smp;
+            if (tar_shard_read_sample(shard, i, &smp) != VFM_OK) continue;
+            const TarPart *js = tar_sample_part(&smp, "json"), *lat = tar_sample_part(&smp, "latent.npy");
+            json_error_t err;
+            json_t *meta = js ? json_loadb((const char *)js->data, js->size, 0, &err) : NULL;
+            const char *cap = json_string_value(json_object_get(meta, "caption"));
+            for (int p = 0; cap && lat && p < n; p++) {
+                if (examples[p] || strcmp(cap, prompts[p]) != 0) continue;
+                Tensor t;
+                if (npy_load_f32(lat->data, lat->size, path, &t) != VFM_OK || t.ndim != 4) continue;
+                int64_t numel = tensor_numel(&t);
+                examples[p] = malloc((size_t)numel * sizeof(float));
+                latent_to_pixel(map, t.data, (int)t.shape[1], (int)t.shape[2], (int)t.shape[3], examples[p]);
+                for (int k = 0; k < 4; k++) shapes[p][k] = (int32_t)t.shape[k];
+                tensor_free(&t);
+            }
+            json_decref(meta);
+            tar_sample_free(&smp);
+        }
+        tar_shard_close(shard);
+    }
+}
+
+static void to_image(const float *pixels, const int32_t *shape, int frame, int zoom, RgbImage *out) {
+    RgbImage small;
+    memset(out, 0, sizeof *out);
+    if (rgb_image_alloc(&small, shape[3], shape[2]) != VFM_OK) return;
+    rgb_image_from_planar(&small, pixels, shape[1], frame);
+    if (rgb_image_upscale(&small, zoom, out) != VFM_OK) memset(out, 0, sizeof *out);
+    rgb_image_free(&small);
+}
+
+int cmd_sample(int argc, char **argv) {
+    ArgFlag flags[] = {
+        {"--checkpoint", "DIR", "a run directory (its newest checkpoint) or one iter_* directory", NULL, 0},
+        {"--out", "DIR", "where to write the samples", NULL, 0},
+        {"--prompt", "TEXT", "caption, embedded with vfm's built-in caption encoder", NULL, 0},
+        {"--prompts", "FILE", "one caption per line (# comments allowed)", NULL, 0},
+        {"--prompt-embedding", "FILE.npy", "text embedding [L, d_text] made elsewhere", NULL, 0},
+        {"--num", "N", "samples per prompt (default 1)", NULL, 0},
+        {"--frames", "T", "latent frames (default: the training data's example)", NULL, 0},
+        {"--height", "H", "latent height (default: the training data's example)", NULL, 0},
+        {"--width", "W", "latent width (default: the training data's example)", NULL, 0},
+        {"--steps", "N", "Heun steps (default sampler.num_steps of the run)", NULL, 0},
+        {"--guidance", "G", "classifier-free guidance g: D_c + g(D_c - D_u); DFM uses 7 (default sampler.guidance)", NULL, 0},
+        {"--seed", "S", "noise seed (default 1)", NULL, 0},
+        {"--fps", "F", "frames per second given to the model (default 30)", NULL, 0},
+        {"--s-churn", "X", "EDM stochasticity S_churn (default 0: deterministic)", NULL, 0},
+        {"--dfm-heun", NULL, "reproduce DFM's Heun (second evaluation at x_hat, t_hat)", NULL, 0},
+        {"--ema", NULL, "use the EMA weights", NULL, 0},
+        {"--compare-dataset", "DIR", "put a real example of each caption (from this pixel-space dataset) in the grid", NULL, 0},
+        {"--score-colours", NULL, "judge each picture's dominant colour against its caption and print the score", NULL, 0},
+        {"--threads", "N", "CPU threads (default: all cores)", NULL, 0},
+    };
+    int nflags = (int)(sizeof flags / sizeof flags[0]), help;
+    ArgList pos;
+    vfm_status s = args_parse("sample", argc, argv, flags, nflags, &pos, &help);
+    if (s != VFM_OK) return cli_report(s);
+    if (help) {
+        args_print_help("sample --checkpoint DIR --out DIR [--prompt TEXT | --prompts FILE | --prompt-embedding F.npy] ...",
+                        "Generates samples with EDM's Heun sampler and classifier-free guidance. Writes each latent as\n"
+                        "sample_NNN.npy ([C,T,H,W], the data's latent units) and, when the run trained on a pixel-space\n"
+                        "dataset, sample_NNN.png (images) or .gif (videos) and grid.png. Without a prompt it samples\n"
+                        "unconditionally (the null prompt).", flags, nflags);
+        return 0;
+    }
+    if (pos.n > 0) {
+        fprintf(stderr, "vfm sample: unexpected argument '%s'\n", pos.items[0]);
+        return 2;
+    }
+    SampleJob j;
+    memset(&j, 0, sizeof j);
+    const char *ckpt = args_value(flags, nflags, "--checkpoint", NULL), *out = args_value(flags, nflags, "--out", NULL);
+    if (!ckpt || !out) {
+        fprintf(stderr, "vfm sample: --checkpoint and --out are required (see vfm sample --help)\n");
+        return 2;
+    }
+    snprintf(j.ckpt, sizeof j.ckpt, "%s", ckpt);
+    snprintf(j.out, sizeof j.out, "%s", out);
+    const char *threads = args_value(flags, nflags, "--threads", NULL);
+    ops_set_threads(threads ? atoi(threads) : (int)sysconf(_SC_NPROCESSORS_ONLN));
+    s = load_checkpoint(&j, args_flag(flags, nflags, "--ema")->present);
+    if (s != VFM_OK) return cli_report(s);
+    const DiTConfig *mc = &j.model.cfg;
+
+    /* prompts → text embeddings */
+    const char *prompt = args_value(flags, nflags, "--prompt", NULL), *prompts = args_value(flags, nflags, "--prompts", NULL);
+    const char *emb_file = args_value(flags, nflags, "--prompt-embedding", NULL);
+    if (!!prompt + !!prompts + !!emb_file > 1) {
+        fprintf(stderr, "vfm sample: give one of --prompt, --prompts and --prompt-embedding\n");
+        return 2;
+    }
+    if (prompts && (s = read_prompts(&j, prompts)) != VFM_OK) return cli_report(s);
+    if (prompt) j.prompts[j.n_prompts++] = strdup(prompt);
+    int n_cond = j.n_prompts > 0 ? j.n_prompts : 1;
+    float **texts = calloc((size_t)n_cond, sizeof *texts);
+    int *rows = calloc((size_t)n_cond, sizeof *rows);
+    CaptionEncoder enc = {mc->d_text};
+    for (int p = 0; p < j.n_prompts; p++) {
+        int cap = caption_token_count(j.prompts[p]);
+        texts[p] = malloc((size_t)cap * mc->d_text * sizeof(float));
+        if ((s = caption_encode(&enc, j.prompts[p], texts[p], cap, &rows[p])) != VFM_OK) return cli_report(s);
+    }
+    if (emb_file) {
+        Tensor t;
+        if ((s = npy_load_f32_file(emb_file, &t)) != VFM_OK) return cli_report(s);
+        if (tensor_dim(&t, -1) != mc->d_text)
+            return cli_report(vfm_fail_at(VFM_ERR_USAGE, emb_file, NULL, NULL, "rows have %lld values, the model expects %d",
+                                          (long long)tensor_dim(&t, -1), mc->d_text));
+        texts[0] = t.data;
+        rows[0] = (int)tensor_rows(&t);
+    }
+
+    /* latent shape and sampler settings */
+    int32_t shape[4] = {j.shape[0], j.shape[1], j.shape[2], j.shape[3]};
+    const char *v;
+    if ((v = args_value(flags, nflags, "--frames", NULL))) shape[1] = atoi(v);
+    if ((v = args_value(flags, nflags, "--height", NULL))) shape[2] = atoi(v);
+    if ((v = args_value(flags, nflags, "--width", NULL))) shape[3] = atoi(v);
+    if (shape[1] < 1 || shape[2] < 1 || shape[3] < 1) {
+        fprintf(stderr, "vfm sample: --frames, --height and --width must be positive\n");
+        return 2;
+    }
+    int num = atoi(args_value(flags, nflags, "--num", "1"));
+    if (num < 1) num = 1;
+    GenerateOptions go;
+    memset(&go, 0, sizeof go);
+    sampler_config_default(&go.sampler);
+    go.sampler.num_steps = (int)cfg_int(j.cfg, "sampler.num_steps");
+    go.sampler.sigma_min = cfg_float(j.cfg, "sampler.sigma_min");
+    go.sampler.sigma_max = cfg_float(j.cfg, "sampler.sigma_max");
+    go.sampler.rho = cfg_float(j.cfg, "sampler.rho");
+    go.sampler.s_churn = atof(args_value(flags, nflags, "--s-churn", "0"));
+    go.sampler.dfm_heun_parity = args_flag(flags, nflags, "--dfm-heun")->present;
+    if ((v = args_value(flags, nflags, "--steps", NULL))) go.sampler.num_steps = atoi(v);
+    go.guidance = (v = args_value(flags, nflags, "--guidance", NULL)) ? atof(v) : cfg_float(j.cfg, "sampler.guidance");
+    if (j.n_prompts == 0 && !emb_file) go.guidance = 0; /* unconditional: nothing to guide towards */
+    go.sigma_data = (float)cfg_float(j.cfg, "model.sigma_data");
+    go.seed = (uint64_t)atoll(args_value(flags, nflags, "--seed", "1"));
+    go.progress = progress_bar;
+    float fps = (float)atof(args_value(flags, nflags, "--fps", "30"));
+
+    int n = n_cond * num;
+    GenerateSample *gs = calloc((size_t)n, sizeof *gs);
+    float **latents = calloc((size_t)n, sizeof *latents);
+    int64_t numel = (int64_t)shape[0] * shape[1] * shape[2] * shape[3];
+    for (int i = 0; i < n; i++) {
+        memcpy(gs[i].latent_shape, shape, sizeof shape);
+        gs[i].text = texts[i / num];
+        gs[i].text_rows = rows[i / num];
+        gs[i].fps = fps;
+        gs[i].uid = (uint64_t)i;
+        latents[i] = malloc((size_t)numel * sizeof(float));
+    }
+    double t0 = time_now();
+    s = generate_latents(&j.model, &go, gs, n, latents);
+    for (int i = 0; i < n && s == VFM_OK; i++) {
+        Tensor lt = TF32(latents[i], numel);
+        int64_t bad = 0;
+        s = op_count_nonfinite(&bad, &lt);
+        if (s == VFM_OK && bad)
+            s = vfm_fail(VFM_ERR_NUMERIC, "sample %d has %lld NaN/Inf values: the checkpoint's weights are broken", i,
+                         (long long)bad);
+    }
+    if (s != VFM_OK) return cli_report(s);
+    fprintf(stderr, "sampled %d latent%s of %dx%dx%dx%d in %.1f s (%d steps, guidance %g)\n", n, n > 1 ? "s" : "", shape[0],
+            shape[1], shape[2], shape[3], time_now() - t0, go.sampler.num_steps, go.guidance);
+
+    /* outputs */
+    if ((s = mkdir_p(j.out)) != VFM_OK) return cli_report(s);
+    float *pixels = malloc((size_t)numel * sizeof(float));
+    const char *compare = args_value(flags, nflags, "--compare-dataset", NULL);
+    float **real = calloc((size_t)n_cond, sizeof *real);
+    int32_t (*real_shape)[4] = calloc((size_t)n_cond, sizeof *real_shape);
+    if (compare && j.has_pixels && j.n_prompts) find_real_examples(compare, j.prompts, j.n_prompts, &j.map, real, real_shape);
+    int cols = num + (compare ? 1 : 0), zoom = 4;
+    RgbImage *tiles = calloc((size_t)n_cond * cols, sizeof *tiles);
+    ColourJudge judge = colour_judge_defaults();
+    int judged = 0, correct = 0;
+    json_t *index = json_array();
+    for (int i = 0; i < n && s == VFM_OK; i++) {
+        char name[64], path[1200];
+        snprintf(name, sizeof name, "sample_%03d.npy", i);
+        path_join(path, sizeof path, j.out, name);
+        Tensor lt = TF32(latents[i], shape[0], shape[1], shape[2], shape[3]);
+        s = npy_write_file(path, &lt);
+        json_t *rec = json_pack("{s:s,s:[iiii]}", "latent", name, "shape", shape[0], shape[1], shape[2], shape[3]);
+        if (j.n_prompts) json_object_set_new(rec, "prompt", json_string(j.prompts[i / num]));
+        if (s == VFM_OK && j.has_pixels && shape[0] == 3) {
+            latent_to_pixel(&j.map, latents[i], shape[1], shape[2], shape[3], pixels);
+            RgbImage img;
+            if (shape[1] == 1) {
+                to_image(pixels, shape, 0, zoom, &img);
+                snprintf(name, sizeof name, "sample_%03d.png", i);
+                path_join(path, sizeof path, j.out, name);
+                s = png_write_rgb(path, &img);
+            } else {
+                RgbImage *frames = calloc((size_t)shape[1], sizeof *frames);
+                for (int f = 0; f < shape[1]; f++) to_image(pixels, shape, f, zoom, &frames[f]);
+                snprintf(name, sizeof name, "sample_%03d.gif", i);
+                path_join(path, sizeof path, j.out, name);
+                s = gif_write_rgb(path, frames, shape[1], 12, 0);
+                img = frames[0];
+                for (int f = 1; f < shape[1]; f++) rgb_image_free(&frames[f]);
+                free(frames);
+            }
+            json_object_set_new(rec, "picture", json_string(name));
+            tiles[(i / num) * cols + (compare ? 1 : 0) + i % num] = img;
+            if (args_flag(flags, nflags, "--score-colours")->present && j.n_prompts) {
+                int want = colour_from_caption(synthetic_palette, SYNTHETIC_N_COLOURS, j.prompts[i / num]);
+                int got = colour_dominant_planar(&judge, synthetic_palette, SYNTHETIC_N_COLOURS, pixels,
+                                                 (int64_t)shape[1] * shape[2] * shape[3],
+                                                 (int64_t)shape[1] * shape[2] * shape[3], NULL);
+                if (want >= 0) {
+                    judged++;
+                    correct += got == want;
+                    json_object_set_new(rec, "colour_asked", json_string(synthetic_palette[want].name));
+                    json_object_set_new(rec, "colour_seen", json_string(got >= 0 ? synthetic_palette[got].name : "none"));
+                }
+            }
+        }
+        json_array_append_new(index, rec);
+    }
+    for (int p = 0; p < n_cond && compare; p++)
+        if (real[p]) to_image(real[p], real_shape[p], 0, zoom, &tiles[p * cols]);
+    if (s == VFM_OK && j.has_pixels && shape[0] == 3) {
+        RgbImage grid;
+        const uint8_t gap[3] = {48, 48, 48};
+        for (int k = 0; k < n_cond * cols; k++)
+            if (!tiles[k].pixels) rgb_image_alloc(&tiles[k], shape[3] * zoom, shape[2] * zoom);
+        char path[1200];
+        path_join(path, sizeof path, j.out, "grid.png");
+        s = rgb_image_grid(tiles, n_cond * cols, cols, 4, gap, &grid);
+        if (s == VFM_OK) s = png_write_rgb(path, &grid);
+        if (s == VFM_OK) printf("wrote %s (%d rows: %s%d generated per prompt)\n", path, n_cond,
+                                compare ? "real example, then " : "", num);
+        rgb_image_free(&grid);
+    }
+    if (s == VFM_OK) {
+        char path[1200];
+        path_join(path, sizeof path, j.out, "samples.json");
+        json_t *doc = json_pack("{s:s,s:i,s:f,s:I,s:o}", "checkpoint", j.ckpt, "steps", go.sampler.num_steps, "guidance",
+                                go.guidance, "seed", (json_int_t)go.seed, "samples", index);
+        if (judged) json_object_set_new(doc, "colour_score", json_real((double)correct / judged));
+        char *text = json_dumps(doc, JSON_INDENT(2));
+        s = write_file_atomic(path, text, strlen(text));
+        free(text);
+        json_decref(doc);
+        printf("wrote %d sample%s to %s\n", n, n > 1 ? "s" : "", j.out);
+    }
+    if (s == VFM_OK && judged)
+        printf("colour score: %d/%d = %.1f%% of the pictures show the colour their caption asks for\n", correct, judged,
+               100.0 * correct / judged);
+    return cli_report(s);
+}
