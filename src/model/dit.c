@@ -203,14 +203,18 @@ static void build_table(DiT *m) {
     m->out_b = add_bias(t, (float)D, dit_out_dim(c), 0, "final_linear");
 }
 
-vfm_status dit_create(DiT *m, const DiTConfig *cfg, Device device) {
+void dit_describe(DiT *m, const DiTConfig *cfg) {
     memset(m, 0, sizeof *m);
     m->cfg = *cfg;
-    m->device = device;
-    if (device != DEV_CPU) return vfm_fail(VFM_ERR_UNSUPPORTED, "the DiT runs on the CPU in this version");
     m->blocks = calloc((size_t)cfg->layers, sizeof *m->blocks);
     param_table_init(&m->table);
     build_table(m);
+}
+
+vfm_status dit_create(DiT *m, const DiTConfig *cfg, Device device) {
+    if (device != DEV_CPU) return vfm_fail(VFM_ERR_UNSUPPORTED, "the DiT runs on the CPU in this version");
+    dit_describe(m, cfg);
+    m->device = device;
     size_t bytes = (size_t)m->table.total * sizeof(float);
     VFM_TRY(device_malloc(device, bytes, (void **)&m->params));
     VFM_TRY(device_malloc(device, bytes, (void **)&m->grads));

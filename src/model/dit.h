@@ -60,6 +60,9 @@ typedef struct DiT {
  * Call dit_init_weights or load weights next. */
 vfm_status dit_create(DiT *m, const DiTConfig *cfg, Device device);
 void dit_destroy(DiT *m);
+/* Only the parameter table and block indices (no memory for weights): sizes and names of a
+ * configuration, e.g. for `vfm model info`. Free with dit_destroy. */
+void dit_describe(DiT *m, const DiTConfig *cfg);
 /* DFM initialisation (§1.4), Philox-keyed by parameter name and seed. */
 vfm_status dit_init_weights(DiT *m, uint64_t seed);
 /* Reserves activation memory for packs of up to max_tokens rows, max_text rows and max_samples
