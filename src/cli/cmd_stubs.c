@@ -14,6 +14,5 @@ static int stub(const char *name, const char *usage, int argc, char **argv) {
     return cli_not_implemented(name);
 }
 
-int cmd_prepare(int argc, char **argv) { return stub("prepare", "prepare synthetic|images|videos --out DIR", argc, argv); }
 int cmd_data(int argc, char **argv) { return stub("data", "data index|inspect|bench PATH", argc, argv); }
 int cmd_bench(int argc, char **argv) { return stub("bench", "bench --preset NAME --seq N", argc, argv); }
