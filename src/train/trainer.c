@@ -283,7 +283,7 @@ static int env_step_listed(const char *var, int64_t step) {
 
 typedef struct Window {
     double loss_sum, grad_sum, flops, seconds, wait;
-    int64_t steps, samples, tokens;
+    int64_t steps, samples, tokens, capacity;
 } Window;
 
 static double peak_rss_mib(void) {
@@ -296,9 +296,10 @@ static void log_window(Trainer *t, Window *w, double lr) {
     if (w->steps == 0) return;
     double secs = w->seconds > 0 ? w->seconds : 1e-9;
     log_info("step %lld/%lld | loss %.4f | grad norm %.3f | lr %.3e | %.1f samples/s | %.0f tokens/s | %.1f ms/step | "
-             "%.3f TFLOP/s | data wait %.1f ms | mem %.0f MiB",
+             "%.3f TFLOP/s | packs %.0f%% full | data wait %.1f ms | mem %.0f MiB",
              (long long)t->step, (long long)t->train_iters, w->loss_sum / w->steps, w->grad_sum / w->steps, lr,
-             w->samples / secs, w->tokens / secs, 1e3 * secs / w->steps, w->flops / secs / 1e12, 1e3 * w->wait / w->steps,
+             w->samples / secs, w->tokens / secs, 1e3 * secs / w->steps, w->flops / secs / 1e12,
+             w->capacity ? 100.0 * (double)w->tokens / (double)w->capacity : 0.0, 1e3 * w->wait / w->steps,
              peak_rss_mib());
     memset(w, 0, sizeof *w);
 }
@@ -319,6 +320,7 @@ static vfm_status train_step(Trainer *t, Window *w, int *consecutive_bad, int *s
         loss_sum += r.loss;
         w->samples += t->pack.n_samples;
         w->tokens += t->pack.cu_seqlens[t->pack.n_samples];
+        w->capacity += t->source->max_tokens;
         w->flops += 3.0 * dit_forward_flops(&m->cfg, t->pack.n_samples, t->pack.cu_seqlens, t->pack.cu_text);
         t->consumed_samples += t->pack.n_samples;
     }
