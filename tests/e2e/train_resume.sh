@@ -4,7 +4,7 @@
 # weights and optimizer state byte for byte. A checkpoint cut off mid-write (inside its temporary
 # directory, or renamed but without DONE) is never loaded. `vfm sample` runs from the result.
 cd "$(dirname "$0")/../.." || exit 1
-. tests/e2e/lib.sh
+. tests/e2e/common.inc
 T=$(mktemp -d /tmp/vfm_e2e_resume.XXXXXX)
 trap 'rm -rf "$T"' EXIT
 ARGS="--config configs/tiny-mock.yaml train.train_iters=20 checkpoint.save_interval=10 train.threads=2 logger.level=warn"
