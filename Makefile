@@ -34,7 +34,7 @@ LDLIBS    += -lcudart_static -ldl -lrt -lstdc++
 NVCCFLAGS ?= -O3 -std=c++17 -MMD -MP $(CUDA_ARCH) -Isrc -DVFM_CUDA -Xcompiler -Wall,-Werror,-Wno-format-truncation,-fPIC
 endif
 
-.PHONY: all deps test demo clean goldens gpu-test
+.PHONY: all deps test demo clean goldens gpu-bundle gpu-test
 all: $(BUILD)/vfm $(BUILD)/vfm_tests
 
 deps:
@@ -73,6 +73,16 @@ test: deps
 demo: deps
 	@$(MAKE) --no-print-directory all
 	@scripts/demo.sh
+
+# The GPU machine has no package registry: gpu-bundle (here) copies the shared libraries the test
+# binary needs next to it; gpu-test (there) runs the GPU tests of that prebuilt binary, building nothing.
+gpu-bundle: all
+	@mkdir -p $(BUILD)/gpu-libs
+	@ldd $(BUILD)/vfm_tests | awk '/=> \// {print $$3}' | grep -v -E 'libc\.so|libm\.so|ld-linux' | xargs -I{} cp -L {} $(BUILD)/gpu-libs/
+	@echo "gpu-bundle: $(BUILD)/vfm_tests + $$(ls $(BUILD)/gpu-libs | wc -l) libraries in $(BUILD)/gpu-libs"
+
+gpu-test:
+	LD_LIBRARY_PATH=$(BUILD)/gpu-libs $(BUILD)/vfm_tests cuda_
 
 # Regenerates tests/fixtures/golden/*.bin with the PyTorch twin (needs python3-torch; not run by CI).
 goldens:

@@ -5,6 +5,21 @@
 
 #include "cpu/ops_cpu.h"
 #include "ops.h"
+#ifdef VFM_CUDA
+#include "cuda/ops_cuda.h"
+/* As OPS_DISPATCH, for ops that have a CUDA kernel (cuda_<name>). */
+#ifdef VFM_CUDA
+#define OPS_DISPATCH_WITH_CUDA(name, ref, ...)                                 \
+    do {                                                                       \
+        if ((ref)->device == DEV_CUDA) return cuda_##name(__VA_ARGS__);        \
+        if ((ref)->dtype == DT_F64) return cpu_##name##_f64(__VA_ARGS__);      \
+        return cpu_##name##_f32(__VA_ARGS__);                                  \
+    } while (0)
+#else
+#define OPS_DISPATCH_WITH_CUDA(name, ref, ...) OPS_DISPATCH(name, ref, __VA_ARGS__)
+#endif
+
+#endif
 
 /* t must exist, live on dev, have dtype and the listed dims (-1 = any size). */
 vfm_status ops_expect(const char *op, const char *arg, const Tensor *t, DType dtype, Device dev, int ndim,
@@ -25,5 +40,17 @@ vfm_status ops_no_cuda(const char *op);
         if ((ref)->dtype == DT_F64) return cpu_##name##_f64(__VA_ARGS__);      \
         return cpu_##name##_f32(__VA_ARGS__);                                  \
     } while (0)
+
+/* As OPS_DISPATCH, for ops that have a CUDA kernel (cuda_<name>). */
+#ifdef VFM_CUDA
+#define OPS_DISPATCH_WITH_CUDA(name, ref, ...)                                 \
+    do {                                                                       \
+        if ((ref)->device == DEV_CUDA) return cuda_##name(__VA_ARGS__);        \
+        if ((ref)->dtype == DT_F64) return cpu_##name##_f64(__VA_ARGS__);      \
+        return cpu_##name##_f32(__VA_ARGS__);                                  \
+    } while (0)
+#else
+#define OPS_DISPATCH_WITH_CUDA(name, ref, ...) OPS_DISPATCH(name, ref, __VA_ARGS__)
+#endif
 
 #endif

@@ -9,7 +9,7 @@ vfm_status op_sum_squares(double *out, const Tensor *x) {
 vfm_status op_randn_fill(Tensor *out, uint64_t seed, uint32_t stream, uint32_t step, uint64_t uid,
                          uint64_t element_offset, float std) {
     VFM_TRY(ops_float_dtype("randn_fill", out));
-    OPS_DISPATCH(randn_fill, out, out, seed, stream, step, uid, element_offset, std);
+    OPS_DISPATCH_WITH_CUDA(randn_fill, out, out, seed, stream, step, uid, element_offset, std);
 }
 
 vfm_status op_count_nonfinite(int64_t *count, const Tensor *x) {

@@ -36,7 +36,7 @@ static vfm_status train_with(const char *run, const char *const *extra, int n_ex
     snprintf(save, sizeof save, "checkpoint.save=%s", run);
     int n = 0;
     ov[n++] = save;
-    ov[n++] = "logger.level=warn";
+    ov[n++] = "logger.level=error";
     ov[n++] = "train.threads=1";
     for (int i = 0; i < n_extra; i++) ov[n++] = extra[i];
     TrainOptions opt = {test_fixture("../../configs/tiny-mock.yaml"), ov, n, NULL};
