@@ -54,6 +54,15 @@ vfm_status ops_float_dtype(const char *op, const Tensor *t) {
     return vfm_fail(VFM_ERR_SHAPE, "%s: unsupported tensor %s", op, tensor_describe(t, got, sizeof got));
 }
 
+vfm_status ops_float_arg(const char *op, const char *arg, const Tensor *t) {
+    char got[128];
+    if (!t || !t->data) return vfm_fail(VFM_ERR_SHAPE, "%s: argument %s is missing", op, arg);
+    if (ops_float_dtype(op, t) != VFM_OK)
+        return vfm_fail(VFM_ERR_SHAPE, "%s: %s is %s, not a float type this device runs", op, arg,
+                        tensor_describe(t, got, sizeof got));
+    return VFM_OK;
+}
+
 vfm_status ops_same_numel(const char *op, const char *a_name, const Tensor *a, const char *b_name, const Tensor *b) {
     char sa[128], sb[128];
     if (!a || !b || !a->data || !b->data) return vfm_fail(VFM_ERR_SHAPE, "%s: %s or %s is missing", op, a_name, b_name);

@@ -29,6 +29,8 @@ vfm_status ops_expect(const char *op, const char *arg, const Tensor *t, DType dt
                        (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), (int64_t[]){__VA_ARGS__}))
 /* The float dtype an op runs in, taken from its reference tensor: f32/f64 on cpu, bf16/f32 on cuda. */
 vfm_status ops_float_dtype(const char *op, const Tensor *t);
+/* As ops_float_dtype, naming the argument in the message. */
+vfm_status ops_float_arg(const char *op, const char *arg, const Tensor *t);
 vfm_status ops_same_numel(const char *op, const char *a_name, const Tensor *a, const char *b_name, const Tensor *b);
 vfm_status ops_no_cuda(const char *op);
 

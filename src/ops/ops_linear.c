@@ -2,16 +2,6 @@
  * GELU, SiLU and SwiGLU: argument checks, then the backend of the tensors' device and dtype. */
 #include "ops_check.h"
 
-/* The reference tensor of a call: present, and of a float dtype the op runs in on its device. */
-static vfm_status float_ref(const char *op, const char *arg, const Tensor *t) {
-    char got[128];
-    if (!t || !t->data) return vfm_fail(VFM_ERR_SHAPE, "%s: argument %s is missing", op, arg);
-    if (ops_float_dtype(op, t) != VFM_OK)
-        return vfm_fail(VFM_ERR_SHAPE, "%s: %s is %s, not a float type this device runs", op, arg,
-                        tensor_describe(t, got, sizeof got));
-    return VFM_OK;
-}
-
 static vfm_status check_activation(const char *op, Activation act, int allow_none) {
     if ((act == ACT_NONE && allow_none) || act == ACT_GELU_ERF || act == ACT_GELU_TANH) return VFM_OK;
     return vfm_fail(VFM_ERR_USAGE, "%s: unknown activation %d", op, (int)act);
@@ -20,7 +10,7 @@ static vfm_status check_activation(const char *op, Activation act, int allow_non
 vfm_status op_linear_forward(Tensor *y, Tensor *pre, const Tensor *x, const Tensor *w, const Tensor *b,
                              Activation act) {
     const char *op = "linear_forward";
-    VFM_TRY(float_ref(op, "x", x));
+    VFM_TRY(ops_float_arg(op, "x", x));
     VFM_TRY(check_activation(op, act, 1));
     DType dt = x->dtype;
     Device dev = x->device;
@@ -37,7 +27,7 @@ vfm_status op_linear_forward(Tensor *y, Tensor *pre, const Tensor *x, const Tens
 vfm_status op_linear_backward(Tensor *dx, Tensor *dw, Tensor *db, Tensor *dy, const Tensor *x, const Tensor *w,
                               const Tensor *pre, Activation act, int dx_accumulate) {
     const char *op = "linear_backward";
-    VFM_TRY(float_ref(op, "x", x));
+    VFM_TRY(ops_float_arg(op, "x", x));
     VFM_TRY(check_activation(op, act, 1));
     DType dt = x->dtype;
     Device dev = x->device;
@@ -55,7 +45,7 @@ vfm_status op_linear_backward(Tensor *dx, Tensor *dw, Tensor *db, Tensor *dy, co
 
 vfm_status op_gelu_forward(Tensor *y, const Tensor *x, Activation kind) {
     const char *op = "gelu_forward";
-    VFM_TRY(float_ref(op, "x", x));
+    VFM_TRY(ops_float_arg(op, "x", x));
     VFM_TRY(check_activation(op, kind, 0));
     VFM_TRY(ops_expect(op, "y", y, x->dtype, x->device, x->ndim, x->shape));
     OPS_DISPATCH(gelu_forward, x, y, x, kind);
@@ -63,7 +53,7 @@ vfm_status op_gelu_forward(Tensor *y, const Tensor *x, Activation kind) {
 
 vfm_status op_gelu_backward(Tensor *dx, const Tensor *dy, const Tensor *x, Activation kind) {
     const char *op = "gelu_backward";
-    VFM_TRY(float_ref(op, "x", x));
+    VFM_TRY(ops_float_arg(op, "x", x));
     VFM_TRY(check_activation(op, kind, 0));
     VFM_TRY(ops_expect(op, "dy", dy, x->dtype, x->device, x->ndim, x->shape));
     VFM_TRY(ops_expect(op, "dx", dx, x->dtype, x->device, x->ndim, x->shape));
@@ -72,14 +62,14 @@ vfm_status op_gelu_backward(Tensor *dx, const Tensor *dy, const Tensor *x, Activ
 
 vfm_status op_silu_forward(Tensor *y, const Tensor *x) {
     const char *op = "silu_forward";
-    VFM_TRY(float_ref(op, "x", x));
+    VFM_TRY(ops_float_arg(op, "x", x));
     VFM_TRY(ops_expect(op, "y", y, x->dtype, x->device, x->ndim, x->shape));
     OPS_DISPATCH(silu_forward, x, y, x);
 }
 
 vfm_status op_silu_backward(Tensor *dx, const Tensor *dy, const Tensor *x) {
     const char *op = "silu_backward";
-    VFM_TRY(float_ref(op, "x", x));
+    VFM_TRY(ops_float_arg(op, "x", x));
     VFM_TRY(ops_expect(op, "dy", dy, x->dtype, x->device, x->ndim, x->shape));
     VFM_TRY(ops_expect(op, "dx", dx, x->dtype, x->device, x->ndim, x->shape));
     OPS_DISPATCH(silu_backward, x, dx, dy, x);
@@ -88,7 +78,7 @@ vfm_status op_silu_backward(Tensor *dx, const Tensor *dy, const Tensor *x) {
 /* x[N,2F] with an even number of columns; returns F. */
 static vfm_status check_swiglu_input(const char *op, const Tensor *x, int64_t *F) {
     char got[128];
-    VFM_TRY(float_ref(op, "x", x));
+    VFM_TRY(ops_float_arg(op, "x", x));
     OPS_EXPECT(op, "x", x, x->dtype, x->device, -1, -1);
     if (x->shape[1] % 2)
         return vfm_fail(VFM_ERR_SHAPE, "%s: x is %s, its columns must be even (gate half, value half)", op,

@@ -2,15 +2,6 @@
  * RMSNorm. They check dtypes, devices, shapes and the token->sample map, then call the backend. */
 #include "ops_check.h"
 
-static vfm_status float_ref(const char *op, const char *arg, const Tensor *t) {
-    char got[128];
-    if (!t || !t->data) return vfm_fail(VFM_ERR_SHAPE, "%s: argument %s is missing", op, arg);
-    if (ops_float_dtype(op, t) != VFM_OK)
-        return vfm_fail(VFM_ERR_SHAPE, "%s: %s is %s, not a float type this device runs", op, arg,
-                        tensor_describe(t, got, sizeof got));
-    return VFM_OK;
-}
-
 /* A per-sample tensor t[B,D] (optional): the first one present fixes B (and names it in *b_arg). */
 static vfm_status check_per_sample(const char *op, const char *arg, const Tensor *t, const Tensor *ref, int64_t D,
                                    int64_t *B, const char **b_arg) {
@@ -40,7 +31,7 @@ vfm_status op_layernorm_modulate_forward(Tensor *y, Tensor *mean, Tensor *rstd, 
                                          const Tensor *shift, const Tensor *scale, const Tensor *tok2sample,
                                          float eps) {
     const char *op = "layernorm_modulate_forward";
-    VFM_TRY(float_ref(op, "x", x));
+    VFM_TRY(ops_float_arg(op, "x", x));
     OPS_EXPECT(op, "x", x, x->dtype, x->device, -1, -1);
     int64_t S = x->shape[0], D = x->shape[1], B = -1;
     const char *b_arg = NULL;
@@ -57,7 +48,7 @@ vfm_status op_layernorm_modulate_backward(Tensor *dx, Tensor *dshift, Tensor *ds
                                           const Tensor *x, const Tensor *mean, const Tensor *rstd,
                                           const Tensor *scale, const Tensor *tok2sample) {
     const char *op = "layernorm_modulate_backward";
-    VFM_TRY(float_ref(op, "x", x));
+    VFM_TRY(ops_float_arg(op, "x", x));
     OPS_EXPECT(op, "x", x, x->dtype, x->device, -1, -1);
     int64_t S = x->shape[0], D = x->shape[1], B = -1;
     const char *b_arg = NULL;
@@ -75,7 +66,7 @@ vfm_status op_layernorm_modulate_backward(Tensor *dx, Tensor *dshift, Tensor *ds
 vfm_status op_gated_residual_forward(Tensor *out, const Tensor *x, const Tensor *y, const Tensor *gate,
                                      const Tensor *tok2sample) {
     const char *op = "gated_residual_forward";
-    VFM_TRY(float_ref(op, "x", x));
+    VFM_TRY(ops_float_arg(op, "x", x));
     OPS_EXPECT(op, "x", x, x->dtype, x->device, -1, -1);
     int64_t S = x->shape[0], D = x->shape[1], B = -1;
     const char *b_arg = NULL;
@@ -89,7 +80,7 @@ vfm_status op_gated_residual_forward(Tensor *out, const Tensor *x, const Tensor 
 vfm_status op_gated_residual_backward(Tensor *dx, Tensor *dy, Tensor *dgate, const Tensor *dout,
                                       const Tensor *y, const Tensor *gate, const Tensor *tok2sample) {
     const char *op = "gated_residual_backward";
-    VFM_TRY(float_ref(op, "dout", dout));
+    VFM_TRY(ops_float_arg(op, "dout", dout));
     OPS_EXPECT(op, "dout", dout, dout->dtype, dout->device, -1, -1);
     int64_t S = dout->shape[0], D = dout->shape[1], B = -1;
     const char *b_arg = NULL;
@@ -104,7 +95,7 @@ vfm_status op_gated_residual_backward(Tensor *dx, Tensor *dy, Tensor *dgate, con
 
 vfm_status op_rmsnorm_forward(Tensor *y, Tensor *rstd, const Tensor *x, const Tensor *w, float eps) {
     const char *op = "rmsnorm_forward";
-    VFM_TRY(float_ref(op, "x", x));
+    VFM_TRY(ops_float_arg(op, "x", x));
     OPS_EXPECT(op, "x", x, x->dtype, x->device, -1, -1);
     int64_t N = x->shape[0], d = x->shape[1];
     OPS_EXPECT(op, "y", y, x->dtype, x->device, N, d);
@@ -116,7 +107,7 @@ vfm_status op_rmsnorm_forward(Tensor *y, Tensor *rstd, const Tensor *x, const Te
 vfm_status op_rmsnorm_backward(Tensor *dx, Tensor *dw, const Tensor *dy, const Tensor *x, const Tensor *rstd,
                                const Tensor *w) {
     const char *op = "rmsnorm_backward";
-    VFM_TRY(float_ref(op, "x", x));
+    VFM_TRY(ops_float_arg(op, "x", x));
     OPS_EXPECT(op, "x", x, x->dtype, x->device, -1, -1);
     int64_t N = x->shape[0], d = x->shape[1];
     OPS_EXPECT(op, "dy", dy, x->dtype, x->device, N, d);

@@ -15,6 +15,7 @@
 #include "core/config.h"
 #include "core/config_internal.h"
 #include "core/log.h"
+#include "capture.h"
 #include "test.h"
 
 /* ---- helpers ---- */
@@ -50,32 +51,6 @@ static const char *write_temp(const char *name, const char *text) {
         fclose(f);
     }
     return path[k];
-}
-
-/* Redirects fd (1 or 2) into a temp file until capture_end, which returns what was written. */
-typedef struct {
-    int fd, saved;
-    char path[1400];
-} Capture;
-
-static void capture_begin(Capture *c, int fd) {
-    static int counter;
-    fflush(stdout);
-    fflush(stderr);
-    c->fd = fd;
-    snprintf(c->path, sizeof c->path, "%s/capture%d.txt", test_tmpdir(), counter++);
-    c->saved = dup(fd);
-    int f = open(c->path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    dup2(f, fd);
-    close(f);
-}
-
-static char *capture_end(Capture *c) {
-    fflush(stdout);
-    fflush(stderr);
-    dup2(c->saved, c->fd);
-    close(c->saved);
-    return read_text(c->path);
 }
 
 /* "@" in a pattern stands for path. */
@@ -682,21 +657,6 @@ TEST(config_accessor_misuse_aborts_naming_the_key) {
 }
 
 /* ---- vfm config ---- */
-
-/* Runs vfm_main(argv) with stdout and stderr captured. */
-static int run_vfm(const char *const *args, int n, char **out, char **err) {
-    char *argv[16];
-    argv[0] = "vfm";
-    for (int i = 0; i < n; i++) argv[i + 1] = (char *)args[i];
-    argv[n + 1] = NULL;
-    Capture co, ce;
-    capture_begin(&co, 1);
-    capture_begin(&ce, 2);
-    int rc = vfm_main(n + 1, argv);
-    *err = capture_end(&ce);
-    *out = capture_end(&co);
-    return rc;
-}
 
 TEST(config_cli_show_merges_file_and_overrides) {
     char example[1400];

@@ -20,6 +20,7 @@
 #include "data/prepare_synthetic.h"
 #include "data/synthetic.h"
 #include "data/tar.h"
+#include "capture.h"
 #include "test.h"
 
 static void subdir(char *out, size_t n, const char *name) { path_join(out, n, test_tmpdir(), name); }
@@ -520,49 +521,6 @@ TEST(prepare_synthetic_bad_options_touch_nothing) {
 }
 
 /* ---- the command line ---- */
-
-typedef struct {
-    int fd, saved;
-    char path[1400];
-} Capture;
-
-static void capture_begin(Capture *c, int fd) {
-    static int counter;
-    fflush(stdout);
-    fflush(stderr);
-    c->fd = fd;
-    snprintf(c->path, sizeof c->path, "%s/capture%d.txt", test_tmpdir(), counter++);
-    c->saved = dup(fd);
-    int f = open(c->path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    dup2(f, fd);
-    close(f);
-}
-
-static char *capture_end(Capture *c) {
-    fflush(stdout);
-    fflush(stderr);
-    dup2(c->saved, c->fd);
-    close(c->saved);
-    char *text;
-    size_t len;
-    if (read_file_all(c->path, &text, &len) != VFM_OK) text = calloc(1, 1);
-    unlink(c->path);
-    return text;
-}
-
-static int run_vfm(const char *const *args, int n, char **out, char **err) {
-    char *argv[24];
-    argv[0] = "vfm";
-    for (int i = 0; i < n; i++) argv[i + 1] = (char *)args[i];
-    argv[n + 1] = NULL;
-    Capture co, ce;
-    capture_begin(&co, 1);
-    capture_begin(&ce, 2);
-    int rc = vfm_main(n + 1, argv);
-    *err = capture_end(&ce);
-    *out = capture_end(&co);
-    return rc;
-}
 
 static int count_lines(const char *s) {
     int n = 0;
