@@ -7,6 +7,7 @@
  * A sample that fails when read is dropped from its pack and named once; a pack left empty is
  * passed over for this replica's next one. */
 #include <jansson.h>
+#include <omp.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -223,6 +224,7 @@ static void *reader_main(void *arg) {
     Loader *L = arg;
     int64_t *ids = NULL;
     int cap = 0;
+    omp_set_num_threads(1); /* readers run side by side: no OpenMP team inside each (patchify is a copy) */
     pthread_mutex_lock(&L->mu);
     while (!L->stop) {
         if (L->next_build >= L->consumed + L->depth) {
