@@ -16,7 +16,6 @@ static int stub(const char *name, const char *usage, int argc, char **argv) {
 
 int cmd_sample(int argc, char **argv) { return stub("sample", "sample --checkpoint DIR --out DIR", argc, argv); }
 int cmd_prepare(int argc, char **argv) { return stub("prepare", "prepare synthetic|images|videos --out DIR", argc, argv); }
-int cmd_data(int argc, char **argv) { return stub("data", "data index|inspect|bench PATH", argc, argv); }
 int cmd_model(int argc, char **argv) { return stub("model", "model info --preset NAME [--seq N]", argc, argv); }
 int cmd_bench(int argc, char **argv) { return stub("bench", "bench --preset NAME --seq N", argc, argv); }
 int cmd_export(int argc, char **argv) { return stub("export", "export --checkpoint DIR --to FILE [--ema]", argc, argv); }

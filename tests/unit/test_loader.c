@@ -6,6 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <unistd.h>
+
+#include "cli/commands.h"
 #include "data/loader.h"
 #include "data/pack.h"
 #include "data/source.h"
@@ -393,4 +396,82 @@ TEST(loader_without_usable_samples_fails_clearly) {
     CHECK(pack_source_create(&src, cfg, 0, 1) == VFM_ERR_USAGE);
     CHECK_MSG(strstr(vfm_last_error(), "3 channels"), "%s", vfm_last_error());
     config_free(cfg);
+}
+
+TEST(loader_passes_over_a_pack_whose_samples_all_fail) {
+    /* one 16x16 image per pack (64 tokens, budget 64), in order: the NaN sample's pack is empty when
+     * built, so the replica takes its next pack in its place; the position still counts it */
+    char dir[1200], path[1300];
+    snprintf(dir, sizeof dir, "%s/allfail", test_tmpdir());
+    FixtureSample s[5];
+    for (int i = 0; i < 5; i++) {
+        s[i] = fixture_mixed_sample(1, C_LAT, D_TEXT); /* kind 1: [C,16,16] */
+        snprintf(s[i].key, sizeof s[i].key, "s%05d", i);
+        s[i].seed = 100 + (uint64_t)i;
+    }
+    s[2].poison = 0.0f / 0.0f;
+    snprintf(path, sizeof path, "%s/a.tar", dir);
+    REQUIRE_OK(fixture_write_shard(path, s, 5));
+    const char *extra[] = {"dataset.shuffle=false", "dataset.task_encoder_seq_length=64", NULL};
+    for (int workers = 0; workers <= 3; workers += 3) {
+        char ov[64];
+        snprintf(ov, sizeof ov, "dataset.num_workers=%d", workers);
+        const char *ex[] = {extra[0], extra[1], ov, NULL};
+        Config *cfg = fixture_config(dir, C_LAT, D_TEXT, 64, ex);
+        REQUIRE(cfg);
+        PackSource *src;
+        REQUIRE_OK(pack_source_create(&src, cfg, 0, 1));
+        config_free(cfg);
+        static const char *const want[6] = {"a.tar:s00000", "a.tar:s00001", "a.tar:s00003", "a.tar:s00004",
+                                            "a.tar:s00000", "a.tar:s00001"};
+        for (int i = 0; i < 6; i++) {
+            Pack p;
+            REQUIRE(take_packs(src, &p, 1));
+            CHECK(p.n_samples == 1);
+            CHECK_MSG(strcmp(p.samples[0].source, want[i]) == 0, "workers %d pack %d: %s", workers, i,
+                      p.samples[0].source);
+            pack_free(&p);
+            if (i == 2) {
+                char *state;
+                REQUIRE_OK(src->get_state(src, &state));
+                CHECK_MSG(strstr(state, "\"global_pack\":4") != NULL, "%s", state);
+                free(state);
+            }
+        }
+        CHECK(src->stats.packs == 6 && src->stats.skipped == 1);
+        pack_source_destroy(src);
+    }
+}
+
+TEST(data_cli_index_inspect_bench) {
+    const char *dir = mixed_dataset("cli", 2, 6);
+    char cache[1300];
+    snprintf(cache, sizeof cache, "%s/.vfm/length_index.bin", dir);
+    char d0[1200];
+    snprintf(d0, sizeof d0, "%s", dir);
+    char *index_args[] = {"index", d0, "--threads", "2"};
+    CHECK(cmd_data(4, index_args) == 0);
+    CHECK(access(cache, F_OK) == 0);
+    char *inspect_args[] = {"inspect", d0, "model.in_channels=4", "model.crossattn_emb_size=8"};
+    CHECK(cmd_data(4, inspect_args) == 0);
+    char *bench_args[] = {"bench", d0, "--seconds", "0.2", "model.in_channels=4", "model.crossattn_emb_size=8",
+                          "dataset.task_encoder_seq_length=512"};
+    CHECK(cmd_data(7, bench_args) == 0);
+    /* usage problems exit 2 */
+    char *no_path[] = {"inspect"};
+    CHECK(cmd_data(1, no_path) == 2);
+    char *bad_seconds[] = {"bench", d0, "--seconds", "-1"};
+    CHECK(cmd_data(4, bad_seconds) == 2);
+    char *two_paths[] = {"index", d0, d0};
+    CHECK(cmd_data(3, two_paths) == 2);
+    char *unknown[] = {"frobnicate"};
+    CHECK(cmd_data(1, unknown) == 2);
+    char *bad_key[] = {"bench", d0, "dataset.no_such_key=1"};
+    CHECK(cmd_data(3, bad_key) == 2);
+    char missing[1300];
+    snprintf(missing, sizeof missing, "%s/none", dir);
+    char *missing_args[] = {"inspect", missing};
+    CHECK(cmd_data(2, missing_args) == 2);
+    char *help[] = {"bench", "--help"};
+    CHECK(cmd_data(2, help) == 0);
 }
