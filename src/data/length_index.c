@@ -423,7 +423,6 @@ static void read_shard(const char *root, ShardRecord *rec) {
         if (e->status != ENC_OK) e->reason = pool_dup(&rec->strings, reason, strlen(reason));
         i = j;
     }
-    /* samples without kept members (possible only in odd tars) still have an index slot */
     close(fd);
     free(ml.m);
 }

@@ -296,12 +296,14 @@ static vfm_status wds_next(PackSource *src, Pack *out) {
     Loader *L = src->impl;
     for (;;) {
         Slot *slot = &L->slots[L->consumed % L->depth];
-        if (L->n_workers == 0) {
+        if (L->n_workers == 0) { /* built here: the trainer waits for all of it */
             int n = 0;
+            double t0 = time_now();
             slot->k = L->consumed;
             slot->status = plan_lookup(L, slot->k, &L->ids, &L->ids_cap, &n, &slot->epoch);
             if (slot->status == VFM_OK) slot->status = build_pack(L, L->ids, n, slot->epoch, &slot->pack, &slot->dropped);
             if (slot->status != VFM_OK) snprintf(slot->error, sizeof slot->error, "%s", vfm_last_error());
+            src->stats.wait_seconds += time_now() - t0;
         } else {
             pthread_mutex_lock(&L->mu);
             if (!(slot->state == SLOT_READY && slot->k == L->consumed)) {

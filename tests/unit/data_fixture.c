@@ -80,7 +80,8 @@ vfm_status fixture_write_shard(const char *path, const FixtureSample *samples, i
     for (int i = 0; st == VFM_OK && i < n; i++) {
         const FixtureSample *s = &samples[i];
         /* parts in sorted name order, as webdataset writes them */
-        if (s->json) st = add_part(w, s->key, "json", s->json, strlen(s->json));
+        const char *json = s->json ? s->json : s->json_text[0] ? s->json_text : NULL;
+        if (json) st = add_part(w, s->key, "json", json, strlen(json));
         if (st == VFM_OK) st = add_latent(w, s);
         if (st == VFM_OK && s->text_rows > 0) st = add_text(w, s);
     }
@@ -108,16 +109,9 @@ FixtureSample fixture_mixed_sample(int64_t i, int channels, int text_width) {
     s.text_width = text_width;
     s.text_rows = i % 7 == 6 ? 0 : 2 + (int)(i % 6);
     s.text_zero_tail = s.text_rows ? (int)(i % 3) % s.text_rows : 0;
-    static char json[64][160]; /* rotating static texts: the writer copies them at once */
-    static int next;
-    char *j = json[next++ % 64];
-    if (i % 5 == 4) {
-        s.json = NULL;
-    } else {
-        snprintf(j, 160, "{\"caption\": \"sample %lld\", \"fps\": 24, \"class\": %d%s}", (long long)i, (int)(i % 10),
-                 i == 1 ? ", \"pixel_space\": {\"factor\": 2, \"offset\": 0.5, \"scale\": 1}" : "");
-        s.json = j;
-    }
+    if (i % 5 != 4)
+        snprintf(s.json_text, sizeof s.json_text, "{\"caption\": \"sample %lld\", \"fps\": 24, \"class\": %d%s}",
+                 (long long)i, (int)(i % 10), i == 1 ? ", \"pixel_space\": {\"factor\": 2, \"offset\": 0.5, \"scale\": 1}" : "");
     s.seed = hash_combine64(0xf1c7u, (uint64_t)i);
     return s;
 }

@@ -19,7 +19,8 @@ typedef struct FixtureSample {
     int text_rows;              /* 0: no text part */
     int text_zero_tail;         /* trailing all-zero rows among text_rows */
     int text_width;
-    const char *json;           /* NULL: no json part */
+    const char *json;           /* json part text; when NULL, json_text (empty: no json part) */
+    char json_text[192];
     uint64_t seed;
     float poison;               /* non-zero: latent element 0 gets this value (NaN, 1e4, ...) */
 } FixtureSample;

@@ -134,8 +134,8 @@ TEST(loader_packs_hold_the_samples_tokens) {
                             (int64_t)ps->tokens * p->token_dim, 0.0, 0.0);
             int want_text = f.text_rows ? f.text_rows - f.text_zero_tail : 1;
             CHECK(ps->text_tokens == want_text);
-            CHECK(ps->fps == (f.json ? 24.0f : 30.0f));
-            CHECK(ps->class_label == (f.json ? idx % 10 : -1));
+            CHECK(ps->fps == (f.json_text[0] ? 24.0f : 30.0f));
+            CHECK(ps->class_label == (f.json_text[0] ? idx % 10 : -1));
             checked++;
             free(ref);
             free(x);
