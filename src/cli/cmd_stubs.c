@@ -14,5 +14,4 @@ static int stub(const char *name, const char *usage, int argc, char **argv) {
     return cli_not_implemented(name);
 }
 
-int cmd_data(int argc, char **argv) { return stub("data", "data index|inspect|bench PATH", argc, argv); }
 int cmd_bench(int argc, char **argv) { return stub("bench", "bench --preset NAME --seq N", argc, argv); }

@@ -162,7 +162,7 @@ static vfm_status parse_header(const char *text, size_t len, const char *what, N
     return VFM_OK;
 }
 
-vfm_status npy_parse(const void *bytes, size_t len, const char *what, NpyArray *out) {
+vfm_status npy_parse_header(const void *bytes, size_t len, const char *what, NpyArray *out, size_t *data_offset) {
     const uint8_t *b = bytes;
     memset(out, 0, sizeof *out);
     if (len < 10 || memcmp(b, "\x93NUMPY", 6) != 0)
@@ -190,7 +190,15 @@ vfm_status npy_parse(const void *bytes, size_t len, const char *what, NpyArray *
         if (__builtin_mul_overflow(numel, out->shape[d], &numel))
             return vfm_fail(VFM_ERR_FORMAT, "%s: .npy shape overflows", what);
     out->numel = numel;
-    size_t data_at = header_at + header_len;
+    *data_offset = header_at + header_len;
+    return VFM_OK;
+}
+
+vfm_status npy_parse(const void *bytes, size_t len, const char *what, NpyArray *out) {
+    const uint8_t *b = bytes;
+    size_t data_at;
+    VFM_TRY(npy_parse_header(bytes, len, what, out, &data_at));
+    int64_t numel = out->numel;
     uint64_t need;
     if (__builtin_mul_overflow((uint64_t)numel, (uint64_t)out->item_size, &need) || need > len - data_at)
         return vfm_fail(VFM_ERR_FORMAT, "%s: truncated .npy data: %" PRId64 " %s elements need %" PRIu64 " bytes, have %zu",

@@ -39,6 +39,9 @@ const char *npy_dtype_name(NpyDType t);
 /* Parses the header of `.npy` bytes and checks the data is all there (trailing bytes are ignored).
  * `what` names the source in errors ("shard.tar: key 000001: latent.npy"). */
 vfm_status npy_parse(const void *bytes, size_t len, const char *what, NpyArray *out);
+/* Parses only the header (the array's bytes need not follow: reading a shape costs one small read).
+ * out->data is NULL; *data_offset gets the offset of the first data byte. */
+vfm_status npy_parse_header(const void *bytes, size_t len, const char *what, NpyArray *out, size_t *data_offset);
 /* Converts to float32 in C (row-major) order, transposing Fortran-order data; dst holds numel floats.
  * Integers convert to the nearest float, bool to 0/1. */
 void npy_to_f32(const NpyArray *a, float *dst);

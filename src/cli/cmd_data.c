@@ -1,0 +1,337 @@
+/* vfm data: `index` (re)builds a dataset's length index, `inspect` says what a dataset holds and
+ * how it packs under a config, `bench` measures the WebDataset loader. See docs/data-loading.md. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "args.h"
+#include "commands.h"
+#include "core/config.h"
+#include "core/timer.h"
+#include "data/encode.h"
+#include "data/length_index.h"
+#include "data/loader.h"
+#include "data/plan.h"
+#include "data/source.h"
+
+static const char *const k_data_usage = "data index PATH [--threads N]\n"
+                                        "       vfm data inspect PATH [--config FILE] [a.b.c=value ...]\n"
+                                        "       vfm data bench PATH [--seconds N] [--config FILE] [a.b.c=value ...]";
+static const char *const k_data_about =
+    "index:   reads every shard (*.tar) under PATH and writes the length index PATH/.vfm/length_index.bin\n"
+    "         (and each shard's Energon .tar.idx); lists the samples that cannot be read.\n"
+    "inspect: shards, samples, skipped samples with their reasons, latent shapes, text lengths and token\n"
+    "         counts against the pack budget, under the model and dataset keys of the config.\n"
+    "bench:   runs the loader for N seconds and prints samples/s, packs/s, tokens/s, MB/s read,\n"
+    "         packing efficiency and the skipped count.";
+
+/* Splits positionals into PATH (exactly one without '=') and overrides; prints the usage error. */
+static int path_and_overrides(const char *cmd, const ArgList *pos, const char **path, const char **ov, int *n,
+                              int allow_overrides) {
+    *path = NULL;
+    *n = 0;
+    for (int i = 0; i < pos->n; i++) {
+        const char *a = pos->items[i];
+        if (strchr(a, '=') && allow_overrides) {
+            ov[(*n)++] = a;
+        } else if (!*path && !strchr(a, '=')) {
+            *path = a;
+        } else {
+            fprintf(stderr, "vfm data %s: unexpected argument '%s' (see vfm data %s --help)\n", cmd, a, cmd);
+            return 2;
+        }
+    }
+    if (!*path) {
+        fprintf(stderr, "vfm data %s: expected the dataset directory PATH (see vfm data %s --help)\n", cmd, cmd);
+        return 2;
+    }
+    return 0;
+}
+
+/* Merges the config with dataset.path=PATH last. */
+static vfm_status load_config(Config **cfg, const char *file, const char *path, const char **ov, int n) {
+    static char path_override[4200];
+    snprintf(path_override, sizeof path_override, "dataset.path=%s", path);
+    ov[n++] = path_override;
+    return config_load(cfg, file, ov, n);
+}
+
+static int parse_positive(const char *cmd, const char *flag, const char *text, double *out) {
+    char *end;
+    double v = strtod(text, &end);
+    if (*end || !(v > 0) || v > 1e7) {
+        fprintf(stderr, "vfm data %s: %s must be a positive number, got '%s'\n", cmd, flag, text);
+        return 2;
+    }
+    *out = v;
+    return 0;
+}
+
+static const char *origin_text(int origin) {
+    return origin == LENGTH_INDEX_LOADED ? "up to date" : origin == LENGTH_INDEX_WRITTEN ? "written" : "in memory only";
+}
+
+/* ---- index ---- */
+
+static int data_index(int argc, char **argv) {
+    ArgFlag flags[] = {{"--threads", "N", "shards read in parallel (default 4)", NULL, 0}};
+    int nflags = 1, help;
+    ArgList pos;
+    vfm_status s = args_parse("data index", argc, argv, flags, nflags, &pos, &help);
+    if (s != VFM_OK) return cli_report(s);
+    if (help) {
+        args_print_help("data index PATH [--threads N]",
+                        "Reads every shard (*.tar) under PATH again and writes the length index\n"
+                        "PATH/.vfm/length_index.bin (kept in memory when PATH is read-only), plus each shard's\n"
+                        "Energon .tar.idx. Lists the samples that cannot be read, with their reasons.",
+                        flags, nflags);
+        return 0;
+    }
+    const char *path, *ov[1];
+    int n, rc = path_and_overrides("index", &pos, &path, ov, &n, 0);
+    if (rc) return rc;
+    double threads = 4;
+    const char *tv = args_value(flags, nflags, "--threads", NULL);
+    if (tv && (rc = parse_positive("index", "--threads", tv, &threads))) return rc;
+    double t0 = time_now();
+    LengthIndex *li;
+    s = length_index_open(&li, path, 1, (int)threads);
+    if (s != VFM_OK) return cli_report(s);
+    int64_t broken = 0;
+    for (int64_t i = 0; i < li->n_samples; i++)
+        if (li->samples[i].status != ENC_OK) {
+            broken++;
+            printf("skipping %s:%s: %s\n", length_index_shard_of(li, i), li->samples[i].key, li->samples[i].reason);
+        }
+    for (int i = 0; i < li->n_shards; i++)
+        if (li->shards[i].error) printf("skipping shard %s: %s\n", li->shards[i].rel, li->shards[i].error);
+    printf("length index: %lld samples in %d shards (%lld cannot be read) in %.2f s\n", (long long)li->n_samples,
+           li->n_shards, (long long)broken, time_now() - t0);
+    if (li->origin == LENGTH_INDEX_WRITTEN) printf("wrote %s\n", li->cache_path);
+    else printf("could not write %s: the index was kept in memory only\n", li->cache_path);
+    rc = li->origin == LENGTH_INDEX_WRITTEN ? 0 : 1;
+    length_index_free(li);
+    return rc;
+}
+
+/* ---- inspect ---- */
+
+typedef struct {
+    int32_t shape[4];
+    int64_t count;
+} ShapeCount;
+
+static int by_count(const void *a, const void *b) {
+    const ShapeCount *x = a, *y = b;
+    if (x->count != y->count) return x->count > y->count ? -1 : 1;
+    return memcmp(x->shape, y->shape, sizeof x->shape);
+}
+
+static int by_shape(const void *a, const void *b) {
+    const ShapeCount *x = a, *y = b;
+    for (int d = 0; d < 4; d++)
+        if (x->shape[d] != y->shape[d]) return x->shape[d] < y->shape[d] ? -1 : 1;
+    return 0;
+}
+
+static int cmp_i32(const void *a, const void *b) {
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return (x > y) - (x < y);
+}
+
+static int data_inspect(int argc, char **argv) {
+    ArgFlag flags[] = {{"--config", "FILE", "YAML config: the model and dataset keys decide tokens and skips", NULL, 0}};
+    int nflags = 1, help;
+    ArgList pos;
+    vfm_status s = args_parse("data inspect", argc, argv, flags, nflags, &pos, &help);
+    if (s != VFM_OK) return cli_report(s);
+    if (help) {
+        args_print_help("data inspect PATH [--config FILE] [a.b.c=value ...]",
+                        "Lists what the WebDataset at PATH holds: shards, samples, the samples skipped and why,\n"
+                        "latent shapes, text lengths, and token counts against dataset.task_encoder_seq_length\n"
+                        "under the config's model and dataset keys (model.in_channels, model.patch_spatial, ...).\n"
+                        "Builds the length index first when it is missing or stale.",
+                        flags, nflags);
+        return 0;
+    }
+    const char *path, *ov[260];
+    int n, rc = path_and_overrides("inspect", &pos, &path, ov, &n, 1);
+    if (rc) return rc;
+    Config *cfg;
+    s = load_config(&cfg, args_value(flags, nflags, "--config", NULL), path, ov, n);
+    if (s != VFM_OK) return cli_report(s);
+    EncodeConfig ec;
+    LengthIndex *li = NULL;
+    s = encode_config_from(&ec, cfg);
+    int threads = (int)cfg_int(cfg, "dataset.num_workers");
+    if (s == VFM_OK) s = length_index_open(&li, path, 0, threads > 0 ? threads : 1);
+    if (s != VFM_OK) {
+        config_free(cfg);
+        return cli_report(s);
+    }
+    int64_t ns = li->n_samples, usable = 0, count[ENC_SKIP_COUNT] = {0};
+    int32_t *tokens = malloc((size_t)(ns ? ns : 1) * sizeof *tokens), *padded = malloc((size_t)(ns ? ns : 1) * sizeof *padded);
+    int32_t *text = malloc((size_t)(ns ? ns : 1) * sizeof *text);
+    ShapeCount *shapes = calloc((size_t)(ns ? ns : 1), sizeof *shapes);
+    int64_t n_shapes = 0;
+    int unreadable = 0;
+    printf("dataset %s (%s)\n", path, ec.dataset);
+    for (int i = 0; i < li->n_shards; i++) unreadable += li->shards[i].error != NULL;
+    if (unreadable) printf("  shards:   %d (%d unreadable)\n", li->n_shards, unreadable);
+    else printf("  shards:   %d\n", li->n_shards);
+    for (int i = 0; i < li->n_shards; i++)
+        if (li->shards[i].error) printf("    unreadable %s: %s\n", li->shards[i].rel, li->shards[i].error);
+    int printed_header = 0;
+    for (int64_t i = 0; i < ns; i++) {
+        const LengthEntry *e = &li->samples[i];
+        EncodeLengths len;
+        char reason[512];
+        EncodeSkip skip = (EncodeSkip)e->status;
+        if (skip == ENC_OK)
+            skip = encode_lengths(&ec, e->shape, e->text_width, e->text_len, e->text_real, &len, reason, sizeof reason);
+        else
+            snprintf(reason, sizeof reason, "%s", e->reason);
+        if (e->status == ENC_OK) { /* the shape is known: count it even when the config skips it */
+            memcpy(shapes[n_shapes].shape, e->shape, sizeof e->shape);
+            shapes[n_shapes++].count = 1;
+        }
+        if (skip != ENC_OK) {
+            if (!printed_header++) printf("  skipped samples:\n");
+            printf("    %s:%s: %s\n", length_index_shard_of(li, i), e->key, reason);
+            count[skip]++;
+            continue;
+        }
+        tokens[usable] = len.tokens;
+        padded[usable] = len.tokens_padded;
+        text[usable] = len.text_rows;
+        usable++;
+    }
+    printf("  samples:  %lld, %lld usable under this config, %lld skipped\n", (long long)ns, (long long)usable,
+           (long long)(ns - usable));
+    for (int r = 1; r < ENC_SKIP_COUNT; r++)
+        if (count[r]) printf("    %-12s %lld\n", encode_skip_name((EncodeSkip)r), (long long)count[r]);
+    /* histogram: sort by shape, merge equal neighbours, then most common first */
+    qsort(shapes, (size_t)n_shapes, sizeof *shapes, by_shape);
+    int64_t distinct = 0;
+    for (int64_t k = 0; k < n_shapes; k++) {
+        if (distinct > 0 && memcmp(shapes[distinct - 1].shape, shapes[k].shape, sizeof shapes[k].shape) == 0)
+            shapes[distinct - 1].count++;
+        else
+            shapes[distinct++] = shapes[k];
+    }
+    n_shapes = distinct;
+    qsort(shapes, (size_t)n_shapes, sizeof *shapes, by_count);
+    printf("  latent shapes (C x T x H x W), most common first:\n");
+    for (int64_t k = 0; k < n_shapes && k < 20; k++)
+        printf("    %d x %d x %d x %d%s  %lld\n", shapes[k].shape[0], shapes[k].shape[1], shapes[k].shape[2],
+               shapes[k].shape[3], shapes[k].shape[1] == 1 ? " (image)" : "", (long long)shapes[k].count);
+    if (n_shapes > 20) printf("    ... %lld more shapes\n", (long long)(n_shapes - 20));
+    if (usable > 0) {
+        int64_t real_sum = 0, padded_sum = 0, text_sum = 0;
+        for (int64_t i = 0; i < usable; i++) real_sum += tokens[i], padded_sum += padded[i], text_sum += text[i];
+        PlanConfig pc = {(uint64_t)cfg_int(cfg, "rng.seed"), cfg_bool(cfg, "dataset.shuffle"),
+                         cfg_int(cfg, "dataset.packing_buffer_size"), ec.budget};
+        EpochPlan ep = {0};
+        vfm_status ps = plan_epoch(&pc, padded, usable, 0, &ep);
+        qsort(tokens, (size_t)usable, sizeof *tokens, cmp_i32);
+        qsort(text, (size_t)usable, sizeof *text, cmp_i32);
+        printf("  text rows per sample%s: min %d, median %d, mean %.1f, max %d (dataset.max_text_len %d)\n",
+               ec.keep_text_padding ? " (padding kept)" : "", text[0], text[usable / 2], (double)text_sum / usable,
+               text[usable - 1], ec.max_text_len);
+        printf("  tokens per sample: min %d, median %d, max %d; padded to a multiple of %d: mean %.1f\n", tokens[0],
+               tokens[usable / 2], tokens[usable - 1], ec.pad_multiple, (double)padded_sum / usable);
+        printf("  pack budget (dataset.task_encoder_seq_length): %lld tokens; the longest sample fills %.1f%%\n",
+               (long long)ec.budget, 100.0 * tokens[usable - 1] / (double)ec.budget);
+        if (ps == VFM_OK)
+            printf("  epoch 0: %lld packs of %.2f samples on average; real tokens fill %.1f%% of the budget "
+                   "(padding %.1f%%)\n", (long long)ep.n_packs, (double)usable / (double)ep.n_packs,
+                   100.0 * (double)real_sum / ((double)ep.n_packs * (double)ec.budget),
+                   100.0 * (double)(padded_sum - real_sum) / ((double)ep.n_packs * (double)ec.budget));
+        epoch_plan_free(&ep);
+    }
+    const char *ps = length_index_pixel_space(li);
+    printf("  pixel_space: %s\n", ps ? ps : "none");
+    printf("  length index: %s (%s)\n", li->cache_path, origin_text(li->origin));
+    free(tokens);
+    free(padded);
+    free(text);
+    free(shapes);
+    length_index_free(li);
+    config_free(cfg);
+    return 0;
+}
+
+/* ---- bench ---- */
+
+static int data_bench(int argc, char **argv) {
+    ArgFlag flags[] = {{"--seconds", "N", "how long to run the loader (default 10)", NULL, 0},
+                       {"--config", "FILE", "YAML config: model and dataset keys (num_workers, budget, ...)", NULL, 0}};
+    int nflags = 2, help;
+    ArgList pos;
+    vfm_status s = args_parse("data bench", argc, argv, flags, nflags, &pos, &help);
+    if (s != VFM_OK) return cli_report(s);
+    if (help) {
+        args_print_help("data bench PATH [--seconds N] [--config FILE] [a.b.c=value ...]",
+                        "Runs the WebDataset loader over PATH for N seconds, taking packs as fast as it makes them,\n"
+                        "and prints samples/s, packs/s, tokens/s, MB/s read, packing efficiency (real tokens over\n"
+                        "the pack budget) and the skipped count. dataset.num_workers sets the reader threads.",
+                        flags, nflags);
+        return 0;
+    }
+    const char *path, *ov[260];
+    int n, rc = path_and_overrides("bench", &pos, &path, ov, &n, 1);
+    if (rc) return rc;
+    double seconds = 10;
+    const char *sv = args_value(flags, nflags, "--seconds", NULL);
+    if (sv && (rc = parse_positive("bench", "--seconds", sv, &seconds))) return rc;
+    Config *cfg;
+    s = load_config(&cfg, args_value(flags, nflags, "--config", NULL), path, ov, n);
+    if (s != VFM_OK) return cli_report(s);
+    double t_open = time_now();
+    PackSource *src;
+    s = webdataset_source_create(&src, cfg, 0, 1);
+    config_free(cfg);
+    if (s != VFM_OK) return cli_report(s);
+    t_open = time_now() - t_open;
+    Pack pack;
+    memset(&pack, 0, sizeof pack);
+    double t0 = time_now(), elapsed = 0;
+    while (s == VFM_OK && elapsed < seconds) {
+        s = src->next(src, &pack);
+        elapsed = time_now() - t0;
+    }
+    if (s != VFM_OK) {
+        pack_free(&pack);
+        pack_source_destroy(src);
+        return cli_report(s);
+    }
+    LoaderInfo info;
+    loader_info(src, &info);
+    const PackSourceStats *st = &src->stats;
+    printf("data bench %s: %d reader threads, %.1f s (opened in %.2f s: %lld samples in %d shards, %lld usable)\n",
+           path, info.num_workers, elapsed, t_open, (long long)info.n_samples, info.n_shards, (long long)info.n_usable);
+    printf("  %.1f samples/s, %.2f packs/s, %.0f tokens/s (%.0f padded), %.1f MB/s read\n", st->samples / elapsed,
+           st->packs / elapsed, st->tokens_real / elapsed, st->tokens_padded / elapsed, info.bytes_read / elapsed / 1e6);
+    printf("  packing efficiency: %.1f%% of the budget holds real tokens, %.1f%% padding (%lld packs, %.2f samples "
+           "per pack, epoch %lld)\n", st->capacity ? 100.0 * st->tokens_real / st->capacity : 0.0,
+           st->capacity ? 100.0 * (st->tokens_padded - st->tokens_real) / st->capacity : 0.0, (long long)st->packs,
+           st->packs ? (double)st->samples / st->packs : 0.0, (long long)info.epoch);
+    printf("  skipped: %lld samples; waited for data %.2f s\n", (long long)st->skipped, st->wait_seconds);
+    pack_free(&pack);
+    pack_source_destroy(src);
+    return 0;
+}
+
+int cmd_data(int argc, char **argv) {
+    const char *sub = argc > 0 ? argv[0] : NULL;
+    if (sub && strcmp(sub, "index") == 0) return data_index(argc - 1, argv + 1);
+    if (sub && strcmp(sub, "inspect") == 0) return data_inspect(argc - 1, argv + 1);
+    if (sub && strcmp(sub, "bench") == 0) return data_bench(argc - 1, argv + 1);
+    if (sub && (strcmp(sub, "--help") == 0 || strcmp(sub, "-h") == 0 || strcmp(sub, "help") == 0)) {
+        printf("usage: vfm %s\n\n%s\n", k_data_usage, k_data_about);
+        return 0;
+    }
+    if (sub) fprintf(stderr, "vfm data: unknown subcommand '%s' (expected index, inspect or bench; see vfm data --help)\n", sub);
+    else fprintf(stderr, "vfm data: expected a subcommand: index, inspect or bench (see vfm data --help)\n");
+    return 2;
+}
