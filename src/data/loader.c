@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/resource.h>
 
+#include "core/fileutil.h"
 #include "core/log.h"
 #include "core/timer.h"
 #include "data/encode.h"
@@ -74,6 +75,7 @@ typedef struct Loader {
     LoaderSkip *skips;
     int n_skips, cap_skips, log_left, log_suppressed;
     int64_t bytes_read; /* atomic */
+    char text_encoder[64];
 } Loader;
 
 /* ---- skipped samples ---- */
@@ -464,6 +466,18 @@ static vfm_status select_samples(Loader *L, PackSource *src) {
     return VFM_OK;
 }
 
+/* The caption encoder a vfm-prepared dataset names in vfm_dataset.json (NULL when none). */
+static const char *dataset_text_encoder(Loader *L, const char *root) {
+    char path[1200];
+    path_join(path, sizeof path, root, "vfm_dataset.json");
+    json_error_t err;
+    json_t *meta = path_exists(path) ? json_load_file(path, 0, &err) : NULL;
+    const char *enc = json_string_value(json_object_get(meta, "caption_encoder"));
+    if (enc) snprintf(L->text_encoder, sizeof L->text_encoder, "%s", enc);
+    json_decref(meta);
+    return enc ? L->text_encoder : NULL;
+}
+
 vfm_status webdataset_source_create(PackSource **out, const Config *cfg, int rank, int world) {
     *out = NULL;
     if (world < 1 || rank < 0 || rank >= world)
@@ -521,6 +535,8 @@ vfm_status webdataset_source_create(PackSource **out, const Config *cfg, int ran
     }
     if (L->log_suppressed > 0)
         log_warn("... and %d more skipped samples (vfm data inspect %s lists them all)", L->log_suppressed, path);
+    src->pixel_space_json = length_index_pixel_space(L->index);
+    src->text_encoder = dataset_text_encoder(L, path);
     int64_t packs0 = 0;
     pthread_mutex_lock(&L->mu);
     plan_epoch_packs(L->plan, 0, &packs0);
