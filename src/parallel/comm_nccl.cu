@@ -92,6 +92,9 @@ struct NcclState {
     size_t scratch_bytes;
 };
 
+/* Ordered all-reduces up to this many elements gather the whole buffer (as comm_mpi.c). */
+#define ORDERED_GATHER_MAX 1024
+
 static NcclState *state(const Comm *c) { return (NcclState *)c->impl->nccl; }
 
 static vfm_status nccl_error(const Comm *c, const char *op, ncclResult_t r) {
@@ -226,11 +229,25 @@ extern "C" vfm_status nccl_all_reduce(Comm *c, void *buf, int64_t count, DType d
         NCCL_TRY("all_reduce", api.AllReduce(buf, buf, (size_t)count, ntype(dt), op == COMM_MAX ? ncclMax : ncclSum, st->comm, st->stream));
         return finish(c, "all_reduce");
     }
-    void *rows = nullptr;
-    VFM_TRY(device_scratch(c, (size_t)c->size * (size_t)count * dtype_size(dt), &rows));
-    NCCL_TRY("all_reduce", api.AllGather(buf, rows, (size_t)count, ntype(dt), st->comm, st->stream));
-    CUDA_TRY("all_reduce", launch_sum_rows(buf, rows, c->size, count, dt, st->stream));
-    return finish(c, "all_reduce");
+    if (count <= ORDERED_GATHER_MAX) {
+        /* small: every rank gathers everything and sums (one collective) */
+        void *rows = nullptr;
+        VFM_TRY(device_scratch(c, (size_t)c->size * (size_t)count * dtype_size(dt), &rows));
+        NCCL_TRY("all_reduce", api.AllGather(buf, rows, (size_t)count, ntype(dt), st->comm, st->stream));
+        CUDA_TRY("all_reduce", launch_sum_rows(buf, rows, c->size, count, dt, st->stream));
+        return finish(c, "all_reduce");
+    }
+    /* large: rank p sums part p of every rank's buffer, then the parts are all-gathered (the bytes of
+     * a ring all-reduce, scratch of one part per rank) */
+    int n = c->size;
+    int64_t *parts = (int64_t *)malloc((size_t)n * sizeof *parts);
+    if (!parts) return vfm_fail(VFM_ERR_NOMEM, "all_reduce over %s: parts", c->name);
+    for (int p = 0; p < n; p++) parts[p] = count * (p + 1) / n - count * p / n;
+    char *mine = (char *)buf + (size_t)(count * c->rank / n) * dtype_size(dt);
+    vfm_status s = nccl_reduce_scatter_v(c, buf, mine, parts, dt, COMM_SUM_ORDERED);
+    if (s == VFM_OK) s = nccl_all_gather_v(c, mine, buf, parts, dt);
+    free(parts);
+    return s;
 }
 
 static int all_equal(const Comm *c, const int64_t *counts) {

@@ -14,6 +14,7 @@
 #include "ops/ops.h"
 
 static int group_n(const Comm *c) { return c ? c->size : 1; }
+static int group_rank(const Comm *c) { return c ? c->rank : 0; }
 
 void zero_shard_range(int64_t total, int n, int j, int64_t *begin, int64_t *end) {
     int64_t s = (total + n - 1) / n;
@@ -41,7 +42,7 @@ vfm_status dp_init(DataParallel *dp, const ParamTable *t, const DpConfig *cfg, C
                                         (long long)t->total);
     int n = group_n(grad_comm);
     dp->shard_size = (t->total + n - 1) / n;
-    zero_shard_range(t->total, n, grad_comm ? grad_comm->rank : 0, &dp->own_begin, &dp->own_end);
+    zero_shard_range(t->total, n, group_rank(grad_comm), &dp->own_begin, &dp->own_end);
 
     int64_t limit = (int64_t)(cfg->bucket_size_mb * 1048576.0 / sizeof(float));
     if (limit < 1) limit = 1;
@@ -112,7 +113,7 @@ static vfm_status reduce_bucket(DataParallel *dp, float *grads, const DpBucket *
         hi = hi < b->end ? hi : b->end;
         counts[j] = hi > lo ? hi - lo : 0;
     }
-    int me = dp->grad_comm->rank;
+    int me = group_rank(dp->grad_comm);
     int64_t mine_at = dp->own_begin > b->begin ? dp->own_begin : b->begin, mine = counts[me];
     vfm_status s = comm_reduce_scatter_v(dp->grad_comm, grads + b->begin, grads + mine_at, counts, DT_F32, COMM_SUM_ORDERED);
     free(counts);
@@ -148,7 +149,7 @@ vfm_status dp_grad_norm(DataParallel *dp, const float *grads, double *norm) {
     if (!partial) return vfm_fail(VFM_ERR_NOMEM, "dp: norm partials");
     vfm_status s = VFM_OK;
     for (int j = 0; j < n && s == VFM_OK; j++) {
-        if (dp->cfg.zero1 && j != dp->grad_comm->rank) continue;
+        if (dp->cfg.zero1 && j != group_rank(dp->grad_comm)) continue;
         int64_t lo, hi;
         zero_shard_range(dp->table->total, n, j, &lo, &hi);
         if (hi > lo) {
@@ -157,7 +158,7 @@ vfm_status dp_grad_norm(DataParallel *dp, const float *grads, double *norm) {
         }
     }
     if (s == VFM_OK && dp->cfg.zero1 && n > 1) {
-        double mine = partial[dp->grad_comm->rank];
+        double mine = partial[group_rank(dp->grad_comm)];
         s = comm_all_gather(dp->grad_comm, &mine, partial, 1, DT_F64);
     }
     double total = 0;
@@ -251,7 +252,7 @@ vfm_status dp_optim_save(const DataParallel *dp, const Optimizer *o, const char 
     int64_t lo, hi, len = dp->own_end - dp->own_begin;
     held_range(dp, &lo, &hi);
     char vals[10][32];
-    snprintf(vals[0], sizeof vals[0], "%d", dp->grad_comm ? dp->grad_comm->rank : 0);
+    snprintf(vals[0], sizeof vals[0], "%d", group_rank(dp->grad_comm));
     snprintf(vals[1], sizeof vals[1], "%d", n);
     snprintf(vals[2], sizeof vals[2], "%lld", (long long)dp->own_begin);
     snprintf(vals[3], sizeof vals[3], "%lld", (long long)dp->own_end);

@@ -455,3 +455,42 @@ TEST(dp_optimizer_state_from_per_entry_file) {
     free(p), free(m), free(v);
     param_table_free(&t);
 }
+
+/* No comms at all (a one-process trainer): ZeRO-1 over one rank is the plain Optimizer path. */
+TEST(dp_without_comms_is_the_optimizer) {
+    ParamTable t;
+    make_table(&t);
+    OptimConfig oc = {.lr = 1e-2, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 0.05, .clip_grad = 0.5,
+                      .decay_style = LR_DECAY_CONSTANT};
+    DataParallel dp;
+    DpConfig cfg = {mb_for(50), 1, 0, 0};
+    REQUIRE_OK(dp_init(&dp, &t, &cfg, NULL, NULL, NULL));
+    CHECK(dp.own_begin == 0 && dp.own_end == t.total);
+    Optimizer a, b;
+    REQUIRE_OK(dp_optimizer_init(&dp, &a, &oc));
+    REQUIRE_OK(optimizer_init(&b, &oc, &t));
+    float *pa = malloc((size_t)t.total * sizeof *pa), *pb = malloc((size_t)t.total * sizeof *pb);
+    float *g = malloc((size_t)t.total * sizeof *g), *g0 = malloc((size_t)t.total * sizeof *g0);
+    test_fill_uniform_f32(pa, t.total, 5, -1, 1);
+    memcpy(pb, pa, (size_t)t.total * sizeof *pa);
+    for (int step = 0; step < 3; step++) {
+        test_fill_uniform_f32(g, t.total, 60 + (uint64_t)step, -2, 2);
+        memcpy(g0, g, (size_t)t.total * sizeof *g);
+        CHECK_OK(dp_grad_bucket_ready(&dp, g, 0));
+        CHECK_OK(dp_grad_sync_finish(&dp, g));
+        CHECK_SAME_BITS("gradients untouched", g, g0, t.total);
+        double na = 0, nb = 0;
+        CHECK_OK(dp_grad_norm(&dp, g, &na));
+        CHECK_OK(grad_global_norm(g0, t.total, &nb));
+        CHECK_SAME_BITS("norm", &na, &nb, 1);
+        CHECK(clip_scale(&oc, na) < 1.0);
+        CHECK_OK(dp_optimizer_step(&dp, &a, pa, g, 1e-2, clip_scale(&oc, na)));
+        CHECK_OK(optimizer_step(&b, pb, g0, 1e-2, clip_scale(&oc, nb)));
+        CHECK_SAME_BITS("params", pa, pb, t.total);
+    }
+    free(pa), free(pb), free(g), free(g0);
+    optimizer_free(&a);
+    optimizer_free(&b);
+    dp_free(&dp);
+    param_table_free(&t);
+}
