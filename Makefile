@@ -9,6 +9,24 @@ CFLAGS   ?= -O2
 CFLAGS   += -std=c11 -Wall -Wextra -Werror -Wno-format-truncation -fopenmp -ffp-contract=off -D_GNU_SOURCE -Isrc -MMD -MP
 LDLIBS   += -lopenblas -lyaml -ljansson -lm -lpthread
 LDFLAGS  += -fopenmp
+# OpenBLAS built for OpenMP shares our OpenMP threads; the pthread build would run its own pool
+# next to ours and oversubscribe the cores (scripts/deps.sh installs libopenblas-openmp-dev).
+OPENBLAS_OMP := /usr/lib/$(shell $(CC) -print-multiarch)/openblas-openmp
+ifneq ($(wildcard $(OPENBLAS_OMP)/libopenblas.so),)
+CFLAGS   += -I/usr/include/$(shell $(CC) -print-multiarch)/openblas-openmp
+LDFLAGS  += -L$(OPENBLAS_OMP) -Wl,-rpath,$(OPENBLAS_OMP)
+endif
+
+# MPI from Open MPI's compiler wrapper (or pkg-config) for everything; NO_MPI=1 builds without it
+# (then only single-process runs work). NCCL (runtime-loaded) when nvcc and nccl.h are found.
+MPICC    ?= $(shell command -v mpicc 2>/dev/null)
+ifeq ($(NO_MPI),1)
+MPICC    :=
+endif
+ifneq ($(MPICC),)
+CFLAGS   += -DVFM_MPI $(shell $(MPICC) --showme:compile 2>/dev/null || pkg-config --cflags ompi-c)
+LDLIBS   += $(shell $(MPICC) --showme:link 2>/dev/null || pkg-config --libs ompi-c)
+endif
 
 NVCC     ?= $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
 CUDA_ARCH ?= -gencode=arch=compute_90a,code=sm_90a
@@ -22,7 +40,8 @@ CORE_SRC  := $(wildcard src/core/*.c) $(wildcard src/ops/*.c) $(wildcard src/mod
 CPU_OPS   := $(wildcard src/ops/cpu/*.c)
 CLI_SRC   := $(wildcard src/cli/*.c)
 TEST_SRC  := $(wildcard tests/unit/*.c)
-CUDA_SRC  := $(wildcard src/core/*.cu) $(wildcard src/ops/cuda/*.cu)
+CUDA_SRC  := $(wildcard src/core/*.cu) $(wildcard src/ops/cuda/*.cu) $(wildcard src/parallel/*.cu)
+MPI_TEST_SRC := $(wildcard tests/mpi/*.c)
 
 LIB_OBJ   := $(CORE_SRC:%.c=$(BUILD)/%.o) $(CPU_OPS:%.c=$(BUILD)/%.f32.o) $(CPU_OPS:%.c=$(BUILD)/%.f64.o)
 ifneq ($(NVCC),)
@@ -32,10 +51,15 @@ LIB_OBJ   += $(CUDA_SRC:%.cu=$(BUILD)/%.cu.o)
 LDFLAGS   += -L$(CUDA_HOME)/lib64
 LDLIBS    += -lcudart_static -ldl -lrt -lstdc++
 NVCCFLAGS ?= -O3 -std=c++17 -MMD -MP $(CUDA_ARCH) -Isrc -DVFM_CUDA -Xcompiler -Wall,-Werror,-Wno-format-truncation,-fPIC
+NCCL_H    := $(firstword $(wildcard $(CUDA_HOME)/include/nccl.h /usr/include/nccl.h /usr/local/include/nccl.h))
+ifneq ($(NCCL_H),)
+CFLAGS    += -DVFM_NCCL
+NVCCFLAGS += -DVFM_NCCL -I$(dir $(NCCL_H))
+endif
 endif
 
 .PHONY: all deps test demo clean goldens gpu-bundle gpu-test
-all: $(BUILD)/vfm $(BUILD)/vfm_tests
+all: $(BUILD)/vfm $(BUILD)/vfm_tests $(BUILD)/vfm_mpi_tests
 
 deps:
 	@scripts/deps.sh
@@ -48,6 +72,9 @@ $(BUILD)/vfm: $(CLI_SRC:%.c=$(BUILD)/%.o) $(BUILD)/libvfm.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/vfm_tests: $(TEST_SRC:%.c=$(BUILD)/%.o) $(filter-out $(BUILD)/src/cli/main.o,$(CLI_SRC:%.c=$(BUILD)/%.o)) $(BUILD)/libvfm.a
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/vfm_mpi_tests: $(MPI_TEST_SRC:%.c=$(BUILD)/%.o) $(BUILD)/libvfm.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/%.o: %.c

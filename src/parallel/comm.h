@@ -1,0 +1,98 @@
+/* Collective communication over one process group: a Comm per group, with an MPI backend (CPU
+ * buffers) or an NCCL backend (GPU buffers: one ncclComm per group, its unique id broadcast over
+ * MPI, the device chosen from the local rank). Every call is collective over the group's members
+ * (send/recv: the two peers) and returns when the result is in place.
+ *
+ * A group of one process is a no-op comm: with the MPI backend it never calls MPI (gathers and
+ * all-to-alls copy, reductions leave the buffer as it is), so a run without a launcher works
+ * without an MPI runtime. With the NCCL backend a one-rank group is a real one-rank NCCL
+ * communicator (no MPI needed for its id).
+ *
+ * Reduction order. COMM_SUM and COMM_MAX use the library's own algorithm (MPI's tree, NCCL's
+ * ring): fast, but a float sum's bits depend on that algorithm and on the group size.
+ * COMM_SUM_ORDERED is deterministic: element i of the result is
+ *     ((x_0[i] + x_1[i]) + x_2[i]) + ... + x_{n-1}[i]
+ * added in the buffer's own type, left to right in group rank order (= ascending global rank),
+ * the same bits on every rank and on both backends. It is built from data movement only: every
+ * element's n values are gathered to one place (an all-to-all of 1/n of the buffer to each rank,
+ * or an all-gather of the whole buffer when it is small) and summed there in rank order, then the
+ * sums are all-gathered. Gradients, the loss and the gradient norm use it, so a data-parallel run
+ * does not depend on MPI's internal tree, and ZeRO-1's reduce-scatter gives exactly the bits of
+ * the all-reduce restricted to the shard. It moves the same bytes as a ring reduce-scatter +
+ * all-gather; the extra cost is the local sum.
+ *
+ * Dtypes: f32, f64, i32, i64 for everything; bf16 for data movement (and NCCL reductions).
+ * Counts are elements. Errors come back as a vfm_status whose message names the op and the group
+ * ("all_reduce over dp×cp (4 ranks): ..."). */
+#ifndef VFM_COMM_H
+#define VFM_COMM_H
+
+#include <stdint.h>
+
+#include "core/tensor.h"
+#include "parallel/groups.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum { COMM_BACKEND_MPI, COMM_BACKEND_NCCL } CommBackend;
+typedef enum {
+    COMM_SUM,         /* the backend's reduction: order unspecified */
+    COMM_MAX,
+    COMM_SUM_ORDERED, /* deterministic: summed in group rank order (above) */
+} CommOp;
+
+typedef struct CommImpl CommImpl;
+
+typedef struct Comm {
+    char name[32];        /* for messages: "dp×cp", "tp", ... */
+    CommBackend backend;
+    int size, rank;       /* group size; this process's index in members */
+    int *members;         /* [size] global ranks; index = group rank */
+    CommImpl *impl;
+} Comm;
+
+/* A comm over the listed global ranks (the caller among them); collective over the members.
+ * Every member must list the same ranks in the same order. */
+vfm_status comm_create(Comm *c, const char *name, CommBackend backend, const int *members, int n);
+/* The comm of the `kind` group holding this process (members from group_members); collective
+ * over that group. */
+vfm_status comm_create_group(Comm *c, const ParallelLayout *l, GroupKind kind, CommBackend backend);
+void comm_free(Comm *c);
+
+/* buf[count] (in place) = reduction over the group. */
+vfm_status comm_all_reduce(Comm *c, void *buf, int64_t count, DType dt, CommOp op);
+/* recv[count] = reduction over the group of send[rank·count : (rank+1)·count] (send[size·count]).
+ * recv may lie inside send. */
+vfm_status comm_reduce_scatter(Comm *c, const void *send, void *recv, int64_t count, DType dt, CommOp op);
+/* As comm_reduce_scatter with pieces of unequal length: send holds the pieces back to back,
+ * piece j (counts[j] elements, counts[size]) goes reduced to rank j; recv[counts[rank]]. */
+vfm_status comm_reduce_scatter_v(Comm *c, const void *send, void *recv, const int64_t *counts, DType dt, CommOp op);
+/* recv[size·count]: rank j's send[count] at recv[j·count]. send may be recv + rank·count (in place). */
+vfm_status comm_all_gather(Comm *c, const void *send, void *recv, int64_t count, DType dt);
+/* Unequal pieces back to back: rank j's send[counts[j]] at recv[Σ_{k<j} counts[k]]; in place when
+ * send is where this rank's piece goes. */
+vfm_status comm_all_gather_v(Comm *c, const void *send, void *recv, const int64_t *counts, DType dt);
+/* buf[count] of group rank root to every member. */
+vfm_status comm_broadcast(Comm *c, void *buf, int64_t count, DType dt, int root);
+/* Point to point with group rank peer; messages between a pair arrive in the order sent. */
+vfm_status comm_send(Comm *c, const void *buf, int64_t count, DType dt, int peer);
+vfm_status comm_recv(Comm *c, void *buf, int64_t count, DType dt, int peer);
+/* send[size·count]: block j goes to rank j; recv[size·count]: block j came from rank j. */
+vfm_status comm_all_to_all(Comm *c, const void *send, void *recv, int64_t count, DType dt);
+/* General form: send_counts/send_displs[size] and recv_counts/recv_displs[size] in elements. */
+vfm_status comm_all_to_all_v(Comm *c, const void *send, const int64_t *send_counts, const int64_t *send_displs,
+                             void *recv, const int64_t *recv_counts, const int64_t *recv_displs, DType dt);
+vfm_status comm_barrier(Comm *c);
+
+/* Makes GPU launch_gpu_for_local_rank(local_rank, count) current for this process (before any
+ * NCCL comm is created); *device receives it. VFM_ERR_UNSUPPORTED without CUDA or a device. */
+vfm_status comm_bind_gpu(int local_rank, int *device);
+/* 1 when this build has the NCCL backend and libnccl.so.2 can be loaded. */
+int comm_nccl_available(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,63 @@
+/* Between comm.c (argument checks, one-rank groups, dispatch) and the backends comm_mpi.c and
+ * comm_nccl.cu. Not for use outside src/parallel. */
+#ifndef VFM_COMM_INTERNAL_H
+#define VFM_COMM_INTERNAL_H
+
+#include <stddef.h>
+
+#include "parallel/comm.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct CommImpl {
+    void *mpi;             /* MPI backend state (an MPI_Comm), NULL for a one-process group */
+    void *nccl;            /* NCCL backend state, NULL unless backend NCCL */
+    unsigned char *scratch; /* host scratch for ordered sums */
+    size_t scratch_bytes;
+};
+
+/* Host scratch of at least bytes (kept for the comm's life). */
+vfm_status comm_scratch(Comm *c, size_t bytes, void **out);
+/* dst[count] = rows[0] + rows[1] + ... + rows[n_rows-1] (rows[n_rows][count], host), left to right
+ * in the dtype; dst may alias rows[0]. The CPU definition of COMM_SUM_ORDERED. */
+void comm_sum_rows_ordered(void *dst, const void *rows, int n_rows, int64_t count, DType dt);
+/* The calling process's world rank (0 without MPI). */
+int comm_world_rank(void);
+
+/* ---- MPI backend (comm_mpi.c); buffers on the host ---- */
+vfm_status mpi_comm_open(Comm *c);
+void mpi_comm_close(Comm *c);
+vfm_status mpi_all_reduce(Comm *c, void *buf, int64_t count, DType dt, CommOp op);
+vfm_status mpi_reduce_scatter_v(Comm *c, const void *send, void *recv, const int64_t *counts, DType dt, CommOp op);
+vfm_status mpi_all_gather_v(Comm *c, const void *send, void *recv, const int64_t *counts, DType dt);
+vfm_status mpi_broadcast(Comm *c, void *buf, int64_t count, DType dt, int root);
+vfm_status mpi_send(Comm *c, const void *buf, int64_t count, DType dt, int peer);
+vfm_status mpi_recv(Comm *c, void *buf, int64_t count, DType dt, int peer);
+vfm_status mpi_all_to_all_v(Comm *c, const void *send, const int64_t *send_counts, const int64_t *send_displs,
+                            void *recv, const int64_t *recv_counts, const int64_t *recv_displs, DType dt);
+vfm_status mpi_barrier(Comm *c);
+
+/* ---- NCCL backend (comm_nccl.cu); buffers on the current GPU ---- */
+#define COMM_NCCL_ID_BYTES 128
+vfm_status nccl_backend_load(void);
+vfm_status nccl_unique_id(unsigned char id[COMM_NCCL_ID_BYTES]);
+vfm_status nccl_comm_open(Comm *c, const unsigned char id[COMM_NCCL_ID_BYTES]);
+void nccl_comm_close(Comm *c);
+vfm_status nccl_all_reduce(Comm *c, void *buf, int64_t count, DType dt, CommOp op);
+vfm_status nccl_reduce_scatter_v(Comm *c, const void *send, void *recv, const int64_t *counts, DType dt, CommOp op);
+vfm_status nccl_all_gather_v(Comm *c, const void *send, void *recv, const int64_t *counts, DType dt);
+vfm_status nccl_broadcast(Comm *c, void *buf, int64_t count, DType dt, int root);
+vfm_status nccl_send(Comm *c, const void *buf, int64_t count, DType dt, int peer);
+vfm_status nccl_recv(Comm *c, void *buf, int64_t count, DType dt, int peer);
+vfm_status nccl_all_to_all_v(Comm *c, const void *send, const int64_t *send_counts, const int64_t *send_displs,
+                             void *recv, const int64_t *recv_counts, const int64_t *recv_displs, DType dt);
+vfm_status nccl_barrier(Comm *c);
+/* The GPU twin of comm_sum_rows_ordered (device pointers; same bits): exposed for its test. */
+vfm_status nccl_sum_rows_ordered(void *dst, const void *rows, int n_rows, int64_t count, DType dt);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,441 @@
+/* Data parallelism: gradient buckets, ZeRO-1, gradient norm, optimizer-state shards (see dp.h). */
+#include "dp.h"
+
+#include <dirent.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/fileutil.h"
+#include "core/hash.h"
+#include "data/safetensors.h"
+#include "ops/ops.h"
+
+static int group_n(const Comm *c) { return c ? c->size : 1; }
+static int group_rank(const Comm *c) { return c ? c->rank : 0; }
+
+void zero_shard_range(int64_t total, int n, int j, int64_t *begin, int64_t *end) {
+    int64_t s = (total + n - 1) / n;
+    int64_t b = s * j, e = s * (j + 1);
+    *begin = b < total ? b : total;
+    *end = e < total ? e : total;
+}
+
+vfm_status dp_init(DataParallel *dp, const ParamTable *t, const DpConfig *cfg, Comm *grad_comm, Comm *tp_comm,
+                   Comm *pp_comm) {
+    memset(dp, 0, sizeof *dp);
+    dp->table = t;
+    dp->cfg = *cfg;
+    dp->grad_comm = grad_comm;
+    dp->tp_comm = tp_comm;
+    dp->pp_comm = pp_comm;
+    int64_t at = 0;
+    for (int i = 0; i < t->count; i++) {
+        if (t->entries[i].offset != at)
+            return vfm_fail(VFM_ERR_INTERNAL, "dp: table entry %s is at %lld, expected %lld (entries must be contiguous)",
+                            t->entries[i].name, (long long)t->entries[i].offset, (long long)at);
+        at += t->entries[i].numel;
+    }
+    if (at != t->total) return vfm_fail(VFM_ERR_INTERNAL, "dp: table entries hold %lld of %lld elements", (long long)at,
+                                        (long long)t->total);
+    int n = group_n(grad_comm);
+    dp->shard_size = (t->total + n - 1) / n;
+    zero_shard_range(t->total, n, group_rank(grad_comm), &dp->own_begin, &dp->own_end);
+
+    int64_t limit = (int64_t)(cfg->bucket_size_mb * 1048576.0 / sizeof(float));
+    if (limit < 1) limit = 1;
+    dp->buckets = calloc((size_t)(t->count > 0 ? t->count : 1), sizeof *dp->buckets);
+    dp->ready = calloc((size_t)(t->count > 0 ? t->count : 1), 1);
+    if (!dp->buckets || !dp->ready) {
+        dp_free(dp);
+        return vfm_fail(VFM_ERR_NOMEM, "dp: buckets for %d entries", t->count);
+    }
+    for (int i = t->count - 1; i >= 0;) {
+        DpBucket *b = &dp->buckets[dp->n_buckets++];
+        b->last_entry = i;
+        b->end = t->entries[i].offset + t->entries[i].numel;
+        int64_t size = 0;
+        while (i >= 0 && size < limit) size += t->entries[i--].numel;
+        b->first_entry = i + 1;
+        b->begin = t->entries[i + 1].offset;
+    }
+    return VFM_OK;
+}
+
+void dp_free(DataParallel *dp) {
+    free(dp->buckets);
+    free(dp->ready);
+    dp->buckets = NULL;
+    dp->ready = NULL;
+}
+
+int dp_bucket_of_entry(const DataParallel *dp, int entry) {
+    for (int b = 0; b < dp->n_buckets; b++)
+        if (entry >= dp->buckets[b].first_entry && entry <= dp->buckets[b].last_entry) return b;
+    return -1;
+}
+
+/* ---- gradient reduction ----------------------------------------------------------------- */
+
+static vfm_status scale_range(float *x, int64_t n, double alpha) {
+    if (n == 0) return VFM_OK;
+    Tensor v = TF32(x, n);
+    return op_scale(&v, alpha);
+}
+
+static vfm_status reduce_bucket(DataParallel *dp, float *grads, const DpBucket *b) {
+    const ParamTable *t = dp->table;
+    /* 1. model-parallel sums of the entries that need them */
+    Comm *extra[2] = {dp->tp_comm, dp->pp_comm};
+    const unsigned flags[2] = {REDUCE_TP, REDUCE_PP};
+    for (int k = 0; k < 2; k++) {
+        if (group_n(extra[k]) == 1) continue;
+        for (int i = b->first_entry; i <= b->last_entry; i++)
+            if (t->entries[i].reduce_groups & flags[k])
+                VFM_TRY(comm_all_reduce(extra[k], grads + t->entries[i].offset, t->entries[i].numel, DT_F32, COMM_SUM_ORDERED));
+    }
+    /* 2. mean over DP×CP */
+    int n = group_n(dp->grad_comm);
+    if (n == 1) return VFM_OK;
+    double inv = 1.0 / n;
+    if (!dp->cfg.zero1) {
+        VFM_TRY(comm_all_reduce(dp->grad_comm, grads + b->begin, b->end - b->begin, DT_F32, COMM_SUM_ORDERED));
+        return scale_range(grads + b->begin, b->end - b->begin, inv);
+    }
+    int64_t *counts = malloc((size_t)n * sizeof *counts);
+    if (!counts) return vfm_fail(VFM_ERR_NOMEM, "dp: counts");
+    for (int j = 0; j < n; j++) {
+        int64_t lo, hi;
+        zero_shard_range(t->total, n, j, &lo, &hi);
+        lo = lo > b->begin ? lo : b->begin;
+        hi = hi < b->end ? hi : b->end;
+        counts[j] = hi > lo ? hi - lo : 0;
+    }
+    int me = group_rank(dp->grad_comm);
+    int64_t mine_at = dp->own_begin > b->begin ? dp->own_begin : b->begin, mine = counts[me];
+    vfm_status s = comm_reduce_scatter_v(dp->grad_comm, grads + b->begin, grads + mine_at, counts, DT_F32, COMM_SUM_ORDERED);
+    free(counts);
+    VFM_TRY(s);
+    return scale_range(grads + mine_at, mine, inv);
+}
+
+static vfm_status issue_ready(DataParallel *dp, float *grads, int all) {
+    while (dp->next_bucket < dp->n_buckets && (all || dp->ready[dp->next_bucket])) {
+        VFM_TRY(reduce_bucket(dp, grads, &dp->buckets[dp->next_bucket]));
+        dp->next_bucket++;
+    }
+    return VFM_OK;
+}
+
+vfm_status dp_grad_bucket_ready(DataParallel *dp, float *grads, int bucket) {
+    if (bucket < 0 || bucket >= dp->n_buckets)
+        return vfm_fail(VFM_ERR_INTERNAL, "dp: bucket %d of %d", bucket, dp->n_buckets);
+    dp->ready[bucket] = 1;
+    return issue_ready(dp, grads, 0);
+}
+
+vfm_status dp_grad_sync_finish(DataParallel *dp, float *grads) {
+    vfm_status s = issue_ready(dp, grads, 1);
+    dp->next_bucket = 0;
+    memset(dp->ready, 0, (size_t)dp->n_buckets);
+    return s;
+}
+
+vfm_status dp_grad_norm(DataParallel *dp, const float *grads, double *norm) {
+    int n = group_n(dp->grad_comm);
+    double *partial = calloc((size_t)n, sizeof *partial);
+    if (!partial) return vfm_fail(VFM_ERR_NOMEM, "dp: norm partials");
+    vfm_status s = VFM_OK;
+    for (int j = 0; j < n && s == VFM_OK; j++) {
+        if (dp->cfg.zero1 && j != group_rank(dp->grad_comm)) continue;
+        int64_t lo, hi;
+        zero_shard_range(dp->table->total, n, j, &lo, &hi);
+        if (hi > lo) {
+            Tensor g = TF32((float *)grads + lo, hi - lo);
+            s = op_sum_squares(&partial[j], &g);
+        }
+    }
+    if (s == VFM_OK && dp->cfg.zero1 && n > 1) {
+        double mine = partial[group_rank(dp->grad_comm)];
+        s = comm_all_gather(dp->grad_comm, &mine, partial, 1, DT_F64);
+    }
+    double total = 0;
+    for (int j = 0; j < n; j++) total += partial[j];
+    free(partial);
+    *norm = sqrt(total);
+    return s;
+}
+
+vfm_status dp_mean_f64(DataParallel *dp, double *values, int n) {
+    int size = group_n(dp->grad_comm);
+    if (size == 1) return VFM_OK;
+    VFM_TRY(comm_all_reduce(dp->grad_comm, values, n, DT_F64, COMM_SUM_ORDERED));
+    for (int i = 0; i < n; i++) values[i] /= size;
+    return VFM_OK;
+}
+
+/* ---- the optimizer over this rank's elements ------------------------------------------------- */
+
+/* Elements whose m and v this rank holds: all (plain DP) or its shard (ZeRO-1). */
+static void held_range(const DataParallel *dp, int64_t *lo, int64_t *hi) {
+    *lo = dp->cfg.zero1 ? dp->own_begin : 0;
+    *hi = dp->cfg.zero1 ? dp->own_end : dp->table->total;
+}
+
+vfm_status dp_optimizer_init(const DataParallel *dp, Optimizer *o, const OptimConfig *c) {
+    memset(o, 0, sizeof *o);
+    o->cfg = *c;
+    o->table = dp->table;
+    int64_t lo, hi;
+    held_range(dp, &lo, &hi);
+    size_t n = (size_t)(hi - lo) + 1;
+    o->m = calloc(n, sizeof(float));
+    o->v = calloc(n, sizeof(float));
+    if (!o->m || !o->v) {
+        optimizer_free(o);
+        return vfm_fail(VFM_ERR_NOMEM, "optimizer: Adam moments for %lld parameters", (long long)(hi - lo));
+    }
+    return VFM_OK;
+}
+
+vfm_status dp_optimizer_step(DataParallel *dp, Optimizer *o, float *params, const float *grads, double lr,
+                             double grad_scale) {
+    const ParamTable *t = dp->table;
+    int64_t lo, hi;
+    held_range(dp, &lo, &hi);
+    AdamWHyper h = {(float)lr, (float)o->cfg.beta1, (float)o->cfg.beta2, (float)o->cfg.eps, 0.0f, (int)(o->step + 1),
+                    (float)grad_scale};
+    for (int i = 0; i < t->count; i++) {
+        const ParamEntry *e = &t->entries[i];
+        int64_t a = e->offset > lo ? e->offset : lo, b = e->offset + e->numel < hi ? e->offset + e->numel : hi;
+        if (!e->trainable || a >= b) continue;
+        Tensor p = TF32(params + a, b - a), g = TF32((float *)grads + a, b - a);
+        Tensor m = TF32(o->m + (a - lo), b - a), v = TF32(o->v + (a - lo), b - a);
+        h.weight_decay = e->weight_decay ? (float)o->cfg.weight_decay : 0.0f;
+        VFM_TRY(op_adamw_step(&p, &m, &v, &g, &h));
+    }
+    o->step++;
+    int n = group_n(dp->grad_comm);
+    if (!dp->cfg.zero1 || n == 1) return VFM_OK;
+    int64_t *counts = malloc((size_t)n * sizeof *counts);
+    if (!counts) return vfm_fail(VFM_ERR_NOMEM, "dp: counts");
+    for (int j = 0; j < n; j++) {
+        int64_t b, e;
+        zero_shard_range(t->total, n, j, &b, &e);
+        counts[j] = e - b;
+    }
+    vfm_status s = comm_all_gather_v(dp->grad_comm, params + dp->own_begin, params, counts, DT_F32);
+    free(counts);
+    return s;
+}
+
+/* ---- optimizer-state shards ------------------------------------------------------------- */
+
+#define SHARD_FORMAT "vfm-optim-shard"
+
+static uint64_t table_fingerprint(const ParamTable *t) {
+    uint64_t h = hash_string64("vfm-param-table");
+    for (int i = 0; i < t->count; i++) {
+        const ParamEntry *e = &t->entries[i];
+        int64_t v[3] = {e->numel, e->offset, e->ndim};
+        h = hash_combine64(h, hash_string64(e->name));
+        h = hash_combine64(h, hash_bytes64(v, sizeof v, 0));
+        h = hash_combine64(h, hash_bytes64(e->shape, sizeof e->shape[0] * (size_t)e->ndim, 1));
+    }
+    return h;
+}
+
+vfm_status dp_optim_save(const DataParallel *dp, const Optimizer *o, const char *dir, int global_rank) {
+    int n = group_n(dp->grad_comm);
+    int64_t lo, hi, len = dp->own_end - dp->own_begin;
+    held_range(dp, &lo, &hi);
+    char vals[10][32];
+    snprintf(vals[0], sizeof vals[0], "%d", group_rank(dp->grad_comm));
+    snprintf(vals[1], sizeof vals[1], "%d", n);
+    snprintf(vals[2], sizeof vals[2], "%lld", (long long)dp->own_begin);
+    snprintf(vals[3], sizeof vals[3], "%lld", (long long)dp->own_end);
+    snprintf(vals[4], sizeof vals[4], "%lld", (long long)dp->table->total);
+    snprintf(vals[5], sizeof vals[5], "%lld", (long long)o->step);
+    snprintf(vals[6], sizeof vals[6], "%016" PRIx64, table_fingerprint(dp->table));
+    snprintf(vals[7], sizeof vals[7], "%d", dp->cfg.tp_rank);
+    snprintf(vals[8], sizeof vals[8], "%d", dp->cfg.pp_rank);
+    const char *meta[] = {"format", SHARD_FORMAT, "version", "1", "shard_index", vals[0], "shard_count", vals[1],
+                          "begin", vals[2], "end", vals[3], "total", vals[4], "step", vals[5], "table", vals[6],
+                          "tp_rank", vals[7], "pp_rank", vals[8], NULL};
+    SafetensorsEntry e[2];
+    memset(e, 0, sizeof e);
+    for (int k = 0; k < 2; k++) {
+        e[k].name = k ? "exp_avg_sq" : "exp_avg";
+        e[k].dtype = DT_F32;
+        e[k].ndim = 1;
+        e[k].shape[0] = len;
+        e[k].data = (k ? o->v : o->m) + (dp->own_begin - lo);
+    }
+    char name[64], path[1600];
+    snprintf(name, sizeof name, "optim.%d.safetensors", global_rank);
+    path_join(path, sizeof path, dir, name);
+    return safetensors_write(path, e, 2, meta);
+}
+
+typedef struct {
+    char path[1600];
+    int legacy;               /* per-entry tensors over the whole buffer */
+    int index, count;
+    int64_t begin, end;
+} ShardFile;
+
+static int meta_ll(const SafetensorsFile *f, const char *key, long long *out) {
+    const char *v = safetensors_metadata(f, key);
+    char *end;
+    if (!v || !*v) return 0;
+    *out = strtoll(v, &end, 10);
+    return *end == 0;
+}
+
+/* Reads one shard file's header into sf; *keep = 0 for a file of another model partition. */
+static vfm_status scan_file(const DataParallel *dp, const char *path, ShardFile *sf, int *keep) {
+    SafetensorsFile *f;
+    VFM_TRY(safetensors_open(&f, path));
+    memset(sf, 0, sizeof *sf);
+    snprintf(sf->path, sizeof sf->path, "%s", path);
+    *keep = 1;
+    vfm_status s = VFM_OK;
+    const char *format = safetensors_metadata(f, "format");
+    const ParamTable *t = dp->table;
+    if (format && strcmp(format, SHARD_FORMAT) == 0) {
+        long long idx, cnt, b, e, total, tp, pp;
+        char want[32];
+        snprintf(want, sizeof want, "%016" PRIx64, table_fingerprint(t));
+        const char *table = safetensors_metadata(f, "table");
+        if (!meta_ll(f, "shard_index", &idx) || !meta_ll(f, "shard_count", &cnt) || !meta_ll(f, "begin", &b) ||
+            !meta_ll(f, "end", &e) || !meta_ll(f, "total", &total) || !meta_ll(f, "tp_rank", &tp) ||
+            !meta_ll(f, "pp_rank", &pp) || cnt < 1 || idx < 0 || idx >= cnt || b > e)
+            s = vfm_fail(VFM_ERR_FORMAT, "%s: optimizer shard metadata is incomplete", path);
+        else if (tp != dp->cfg.tp_rank || pp != dp->cfg.pp_rank)
+            *keep = 0;
+        else if (total != t->total || !table || strcmp(table, want) != 0)
+            s = vfm_fail(VFM_ERR_FORMAT, "%s: optimizer state of another model (%lld parameters, table %s; this model has "
+                         "%lld, table %s)", path, total, table ? table : "?", (long long)t->total, want);
+        else {
+            sf->index = (int)idx;
+            sf->count = (int)cnt;
+            sf->begin = b;
+            sf->end = e;
+        }
+    } else {
+        char name[160];
+        snprintf(name, sizeof name, "exp_avg.%s", t->count ? t->entries[0].name : "");
+        if (t->count == 0 || safetensors_find(f, name) < 0)
+            s = vfm_fail(VFM_ERR_FORMAT, "%s: neither an optimizer shard nor per-entry Adam moments", path);
+        sf->legacy = 1;
+        sf->count = 1;
+        sf->end = t->total;
+    }
+    safetensors_close(f);
+    return s;
+}
+
+/* dst[hi-lo] receives file elements [max(lo,begin), min(hi,end)) of one moment (k = 0: m, 1: v). */
+static vfm_status read_overlap(const DataParallel *dp, const ShardFile *sf, int k, int64_t lo, int64_t hi, float *dst,
+                               float **tmp, int64_t *tmp_n) {
+    SafetensorsFile *f;
+    VFM_TRY(safetensors_open(&f, sf->path));
+    vfm_status s = VFM_OK;
+    const ParamTable *t = dp->table;
+    /* pieces: the whole shard, or each table entry of a per-entry file */
+    int pieces = sf->legacy ? t->count : 1;
+    for (int i = 0; i < pieces && s == VFM_OK; i++) {
+        int64_t pb = sf->legacy ? t->entries[i].offset : sf->begin;
+        int64_t pe = sf->legacy ? pb + t->entries[i].numel : sf->end;
+        int64_t a = pb > lo ? pb : lo, b = pe < hi ? pe : hi;
+        if (a >= b) continue;
+        char name[160];
+        if (sf->legacy) snprintf(name, sizeof name, "%s.%s", k ? "exp_avg_sq" : "exp_avg", t->entries[i].name);
+        else snprintf(name, sizeof name, "%s", k ? "exp_avg_sq" : "exp_avg");
+        int idx = safetensors_find(f, name);
+        if (idx < 0) {
+            s = vfm_fail(VFM_ERR_FORMAT, "%s: tensor '%s' is missing", sf->path, name);
+            break;
+        }
+        if (pe - pb > *tmp_n) {
+            float *p = realloc(*tmp, (size_t)(pe - pb) * sizeof(float));
+            if (!p) {
+                s = vfm_fail(VFM_ERR_NOMEM, "optimizer load: %lld elements", (long long)(pe - pb));
+                break;
+            }
+            *tmp = p;
+            *tmp_n = pe - pb;
+        }
+        s = safetensors_read_f32(f, idx, *tmp, pe - pb);
+        if (s == VFM_OK) memcpy(dst + (a - lo), *tmp + (a - pb), (size_t)(b - a) * sizeof(float));
+    }
+    safetensors_close(f);
+    return s;
+}
+
+static int parse_optim_name(const char *name) {
+    int rank;
+    char tail[32];
+    if (sscanf(name, "optim.%d.%31s", &rank, tail) == 2 && strcmp(tail, "safetensors") == 0 && rank >= 0) return rank;
+    return -1;
+}
+
+vfm_status dp_optim_load(DataParallel *dp, Optimizer *o, const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return vfm_fail(VFM_ERR_IO, "%s: cannot open the checkpoint directory", dir);
+    ShardFile *files = NULL;
+    int n = 0, cap = 0;
+    vfm_status s = VFM_OK;
+    struct dirent *de;
+    while (s == VFM_OK && (de = readdir(d))) {
+        if (parse_optim_name(de->d_name) < 0) continue;
+        if (n == cap) {
+            cap = cap ? 2 * cap : 16;
+            ShardFile *p = realloc(files, (size_t)cap * sizeof *files);
+            if (!p) {
+                s = vfm_fail(VFM_ERR_NOMEM, "optimizer load: file list");
+                break;
+            }
+            files = p;
+        }
+        char path[1600];
+        int keep;
+        path_join(path, sizeof path, dir, de->d_name);
+        s = scan_file(dp, path, &files[n], &keep);
+        if (s == VFM_OK && keep) n++;
+    }
+    closedir(d);
+    /* the files must come from one save and tile the buffer: shard i of count, each once */
+    int count = n > 0 ? files[0].count : 0;
+    unsigned char *seen = s == VFM_OK && count > 0 ? calloc((size_t)count, 1) : NULL;
+    if (s == VFM_OK && n == 0)
+        s = vfm_fail(VFM_ERR_FORMAT, "%s: no optimizer state (optim.<rank>.safetensors) for tp_rank %d, pp_rank %d", dir,
+                     dp->cfg.tp_rank, dp->cfg.pp_rank);
+    for (int i = 0; i < n && s == VFM_OK; i++) {
+        int64_t b, e;
+        zero_shard_range(dp->table->total, count, files[i].index, &b, &e);
+        if (files[i].count != count)
+            s = vfm_fail(VFM_ERR_FORMAT, "%s: optimizer shards from different saves (%d and %d shards)", dir, count,
+                         files[i].count);
+        else if (!seen || seen[files[i].index]++)
+            s = vfm_fail(VFM_ERR_FORMAT, "%s: optimizer shard %d of %d appears twice", dir, files[i].index, count);
+        else if (!files[i].legacy && (files[i].begin != b || files[i].end != e))
+            s = vfm_fail(VFM_ERR_FORMAT, "%s: shard %d of %d covers [%lld, %lld), expected [%lld, %lld)", files[i].path,
+                         files[i].index, count, (long long)files[i].begin, (long long)files[i].end, (long long)b,
+                         (long long)e);
+    }
+    for (int j = 0; j < count && s == VFM_OK; j++)
+        if (!seen[j]) s = vfm_fail(VFM_ERR_FORMAT, "%s: optimizer shard %d of %d is missing", dir, j, count);
+    int64_t lo, hi, tmp_n = 0;
+    float *tmp = NULL;
+    held_range(dp, &lo, &hi);
+    for (int i = 0; i < n && s == VFM_OK; i++)
+        for (int k = 0; k < 2 && s == VFM_OK; k++)
+            s = read_overlap(dp, &files[i], k, lo, hi, k ? o->v : o->m, &tmp, &tmp_n);
+    free(tmp);
+    free(seen);
+    free(files);
+    return s;
+}

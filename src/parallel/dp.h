@@ -1,0 +1,112 @@
+/* Data parallelism over the parameter table (design §4): the bucketed gradient reduction
+ * (mean over DP×CP through each entry's reduce groups), ZeRO-1 (Adam moments sharded over the
+ * DP×CP group: reduce-scatter of gradients, AdamW on the local shard, all-gather of parameters),
+ * the global gradient norm, the loss/metric mean, and the optimizer-state checkpoint files
+ * optim.<rank>.safetensors (one shard each, loadable at any DP size).
+ *
+ * Buckets. Consecutive table entries, filled in reverse table order (the order backward
+ * completes them) until each holds at least bucket_size_mb; bucket 0 ends with the last entry.
+ * Backward calls dp_grad_bucket_ready(b) when bucket b's gradients are complete; buckets are
+ * issued strictly in index order (a bucket waits until all lower-numbered ones are ready), so
+ * every rank issues the same collectives in the same order whatever the completion order.
+ * dp_grad_sync_finish issues what is left and returns when every bucket is reduced. On the CPU
+ * backend each issue is a blocking collective; the split lets a GPU backend run them on a comm
+ * stream, overlapped with the rest of backward. With gradient accumulation, call
+ * dp_grad_bucket_ready only during the last micro-batch (or call only dp_grad_sync_finish).
+ *
+ * One bucket's reduction, in order:
+ *   1. entries with REDUCE_TP: summed over the TP group (ordered sum); with REDUCE_PP: summed
+ *      over the PP group. No-ops while TP = PP = 1 (the comms have one rank or are NULL).
+ *   2. every entry: mean over DP×CP = ordered sum (comm.h: rank order, the same bits on every
+ *      rank), then × (float)(1/n). Plain DP all-reduces the bucket; ZeRO-1 reduce-scatters it,
+ *      each rank receiving only the part inside its shard: bit for bit the all-reduce result
+ *      restricted to the shard.
+ *
+ * Shards (ZeRO-1). The flat buffer, padded to a multiple of n = |DP×CP|, is cut into n equal
+ * contiguous shards of S = ceil(total/n) elements: rank j owns [j·S, min((j+1)·S, total)) (the
+ * padding is never stored; a tail shard may be short or empty). Shards cross entry boundaries;
+ * the update is elementwise, and AdamW runs on each entry's piece with that entry's weight-decay
+ * flag. Plain DP uses the same shard cut for the gradient norm and for checkpoint files, which is
+ * what makes plain DP and ZeRO-1 give identical bits.
+ *
+ * Gradient norm: √(Σ_j partial_j), partial_j = op_sum_squares over shard j (its fixed chunk
+ * order), the partials added in rank order j = 0..n-1. Plain DP computes every partial locally;
+ * ZeRO-1 computes its own and all-gathers the n doubles. At n = 1 this is exactly
+ * grad_global_norm (optimizer.h). Across different DP sizes the norm differs in the last bits.
+ *
+ * On the CPU the fp32 parameters are the master weights (one full copy per rank); on the GPU the
+ * fp32 master becomes a third buffer sharded like m and v, and the all-gather then fills the
+ * bf16 parameters. */
+#ifndef VFM_DP_H
+#define VFM_DP_H
+
+#include <stdint.h>
+
+#include "model/params.h"
+#include "parallel/comm.h"
+#include "train/optimizer.h"
+
+typedef struct DpConfig {
+    double bucket_size_mb;  /* ddp.bucket_size_mb */
+    int zero1;              /* ddp.use_distributed_optimizer */
+    int tp_rank, pp_rank;   /* the model partition this rank holds: checkpoint shards match on it */
+} DpConfig;
+
+typedef struct DpBucket {
+    int64_t begin, end;           /* [begin, end) of the flat buffer */
+    int first_entry, last_entry;  /* table entries in it (first <= last) */
+} DpBucket;
+
+typedef struct DataParallel {
+    const ParamTable *table;
+    Comm *grad_comm;             /* DP×CP group: gradient mean, ZeRO-1 shards */
+    Comm *tp_comm, *pp_comm;     /* REDUCE_TP / REDUCE_PP sums; NULL = one rank */
+    DpConfig cfg;
+    DpBucket *buckets;
+    int n_buckets;
+    int next_bucket;             /* the next bucket to issue */
+    unsigned char *ready;        /* [n_buckets] */
+    int64_t shard_size;          /* S = ceil(total / n) */
+    int64_t own_begin, own_end;  /* this rank's shard */
+} DataParallel;
+
+/* Shard j of n over total elements: [*begin, *end). */
+void zero_shard_range(int64_t total, int n, int j, int64_t *begin, int64_t *end);
+
+/* The table's entries must be contiguous in table order (as param_table_add lays them out). */
+vfm_status dp_init(DataParallel *dp, const ParamTable *t, const DpConfig *cfg, Comm *grad_comm, Comm *tp_comm,
+                   Comm *pp_comm);
+void dp_free(DataParallel *dp);
+int dp_bucket_of_entry(const DataParallel *dp, int entry);
+
+/* grads[table->total]: this rank's gradients on entry, the reduced ones on return (ZeRO-1: valid
+ * only inside this rank's shard; elsewhere they are left as they were). */
+vfm_status dp_grad_bucket_ready(DataParallel *dp, float *grads, int bucket);
+vfm_status dp_grad_sync_finish(DataParallel *dp, float *grads);
+/* Global norm of the reduced gradients grads[table->total] (above); the same value on every rank. */
+vfm_status dp_grad_norm(DataParallel *dp, const float *grads, double *norm);
+
+/* optimizer_init for this layout: m and v hold [total] elements (plain DP) or this rank's shard. */
+vfm_status dp_optimizer_init(const DataParallel *dp, Optimizer *o, const OptimConfig *c);
+/* One AdamW update (lr, gradients × grad_scale) of this rank's elements: all of them (plain DP)
+ * or its shard followed by the all-gather of params[total] (ZeRO-1). Frozen entries are skipped,
+ * weight decay applies to entries with weight_decay set. Bitwise optimizer_step on the same
+ * elements. */
+vfm_status dp_optimizer_step(DataParallel *dp, Optimizer *o, float *params, const float *grads, double lr,
+                             double grad_scale);
+/* values[n] = mean over DP×CP (ordered sum / n): the loss and the log line's metrics. */
+vfm_status dp_mean_f64(DataParallel *dp, double *values, int n);
+
+/* Writes <dir>/optim.<global_rank>.safetensors: this rank's shard [own_begin, own_end) of m and v
+ * as flat f32 tensors "exp_avg" and "exp_avg_sq", with metadata format=vfm-optim-shard,
+ * shard_index, shard_count, begin, end, total, step, table (a fingerprint of names, shapes and
+ * offsets), tp_rank, pp_rank. Plain DP writes the same cut from its full copy. */
+vfm_status dp_optim_save(const DataParallel *dp, const Optimizer *o, const char *dir, int global_rank);
+/* Fills m and v (this rank's part) from the optim.*.safetensors files in dir of this rank's
+ * model partition, whatever DP size (shard count) wrote them: each needed range is read from the
+ * files that hold it. Also reads a single file of per-entry tensors "exp_avg.<name>" and
+ * "exp_avg_sq.<name>" (what a one-rank checkpoint_save writes). The shard files must tile the
+ * whole buffer and match the table; otherwise an error names what is missing or different. */
+vfm_status dp_optim_load(DataParallel *dp, Optimizer *o, const char *dir);
+
+#endif

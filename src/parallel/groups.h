@@ -1,0 +1,47 @@
+/* Process groups (design §4): global ranks laid out [DP][PP][CP][TP], TP innermost, as
+ * Megatron-LM orders them:
+ *     rank = ((dp·PP + pp)·CP + cp)·TP + tp
+ * so a TP group is TP consecutive ranks (one node's NVLink domain), and DP = world / (TP·PP·CP).
+ * A group of a kind holds the ranks that differ only in that kind's coordinate(s); members are
+ * listed in ascending global rank, which is the "rank order" of every ordered reduction. */
+#ifndef VFM_GROUPS_H
+#define VFM_GROUPS_H
+
+#include "core/error.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum {
+    GROUP_TP,    /* tensor parallel: same dp, pp, cp */
+    GROUP_CP,    /* context parallel: same dp, pp, tp */
+    GROUP_PP,    /* pipeline stages: same dp, cp, tp */
+    GROUP_DP,    /* data-parallel replicas: same pp, cp, tp */
+    GROUP_DP_CP, /* DP×CP (gradients reduce and ZeRO shards here): same pp, tp */
+    GROUP_WORLD,
+    GROUP_KIND_COUNT
+} GroupKind;
+
+typedef struct ParallelLayout {
+    int world, rank;                         /* this process */
+    int tp, pp, cp, dp;                      /* sizes */
+    int tp_rank, pp_rank, cp_rank, dp_rank;  /* this process's coordinates */
+} ParallelLayout;
+
+/* Sizes must be >= 1 and TP·PP·CP must divide world; otherwise VFM_ERR_USAGE with a message such as
+ * "world size 6 is not divisible by TP·PP·CP = 4 (tensor 2 × pipeline 2 × context 1)". */
+vfm_status layout_init(ParallelLayout *l, int world, int rank, int tp, int pp, int cp);
+int layout_rank_of(const ParallelLayout *l, int dp, int pp, int cp, int tp);
+void layout_coords(const ParallelLayout *l, int rank, int *dp, int *pp, int *cp, int *tp);
+int group_size(const ParallelLayout *l, GroupKind kind);
+/* Members (ascending global ranks, group_size of them) of the `kind` group that holds `rank`;
+ * returns the index of `rank` among them. */
+int group_members(const ParallelLayout *l, GroupKind kind, int rank, int *members);
+/* "tp", "cp", "pp", "dp", "dp×cp", "world" */
+const char *group_kind_name(GroupKind kind);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,156 @@
+/* NCCL backend (GPU buffers), when this build has it and every local rank has a GPU: the GPU
+ * ordered sum gives the CPU's bits, and each collective over the world gives the MPI backend's
+ * result (integer-valued data for SUM/MAX, whose order cannot matter; order-sensitive data for
+ * the ordered sum, compared bit for bit). With one GPU this runs as one rank: a real one-rank
+ * NCCL communicator. Skipped without NCCL or a GPU. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/cuda_runtime_shim.h"
+#include "mpi_test.h"
+#include "parallel/comm_internal.h"
+
+/* The same answer on every rank: 1 when every rank has a GPU (one_each: a GPU of its own, as
+ * NCCL requires; VFM_TEST_NCCL_SHARED_GPU=1 tries anyway) and the NCCL backend. */
+static int gpus_ready(char *why, size_t n, int one_each) {
+    int bad = 0;
+#ifndef VFM_NCCL
+    snprintf(why, n, "this build has no NCCL backend");
+    bad = 1;
+#else
+    int devices = vfm_cuda_device_count();
+    if (devices == 0) snprintf(why, n, "no CUDA device"), bad = 1;
+    else if (one_each && devices < mt_launch()->local_size && !getenv("VFM_TEST_NCCL_SHARED_GPU"))
+        snprintf(why, n, "%d ranks on this node but %d GPU(s)", mt_launch()->local_size, devices), bad = 1;
+    else if (!comm_nccl_available()) snprintf(why, n, "%s", vfm_last_error()), bad = 1;
+#endif
+    int any = bad;
+    if (comm_all_reduce(mt_world_comm(), &any, 1, DT_I32, COMM_MAX) != VFM_OK) return 0;
+    if (any && !bad) snprintf(why, n, "another rank cannot run NCCL");
+    return !any;
+}
+
+static void *to_gpu(const void *host, size_t bytes) {
+    void *d = NULL;
+    if (vfm_cuda_malloc(bytes ? bytes : 1, &d) != VFM_OK) return NULL;
+    if (bytes && vfm_cuda_memcpy(d, 1, host, 0, bytes) != VFM_OK) return NULL;
+    return d;
+}
+
+static void from_gpu(void *host, const void *dev, size_t bytes) {
+    if (bytes) CHECK_OK(vfm_cuda_memcpy(host, 0, dev, 1, bytes));
+}
+
+static void order_sensitive(float *x, int64_t n, uint64_t seed) {
+    test_fill_uniform_f32(x, n, seed, -1.0f, 1.0f);
+    for (int64_t i = 0; i < n; i++) x[i] *= (float)(1 << (i % 16));
+}
+
+TEST(nccl_ordered_sum_kernel_matches_cpu_bits) {
+    char why[256];
+    if (!gpus_ready(why, sizeof why, 0)) SKIP("%s", why);
+    const int rows = 5;
+    const int64_t count = 4099;
+    float *x = malloc(rows * count * sizeof *x), *cpu = malloc(count * sizeof *x), *gpu = malloc(count * sizeof *x);
+    double *x64 = malloc(rows * count * sizeof *x64), *cpu64 = malloc(count * sizeof *x64), *gpu64 = malloc(count * sizeof *x64);
+    order_sensitive(x, rows * count, 11);
+    for (int64_t i = 0; i < rows * count; i++) x64[i] = (double)x[i] * (1.0 + 1e-9 * (double)(i % 7));
+    comm_sum_rows_ordered(cpu, x, rows, count, DT_F32);
+    comm_sum_rows_ordered(cpu64, x64, rows, count, DT_F64);
+    void *dx = to_gpu(x, rows * count * sizeof *x), *dx64 = to_gpu(x64, rows * count * sizeof *x64);
+    void *dout = NULL, *dout64 = NULL;
+    REQUIRE(dx && dx64);
+    REQUIRE_OK(vfm_cuda_malloc(count * sizeof *x, &dout));
+    REQUIRE_OK(vfm_cuda_malloc(count * sizeof *x64, &dout64));
+    CHECK_OK(nccl_sum_rows_ordered(dout, dx, rows, count, DT_F32));
+    CHECK_OK(nccl_sum_rows_ordered(dout64, dx64, rows, count, DT_F64));
+    from_gpu(gpu, dout, count * sizeof *x);
+    from_gpu(gpu64, dout64, count * sizeof *x64);
+    CHECK_SAME_BITS("GPU ordered sum f32", gpu, cpu, count);
+    CHECK_SAME_BITS("GPU ordered sum f64", gpu64, cpu64, count);
+    vfm_cuda_free(dx), vfm_cuda_free(dx64), vfm_cuda_free(dout), vfm_cuda_free(dout64);
+    free(x), free(cpu), free(gpu), free(x64), free(cpu64), free(gpu64);
+}
+
+/* Runs one collective on the GPU (NCCL) and on the host (MPI) over the same data; compares. */
+typedef enum { K_ALL_REDUCE, K_REDUCE_SCATTER_V, K_ALL_GATHER_V, K_BROADCAST, K_ALL_TO_ALL_V } Kind;
+
+static void compare_once(Comm *gpu_comm, Kind kind, CommOp op, int integer_data, int64_t base, const char *what) {
+    Comm *w = mt_world_comm();
+    int n = mt_world(), r = mt_rank();
+    int64_t counts[64], total = 0, sc[64], sd[64];
+    for (int j = 0; j < n; j++) total += counts[j] = base + 37 * ((j + 1) % 3);
+    int64_t in_n = kind == K_ALL_GATHER_V ? counts[r] : total, out_n = kind == K_REDUCE_SCATTER_V ? counts[r] : total;
+    size_t cap = (size_t)(total + (base + 100) * n) * sizeof(float); /* room for every output */
+    float *in = malloc((size_t)in_n * sizeof *in), *host = malloc(cap), *got = malloc(cap);
+    order_sensitive(in, in_n, 300 + (uint64_t)r);
+    if (integer_data)
+        for (int64_t i = 0; i < in_n; i++) in[i] = (float)(int)(in[i] * 8);
+    memcpy(host, in, (size_t)in_n * sizeof *in);
+    void *din = to_gpu(in, (size_t)in_n * sizeof *in), *dout = NULL;
+    REQUIRE(din);
+    REQUIRE_OK(vfm_cuda_malloc(cap, &dout));
+    for (int j = 0, a = 0; j < n; j++) sc[j] = counts[j], sd[j] = a, a += (int)counts[j];
+    switch (kind) {
+    case K_ALL_REDUCE:
+        CHECK_OK(comm_all_reduce(gpu_comm, din, total, DT_F32, op));
+        CHECK_OK(comm_all_reduce(w, host, total, DT_F32, op));
+        from_gpu(got, din, (size_t)total * sizeof *got);
+        break;
+    case K_REDUCE_SCATTER_V:
+        CHECK_OK(comm_reduce_scatter_v(gpu_comm, din, dout, counts, DT_F32, op));
+        CHECK_OK(comm_reduce_scatter_v(w, in, host, counts, DT_F32, op));
+        from_gpu(got, dout, (size_t)out_n * sizeof *got);
+        break;
+    case K_ALL_GATHER_V:
+        CHECK_OK(comm_all_gather_v(gpu_comm, din, dout, counts, DT_F32));
+        CHECK_OK(comm_all_gather_v(w, in, host, counts, DT_F32));
+        from_gpu(got, dout, (size_t)total * sizeof *got);
+        break;
+    case K_BROADCAST:
+        CHECK_OK(comm_broadcast(gpu_comm, din, total, DT_F32, n - 1));
+        CHECK_OK(comm_broadcast(w, host, total, DT_F32, n - 1));
+        from_gpu(got, din, (size_t)total * sizeof *got);
+        break;
+    case K_ALL_TO_ALL_V: {
+        /* rank s sends counts[d] elements to each d; receives counts[r] from each */
+        int64_t rc[64], sdisp[64], rdisp[64];
+        for (int j = 0; j < n; j++) rc[j] = counts[r], sdisp[j] = sd[j], rdisp[j] = (int64_t)j * counts[r];
+        out_n = n * counts[r];
+        CHECK_OK(comm_all_to_all_v(gpu_comm, din, sc, sdisp, dout, rc, rdisp, DT_F32));
+        CHECK_OK(comm_all_to_all_v(w, in, sc, sdisp, host, rc, rdisp, DT_F32));
+        from_gpu(got, dout, (size_t)out_n * sizeof *got);
+        break;
+    }
+    }
+    CHECK_SAME_BITS(what, got, host, out_n);
+    vfm_cuda_free(din);
+    vfm_cuda_free(dout);
+    free(in), free(host), free(got);
+}
+
+TEST(nccl_collectives_match_mpi) {
+    char why[256];
+    if (!gpus_ready(why, sizeof why, 1)) SKIP("%s", why);
+    int device = -1;
+    REQUIRE_OK(comm_bind_gpu(mt_launch()->local_rank, &device));
+    CHECK(device == launch_gpu_for_local_rank(mt_launch()->local_rank, vfm_cuda_device_count()));
+    int *everyone = malloc((size_t)mt_world() * sizeof *everyone);
+    for (int j = 0; j < mt_world(); j++) everyone[j] = j;
+    Comm g;
+    vfm_status s = comm_create(&g, "world-gpu", COMM_BACKEND_NCCL, everyone, mt_world());
+    free(everyone);
+    REQUIRE_OK(s);
+    compare_once(&g, K_ALL_REDUCE, COMM_SUM, 1, 100, "all_reduce sum");
+    compare_once(&g, K_ALL_REDUCE, COMM_MAX, 0, 100, "all_reduce max");
+    compare_once(&g, K_ALL_REDUCE, COMM_SUM_ORDERED, 0, 100, "all_reduce ordered (gather path)");
+    compare_once(&g, K_ALL_REDUCE, COMM_SUM_ORDERED, 0, 1500, "all_reduce ordered (scatter path)");
+    compare_once(&g, K_REDUCE_SCATTER_V, COMM_SUM, 1, 100, "reduce_scatter sum");
+    compare_once(&g, K_REDUCE_SCATTER_V, COMM_SUM_ORDERED, 0, 100, "reduce_scatter ordered");
+    compare_once(&g, K_ALL_GATHER_V, COMM_SUM, 0, 100, "all_gather");
+    compare_once(&g, K_BROADCAST, COMM_SUM, 0, 100, "broadcast");
+    compare_once(&g, K_ALL_TO_ALL_V, COMM_SUM, 0, 100, "all_to_all");
+    CHECK_OK(comm_barrier(&g));
+    comm_free(&g);
+}
