@@ -292,6 +292,7 @@ int cmd_sample(int argc, char **argv) {
     int32_t (*real_shape)[4] = calloc((size_t)n_cond, sizeof *real_shape);
     if (compare && j.has_pixels && j.n_prompts) find_real_examples(compare, j.prompts, j.n_prompts, &j.map, real, real_shape);
     int cols = num + (compare ? 1 : 0), zoom = 4;
+    int groups_per_row = n_cond >= 10 ? 5 : 1; /* a wide grid: several prompts per row */
     RgbImage *tiles = calloc((size_t)n_cond * cols, sizeof *tiles);
     ColourJudge judge = colour_judge_defaults();
     int judged = 0, correct = 0;
@@ -348,10 +349,10 @@ int cmd_sample(int argc, char **argv) {
             if (!tiles[k].pixels) rgb_image_alloc(&tiles[k], shape[3] * zoom, shape[2] * zoom);
         char path[1200];
         path_join(path, sizeof path, j.out, "grid.png");
-        s = rgb_image_grid(tiles, n_cond * cols, cols, 4, gap, &grid);
+        s = rgb_image_grid(tiles, n_cond * cols, cols * groups_per_row, 4, gap, &grid);
         if (s == VFM_OK) s = png_write_rgb(path, &grid);
-        if (s == VFM_OK) printf("wrote %s (%d rows: %s%d generated per prompt)\n", path, n_cond,
-                                compare ? "real example, then " : "", num);
+        if (s == VFM_OK) printf("wrote %s (per prompt: %s%d generated; %d prompt%s per row)\n", path,
+                                compare ? "a real example, then " : "", num, groups_per_row, groups_per_row > 1 ? "s" : "");
         rgb_image_free(&grid);
     }
     if (s == VFM_OK) {

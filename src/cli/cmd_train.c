@@ -4,6 +4,8 @@
 
 #include "args.h"
 #include "commands.h"
+#include "core/error.h"
+#include "parallel/launch.h"
 #include "train/trainer.h"
 
 int cmd_train(int argc, char **argv) {
@@ -36,5 +38,10 @@ int cmd_train(int argc, char **argv) {
     if (args_flag(flags, nflags, "--mock")->present) overrides[n++] = "dataset.mock=true";
     TrainOptions opt = {args_value(flags, nflags, "--config", NULL), overrides, n,
                         args_value(flags, nflags, "--resume", NULL)};
-    return cli_report(train_run(&opt));
+    s = train_run(&opt);
+    /* Under a launcher a failure on one rank must stop them all (the others may wait in a
+     * collective): MPI_Abort with the message. */
+    if (s != VFM_OK && launch_mpi_active()) launch_abort(vfm_exit_code(s), "%s", vfm_last_error());
+    launch_finalize();
+    return cli_report(s);
 }

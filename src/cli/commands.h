@@ -23,6 +23,7 @@ int cmd_data(int argc, char **argv);
 int cmd_model(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_export(int argc, char **argv);
+int cmd_checkpoint(int argc, char **argv);
 
 /* Prints "vfm: <message>" for a failed status and returns its exit code. */
 int cli_report(int status);

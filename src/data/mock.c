@@ -24,8 +24,9 @@ typedef struct Mock {
     int64_t budget;
     uint64_t seed;
     int rank, world;
-    int64_t next_sample;    /* stream position of the next global pack's first sample */
-    int64_t global_pack;    /* index of the next global pack */
+    int64_t consumed;       /* global packs consumed by the whole job: this replica takes pack consumed + rank next */
+    int64_t cursor_pack;    /* a known position in the stream: global pack index ... */
+    int64_t cursor_sample;  /* ... and the stream index of its first sample */
     float *latent, *tokens, *text;
 } Mock;
 
@@ -74,22 +75,26 @@ static vfm_status make_sample(Mock *m, int64_t g, EncodedSample *s, int token_di
     return VFM_OK;
 }
 
+/* Moves the cursor to global pack g (forward from where it is, or from the start). */
+static void seek_pack(Mock *m, int64_t g) {
+    if (g < m->cursor_pack) m->cursor_pack = m->cursor_sample = 0;
+    while (m->cursor_pack < g) {
+        m->cursor_sample += pack_size_at(m, m->cursor_sample);
+        m->cursor_pack++;
+    }
+}
+
 static vfm_status mock_next(PackSource *src, Pack *out) {
     Mock *m = src->impl;
-    /* skip the packs of the other replicas */
-    while (m->global_pack % m->world != m->rank) {
-        m->next_sample += pack_size_at(m, m->next_sample);
-        m->global_pack++;
-    }
+    seek_pack(m, m->consumed + m->rank); /* replica r of R takes packs r, r+R, ... */
     pack_clear(out);
-    int n = pack_size_at(m, m->next_sample);
+    int n = pack_size_at(m, m->cursor_sample);
     for (int i = 0; i < n; i++) {
         EncodedSample s;
-        VFM_TRY(make_sample(m, m->next_sample + i, &s, src->token_dim, src->text_dim));
+        VFM_TRY(make_sample(m, m->cursor_sample + i, &s, src->token_dim, src->text_dim));
         VFM_TRY(pack_append(out, &s));
     }
-    m->next_sample += n;
-    m->global_pack++;
+    m->consumed += m->world;
     src->stats.packs++;
     src->stats.samples += n;
     src->stats.tokens_real += out->cu_seqlens[n];
@@ -100,8 +105,7 @@ static vfm_status mock_next(PackSource *src, Pack *out) {
 
 static vfm_status mock_get_state(PackSource *src, char **json) {
     Mock *m = src->impl;
-    json_t *j = json_pack("{s:s,s:I,s:I}", "kind", "mock", "global_pack", (json_int_t)m->global_pack, "next_sample",
-                          (json_int_t)m->next_sample);
+    json_t *j = json_pack("{s:s,s:I}", "kind", "mock", "global_pack", (json_int_t)m->consumed);
     *json = json_dumps(j, JSON_COMPACT | JSON_PRESERVE_ORDER);
     json_decref(j);
     return *json ? VFM_OK : vfm_fail(VFM_ERR_NOMEM, "mock: state");
@@ -116,15 +120,9 @@ static vfm_status mock_set_state(PackSource *src, const char *text) {
         json_decref(j);
         return vfm_fail(VFM_ERR_FORMAT, "checkpoint: the data-loader state is not a mock-dataset position");
     }
-    /* recompute the stream position from the pack count, so a different replica count resumes too */
-    int64_t target = json_integer_value(gp);
+    /* the job's position: a different replica count continues the same stream */
+    m->consumed = json_integer_value(gp);
     json_decref(j);
-    m->global_pack = 0;
-    m->next_sample = 0;
-    while (m->global_pack < target) {
-        m->next_sample += pack_size_at(m, m->next_sample);
-        m->global_pack++;
-    }
     return VFM_OK;
 }
 

@@ -281,7 +281,6 @@ vfm_status dp_optim_save(const DataParallel *dp, const Optimizer *o, const char 
 
 typedef struct {
     char path[1600];
-    int legacy;               /* per-entry tensors over the whole buffer */
     int index, count;
     int64_t begin, end;
 } ShardFile;
@@ -325,13 +324,7 @@ static vfm_status scan_file(const DataParallel *dp, const char *path, ShardFile 
             sf->end = e;
         }
     } else {
-        char name[160];
-        snprintf(name, sizeof name, "exp_avg.%s", t->count ? t->entries[0].name : "");
-        if (t->count == 0 || safetensors_find(f, name) < 0)
-            s = vfm_fail(VFM_ERR_FORMAT, "%s: neither an optimizer shard nor per-entry Adam moments", path);
-        sf->legacy = 1;
-        sf->count = 1;
-        sf->end = t->total;
+        s = vfm_fail(VFM_ERR_FORMAT, "%s: not a vfm optimizer shard (metadata format '%s')", path, format ? format : "");
     }
     safetensors_close(f);
     return s;
@@ -343,17 +336,12 @@ static vfm_status read_overlap(const DataParallel *dp, const ShardFile *sf, int 
     SafetensorsFile *f;
     VFM_TRY(safetensors_open(&f, sf->path));
     vfm_status s = VFM_OK;
-    const ParamTable *t = dp->table;
-    /* pieces: the whole shard, or each table entry of a per-entry file */
-    int pieces = sf->legacy ? t->count : 1;
-    for (int i = 0; i < pieces && s == VFM_OK; i++) {
-        int64_t pb = sf->legacy ? t->entries[i].offset : sf->begin;
-        int64_t pe = sf->legacy ? pb + t->entries[i].numel : sf->end;
-        int64_t a = pb > lo ? pb : lo, b = pe < hi ? pe : hi;
-        if (a >= b) continue;
-        char name[160];
-        if (sf->legacy) snprintf(name, sizeof name, "%s.%s", k ? "exp_avg_sq" : "exp_avg", t->entries[i].name);
-        else snprintf(name, sizeof name, "%s", k ? "exp_avg_sq" : "exp_avg");
+    (void)dp;
+    int64_t pb = sf->begin, pe = sf->end;
+    int64_t a = pb > lo ? pb : lo, b = pe < hi ? pe : hi;
+    do {
+        if (a >= b) break;
+        const char *name = k ? "exp_avg_sq" : "exp_avg";
         int idx = safetensors_find(f, name);
         if (idx < 0) {
             s = vfm_fail(VFM_ERR_FORMAT, "%s: tensor '%s' is missing", sf->path, name);
@@ -370,7 +358,7 @@ static vfm_status read_overlap(const DataParallel *dp, const ShardFile *sf, int 
         }
         s = safetensors_read_f32(f, idx, *tmp, pe - pb);
         if (s == VFM_OK) memcpy(dst + (a - lo), *tmp + (a - pb), (size_t)(b - a) * sizeof(float));
-    }
+    } while (0);
     safetensors_close(f);
     return s;
 }
@@ -421,7 +409,7 @@ vfm_status dp_optim_load(DataParallel *dp, Optimizer *o, const char *dir) {
                          files[i].count);
         else if (!seen || seen[files[i].index]++)
             s = vfm_fail(VFM_ERR_FORMAT, "%s: optimizer shard %d of %d appears twice", dir, files[i].index, count);
-        else if (!files[i].legacy && (files[i].begin != b || files[i].end != e))
+        else if (files[i].begin != b || files[i].end != e)
             s = vfm_fail(VFM_ERR_FORMAT, "%s: shard %d of %d covers [%lld, %lld), expected [%lld, %lld)", files[i].path,
                          files[i].index, count, (long long)files[i].begin, (long long)files[i].end, (long long)b,
                          (long long)e);

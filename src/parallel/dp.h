@@ -104,9 +104,8 @@ vfm_status dp_mean_f64(DataParallel *dp, double *values, int n);
 vfm_status dp_optim_save(const DataParallel *dp, const Optimizer *o, const char *dir, int global_rank);
 /* Fills m and v (this rank's part) from the optim.*.safetensors files in dir of this rank's
  * model partition, whatever DP size (shard count) wrote them: each needed range is read from the
- * files that hold it. Also reads a single file of per-entry tensors "exp_avg.<name>" and
- * "exp_avg_sq.<name>" (what a one-rank checkpoint_save writes). The shard files must tile the
- * whole buffer and match the table; otherwise an error names what is missing or different. */
+ * files that hold it. The shard files must tile the whole buffer and match the table; otherwise
+ * an error names what is missing or different. */
 vfm_status dp_optim_load(DataParallel *dp, Optimizer *o, const char *dir);
 
 #endif

@@ -139,7 +139,9 @@ static void prune(const char *run_dir, int keep) {
     struct dirent *e;
     while (d && (e = readdir(d))) {
         long long step;
-        if (strncmp(e->d_name, "iter_", 5) == 0 && strstr(e->d_name, ".tmp.") && sscanf(e->d_name, "iter_%lld", &step) == 1) {
+        size_t len = strlen(e->d_name);
+        if (strncmp(e->d_name, "iter_", 5) == 0 && len > 4 && strcmp(e->d_name + len - 4, ".tmp") == 0 &&
+            sscanf(e->d_name, "iter_%lld", &step) == 1) {
             char path[1536];
             path_join(path, sizeof path, run_dir, e->d_name);
             remove_tree(path);
@@ -148,56 +150,57 @@ static void prune(const char *run_dir, int keep) {
     if (d) closedir(d);
 }
 
-vfm_status checkpoint_save(const char *run_dir, const CheckpointState *st, const CheckpointData *d, int keep) {
-    char final[1536], tmp[1600], path[1700];
-    snprintf(path, sizeof path, "iter_%07lld", (long long)st->step);
-    path_join(final, sizeof final, run_dir, path);
-    snprintf(tmp, sizeof tmp, "%s.tmp.%d", final, (int)getpid());
+void checkpoint_stage_dir(const char *run_dir, int64_t step, char *out, size_t n) {
+    char name[64];
+    snprintf(name, sizeof name, "iter_%07lld.tmp", (long long)step);
+    path_join(out, n, run_dir, name);
+}
+
+vfm_status checkpoint_begin(const char *run_dir, int64_t step) {
+    char stage[1536];
+    checkpoint_stage_dir(run_dir, step, stage, sizeof stage);
     VFM_TRY(mkdir_p(run_dir));
-    VFM_TRY(remove_tree(tmp));
-    VFM_TRY(mkdir_p(tmp));
+    VFM_TRY(remove_tree(stage));
+    return mkdir_p(stage);
+}
+
+vfm_status checkpoint_write_model(const char *stage, const CheckpointState *st, const CheckpointData *d) {
+    char path[1700];
     const char *meta[] = {"format", "vfm", NULL};
-    path_join(path, sizeof path, tmp, "model.safetensors");
+    path_join(path, sizeof path, stage, "model.safetensors");
     VFM_TRY(write_named(path, d->table, "", d->params, meta));
     maybe_die(st->step, "files");
-    if (d->adam_m && d->adam_v) {
-        /* one file per rank (ZeRO shards later); m and v under prefixed names */
-        SafetensorsEntry *e = calloc(2 * (size_t)d->table->count, sizeof *e);
-        char (*names)[128] = calloc(2 * (size_t)d->table->count, sizeof *names);
-        for (int i = 0; i < d->table->count; i++) {
-            const ParamEntry *p = &d->table->entries[i];
-            for (int k = 0; k < 2; k++) {
-                SafetensorsEntry *x = &e[2 * i + k];
-                snprintf(names[2 * i + k], sizeof names[0], "%s.%s", k ? "exp_avg_sq" : "exp_avg", p->name);
-                x->name = names[2 * i + k];
-                x->dtype = DT_F32;
-                x->ndim = p->ndim;
-                for (int j = 0; j < p->ndim; j++) x->shape[j] = p->shape[j];
-                x->data = (k ? d->adam_v : d->adam_m) + p->offset;
-            }
-        }
-        path_join(path, sizeof path, tmp, "optim.0.safetensors");
-        vfm_status s = safetensors_write(path, e, 2 * d->table->count, meta);
-        free(e);
-        free(names);
-        VFM_TRY(s);
-    }
     if (d->ema) {
-        path_join(path, sizeof path, tmp, "ema.safetensors");
+        path_join(path, sizeof path, stage, "ema.safetensors");
         VFM_TRY(write_named(path, d->table, "", d->ema, meta));
     }
-    path_join(path, sizeof path, tmp, "meta.json");
-    VFM_TRY(write_meta(path, st, d->table));
-    VFM_TRY(fsync_dir(tmp));
+    path_join(path, sizeof path, stage, "meta.json");
+    return write_meta(path, st, d->table);
+}
+
+vfm_status checkpoint_commit(const char *run_dir, int64_t step, int keep) {
+    char final[1536], stage[1536], path[1700], name[64];
+    snprintf(name, sizeof name, "iter_%07lld", (long long)step);
+    path_join(final, sizeof final, run_dir, name);
+    checkpoint_stage_dir(run_dir, step, stage, sizeof stage);
+    VFM_TRY(fsync_dir(stage));
     VFM_TRY(remove_tree(final));
-    if (rename(tmp, final) != 0) return vfm_fail(VFM_ERR_IO, "%s: cannot rename into place", final);
+    if (rename(stage, final) != 0) return vfm_fail(VFM_ERR_IO, "%s: cannot rename into place", final);
     VFM_TRY(fsync_dir(run_dir));
-    maybe_die(st->step, "rename");
+    maybe_die(step, "rename");
     path_join(path, sizeof path, final, "DONE");
     VFM_TRY(write_file_atomic(path, "", 0));
     VFM_TRY(fsync_dir(final));
     prune(run_dir, keep > 0 ? keep : 1);
     return VFM_OK;
+}
+
+vfm_status checkpoint_save(const char *run_dir, const CheckpointState *st, const CheckpointData *d, int keep) {
+    char stage[1536];
+    checkpoint_stage_dir(run_dir, st->step, stage, sizeof stage);
+    VFM_TRY(checkpoint_begin(run_dir, st->step));
+    VFM_TRY(checkpoint_write_model(stage, st, d));
+    return checkpoint_commit(run_dir, st->step, keep);
 }
 
 vfm_status checkpoint_find_latest(const char *run_dir, char *out, size_t n, int *found) {
@@ -274,11 +277,6 @@ vfm_status checkpoint_load_tensors(const char *dir, const CheckpointData *d) {
     char path[1600];
     path_join(path, sizeof path, dir, "model.safetensors");
     VFM_TRY(load_named_tensors(path, d->table, "", (float *)d->params));
-    if (d->adam_m && d->adam_v) {
-        path_join(path, sizeof path, dir, "optim.0.safetensors");
-        VFM_TRY(load_named_tensors(path, d->table, "exp_avg.", (float *)d->adam_m));
-        VFM_TRY(load_named_tensors(path, d->table, "exp_avg_sq.", (float *)d->adam_v));
-    }
     if (d->ema) {
         path_join(path, sizeof path, dir, "ema.safetensors");
         if (path_exists(path)) VFM_TRY(load_named_tensors(path, d->table, "", (float *)d->ema));

@@ -24,23 +24,33 @@ typedef struct CheckpointState {
 
 void checkpoint_state_free(CheckpointState *s);
 
-/* What one save writes; NULL buffers are skipped. */
+/* The weights one save writes (EMA may be NULL). Optimizer state is written per rank by
+ * dp_optim_save (parallel/dp.h) into the staging directory. */
 typedef struct CheckpointData {
     const ParamTable *table;
     const float *params;     /* [table->total] */
-    const float *adam_m, *adam_v;
     const float *ema;
 } CheckpointData;
 
-/* Saves <run_dir>/iter_%07lld and keeps the newest `keep` complete checkpoints. */
+/* A save in phases, so every rank of a job can add its files (the trainer runs a barrier between
+ * phases; run_dir must be on a file system all ranks share):
+ *   checkpoint_begin        rank 0: a fresh staging directory <run>/iter_%07lld.tmp
+ *   checkpoint_write_model  rank 0: model.safetensors, ema.safetensors, meta.json into it
+ *   (every rank)            its optim.<rank>.safetensors into it
+ *   checkpoint_commit       rank 0: fsync, rename to iter_%07lld, fsync the run directory, DONE,
+ *                           then keep only the newest `keep` complete checkpoints. */
+void checkpoint_stage_dir(const char *run_dir, int64_t step, char *out, size_t n);
+vfm_status checkpoint_begin(const char *run_dir, int64_t step);
+vfm_status checkpoint_write_model(const char *stage_dir, const CheckpointState *st, const CheckpointData *d);
+vfm_status checkpoint_commit(const char *run_dir, int64_t step, int keep);
+/* All phases in one process (no optimizer state): tests and tools. */
 vfm_status checkpoint_save(const char *run_dir, const CheckpointState *st, const CheckpointData *d, int keep);
 /* The newest complete checkpoint directory under run_dir; *found = 0 when there is none. */
 vfm_status checkpoint_find_latest(const char *run_dir, char *out, size_t n, int *found);
 /* Reads meta.json of a checkpoint directory. */
 vfm_status checkpoint_read_meta(const char *dir, CheckpointState *st);
-/* Loads weights (always), Adam moments (when adam_m/adam_v are non-NULL) and EMA (when ema is
- * non-NULL; falls back to the weights when the checkpoint has none). Every table entry must be
- * present with its shape. */
+/* Loads weights (always) and EMA (when ema is non-NULL; falls back to the weights when the
+ * checkpoint has none). Every table entry must be present with its shape. */
 vfm_status checkpoint_load_tensors(const char *dir, const CheckpointData *d);
 /* Loads a safetensors file of named tensors into a buffer laid out by the table. */
 vfm_status load_named_tensors(const char *path, const ParamTable *t, const char *prefix, float *buf);

@@ -18,6 +18,10 @@
 #include "diffusion/edm.h"
 #include "model/dit.h"
 #include "ops/ops.h"
+#include "parallel/comm.h"
+#include "parallel/dp.h"
+#include "parallel/groups.h"
+#include "parallel/launch.h"
 #include "train/checkpoint.h"
 #include "train/optimizer.h"
 
@@ -27,6 +31,12 @@ typedef struct Trainer {
     EdmConfig edm;
     Optimizer opt;
     PackSource *source;
+    /* the job: ranks [DP][PP][CP][TP]; data parallelism over the DP×CP group */
+    LaunchInfo launch;
+    ParallelLayout layout;
+    Comm world, grad_comm;
+    DataParallel dp;
+    int rank, dp_rank, dp_size, have_comms, have_dp;
     float *ema;
     double ema_decay;
     char run_dir[1024];
@@ -66,7 +76,7 @@ static vfm_status check_layout(const Config *cfg) {
     for (int i = 0; i < 3; i++)
         if (cfg_int(cfg, keys[i]) != 1)
             return vfm_fail_at(VFM_ERR_UNSUPPORTED, NULL, keys[i], NULL,
-                               "only 1 is supported in this version (a single process on the CPU)");
+                               "only 1 is supported in this version (data parallelism only)");
     if (cfg_bool(cfg, "model.sequence_parallel"))
         return vfm_fail_at(VFM_ERR_UNSUPPORTED, NULL, "model.sequence_parallel", "true",
                            "needs tensor parallelism, which this version does not have");
@@ -80,9 +90,9 @@ static vfm_status check_layout(const Config *cfg) {
 static vfm_status restore(Trainer *t, const char *dir, int finetune, int with_optim) {
     CheckpointState st;
     VFM_TRY(checkpoint_read_meta(dir, &st));
-    CheckpointData d = {&t->model.table, t->model.params, with_optim && !finetune ? t->opt.m : NULL,
-                        with_optim && !finetune ? t->opt.v : NULL, t->ema};
+    CheckpointData d = {&t->model.table, t->model.params, t->ema};
     vfm_status s = checkpoint_load_tensors(dir, &d);
+    if (s == VFM_OK && with_optim && !finetune) s = dp_optim_load(&t->dp, &t->opt, dir);
     if (s == VFM_OK && !finetune) {
         t->step = st.step;
         t->opt.step = with_optim ? st.optimizer_step : 0;
@@ -141,6 +151,23 @@ static vfm_status trainer_setup(Trainer *t, const TrainOptions *opt) {
     int level = log_level_from_string(cfg_str(cfg, "logger.level"));
     if (level >= 0) log_set_level((LogLevel)level);
     VFM_TRY(check_layout(cfg));
+    VFM_TRY(launch_init(&t->launch));
+    t->rank = t->launch.rank;
+    if (t->rank != 0 && log_get_level() == LOG_INFO) log_set_level(LOG_WARN); /* rank 0 speaks for the job */
+    VFM_TRY(layout_init(&t->layout, t->launch.world_size, t->rank, (int)cfg_int(cfg, "model.tensor_model_parallel_size"),
+                        (int)cfg_int(cfg, "model.pipeline_model_parallel_size"),
+                        (int)cfg_int(cfg, "model.context_parallel_size")));
+    int dp_coord, pp_coord, cp_coord, tp_coord;
+    layout_coords(&t->layout, t->rank, &dp_coord, &pp_coord, &cp_coord, &tp_coord);
+    t->dp_rank = dp_coord;
+    t->dp_size = group_size(&t->layout, GROUP_DP);
+    VFM_TRY(comm_create_group(&t->world, &t->layout, GROUP_WORLD, COMM_BACKEND_MPI));
+    vfm_status cs = comm_create_group(&t->grad_comm, &t->layout, GROUP_DP_CP, COMM_BACKEND_MPI);
+    if (cs != VFM_OK) {
+        comm_free(&t->world);
+        return cs;
+    }
+    t->have_comms = 1;
     int threads = (int)cfg_int(cfg, "train.threads");
     ops_set_threads(threads > 0 ? threads : (int)sysconf(_SC_NPROCESSORS_ONLN));
 
@@ -150,7 +177,11 @@ static vfm_status trainer_setup(Trainer *t, const TrainOptions *opt) {
     OptimConfig oc;
     VFM_TRY(optim_config_from(&oc, cfg));
     t->train_iters = cfg_int(cfg, "train.train_iters");
-    t->accum = cfg_int(cfg, "train.global_batch_size"); /* one pack per micro-batch, one replica */
+    int64_t gbs = cfg_int(cfg, "train.global_batch_size"); /* packs per step over the whole job */
+    if (gbs % t->dp_size != 0)
+        return vfm_fail(VFM_ERR_USAGE, "train.global_batch_size (%lld) must be a multiple of the data-parallel size (%d)",
+                        (long long)gbs, t->dp_size);
+    t->accum = gbs / t->dp_size; /* micro-batches (one pack each) per replica per step */
     t->save_interval = (int)cfg_int(cfg, "checkpoint.save_interval");
     t->keep = (int)cfg_int(cfg, "checkpoint.keep");
     t->log_interval = (int)cfg_int(cfg, "logger.log_interval");
@@ -158,7 +189,7 @@ static vfm_status trainer_setup(Trainer *t, const TrainOptions *opt) {
     const char *save = cfg_str(cfg, "checkpoint.save");
     snprintf(t->run_dir, sizeof t->run_dir, "%s", save[0] ? save : "runs/default");
 
-    VFM_TRY(pack_source_create(&t->source, cfg, 0, 1));
+    VFM_TRY(pack_source_create(&t->source, cfg, t->dp_rank, t->dp_size));
     if (t->source->token_dim != dit_token_dim(&mc))
         return vfm_fail(VFM_ERR_USAGE, "the data has %d values per token but the model expects %d (in_channels·p²·pt)",
                         t->source->token_dim, dit_token_dim(&mc));
@@ -170,7 +201,11 @@ static vfm_status trainer_setup(Trainer *t, const TrainOptions *opt) {
     VFM_TRY(dit_create(&t->model, &mc, DEV_CPU));
     VFM_TRY(dit_init_weights(&t->model, (uint64_t)cfg_int(cfg, "rng.seed")));
     VFM_TRY(dit_reserve(&t->model, t->source->max_tokens, t->source->max_text, t->source->max_samples));
-    VFM_TRY(optimizer_init(&t->opt, &oc, &t->model.table));
+    DpConfig dc = {cfg_float(cfg, "ddp.bucket_size_mb"), cfg_bool(cfg, "ddp.use_distributed_optimizer"), tp_coord,
+                   pp_coord};
+    VFM_TRY(dp_init(&t->dp, &t->model.table, &dc, &t->grad_comm, NULL, NULL));
+    t->have_dp = 1;
+    VFM_TRY(dp_optimizer_init(&t->dp, &t->opt, &oc));
     if (cfg_bool(cfg, "ema.enabled")) {
         t->ema_decay = cfg_float(cfg, "ema.decay");
         t->ema = malloc((size_t)t->model.table.total * sizeof(float));
@@ -181,8 +216,22 @@ static vfm_status trainer_setup(Trainer *t, const TrainOptions *opt) {
     char dir[1200];
     int found = 0, resumed = 0;
     if (opt->resume && strcmp(opt->resume, "auto") == 0) {
-        VFM_TRY(checkpoint_find_latest(t->run_dir, dir, sizeof dir, &found));
+        /* rank 0 chooses; every rank loads the same checkpoint */
+        int64_t chosen = -1;
+        if (t->rank == 0) {
+            VFM_TRY(checkpoint_find_latest(t->run_dir, dir, sizeof dir, &found));
+            CheckpointState st;
+            if (found && checkpoint_read_meta(dir, &st) == VFM_OK) {
+                chosen = st.step;
+                checkpoint_state_free(&st);
+            }
+        }
+        VFM_TRY(comm_broadcast(&t->world, &chosen, 1, DT_I64, 0));
+        found = chosen >= 0;
         if (found) {
+            char name[64];
+            snprintf(name, sizeof name, "iter_%07lld", (long long)chosen);
+            path_join(dir, sizeof dir, t->run_dir, name);
             VFM_TRY(restore(t, dir, 0, 1));
             resumed = 1;
         } else {
@@ -199,27 +248,37 @@ static vfm_status trainer_setup(Trainer *t, const TrainOptions *opt) {
         VFM_TRY(restore(t, dir, cfg_bool(cfg, "checkpoint.finetune"), cfg_bool(cfg, "checkpoint.load_optim")));
     }
 
-    VFM_TRY(mkdir_p(t->run_dir));
-    char path[1200];
-    char *yaml = NULL;
-    VFM_TRY(config_to_yaml_string(cfg, &yaml));
-    path_join(path, sizeof path, t->run_dir, "config.yaml");
-    vfm_status s = write_file_atomic(path, yaml, strlen(yaml));
-    log_info("config (also in %s):\n%s", path, yaml);
-    free(yaml);
-    VFM_TRY(s);
-    path_join(path, sizeof path, t->run_dir, "metrics.jsonl");
-    truncate_metrics(path, t->step);
-    t->metrics = fopen(path, "a");
-    if (!t->metrics) return vfm_fail(VFM_ERR_IO, "%s: cannot open for appending", path);
-    log_info("model: DiT %s, %lld parameters (%d layers, hidden %d, %d heads); data: %s; %d thread%s",
+    if (t->rank == 0) { /* only rank 0 writes the run directory's shared files */
+        VFM_TRY(mkdir_p(t->run_dir));
+        char path[1200];
+        char *yaml = NULL;
+        VFM_TRY(config_to_yaml_string(cfg, &yaml));
+        path_join(path, sizeof path, t->run_dir, "config.yaml");
+        vfm_status s = write_file_atomic(path, yaml, strlen(yaml));
+        log_info("config (also in %s):\n%s", path, yaml);
+        free(yaml);
+        VFM_TRY(s);
+        path_join(path, sizeof path, t->run_dir, "metrics.jsonl");
+        truncate_metrics(path, t->step);
+        t->metrics = fopen(path, "a");
+        if (!t->metrics) return vfm_fail(VFM_ERR_IO, "%s: cannot open for appending", path);
+    }
+    log_info("model: DiT %s, %lld parameters (%d layers, hidden %d, %d heads); data: %s; %d thread%s per rank; "
+             "%d rank%s, data-parallel %d%s, %lld micro-batch%s of one pack per replica and step",
              cfg_str(cfg, "model.variant"), (long long)param_table_trainable(&t->model.table), mc.layers, mc.hidden,
-             mc.heads, t->source->kind, ops_get_threads(), ops_get_threads() > 1 ? "s" : "");
+             mc.heads, t->source->kind, ops_get_threads(), ops_get_threads() > 1 ? "s" : "", t->launch.world_size,
+             t->launch.world_size > 1 ? "s" : "", t->dp_size, dc.zero1 && t->dp_size > 1 ? " (ZeRO-1)" : "",
+             (long long)t->accum, t->accum > 1 ? "es" : "");
     return VFM_OK;
 }
 
 static void trainer_teardown(Trainer *t) {
     if (t->metrics) fclose(t->metrics);
+    if (t->have_dp) dp_free(&t->dp);
+    if (t->have_comms) {
+        comm_free(&t->grad_comm);
+        comm_free(&t->world);
+    }
     pack_source_destroy(t->source);
     pack_free(&t->pack);
     optimizer_free(&t->opt);
@@ -244,28 +303,43 @@ static void record_data_info(Trainer *t) {
     json_decref(info);
 }
 
+/* Every rank takes part: rank 0 stages and commits the directory and writes the weights and
+ * meta.json; every rank writes its optimizer shard; barriers keep the phases in order. */
 static vfm_status save_checkpoint(Trainer *t) {
     CheckpointState st;
     memset(&st, 0, sizeof st);
+    double consumed = (double)t->consumed_samples;
+    VFM_TRY(dp_mean_f64(&t->dp, &consumed, 1)); /* the mean over replicas × replicas = the job's total */
     st.step = t->step;
     st.optimizer_step = t->opt.step;
-    st.consumed_samples = t->consumed_samples;
+    st.consumed_samples = (int64_t)llround(consumed * t->dp_size);
     st.seed = (uint64_t)cfg_int(t->cfg, "rng.seed");
-    st.world_size = st.dp = st.tp = st.pp = st.cp = 1;
-    VFM_TRY(t->source->get_state(t->source, &st.loader_state));
-    st.data_info = t->data_info ? strdup(t->data_info) : NULL;
-    vfm_status s = config_to_yaml_string(t->cfg, &st.config_yaml);
-    CheckpointData d = {&t->model.table, t->model.params, t->opt.m, t->opt.v, t->ema};
+    st.world_size = t->launch.world_size;
+    st.dp = t->dp_size;
+    st.tp = st.pp = st.cp = 1;
     double t0 = time_now();
-    if (s == VFM_OK) s = checkpoint_save(t->run_dir, &st, &d, t->keep);
+    char stage[1536];
+    checkpoint_stage_dir(t->run_dir, t->step, stage, sizeof stage);
+    vfm_status s = t->source->get_state(t->source, &st.loader_state);
+    st.data_info = t->data_info ? strdup(t->data_info) : NULL;
+    if (s == VFM_OK) s = config_to_yaml_string(t->cfg, &st.config_yaml);
+    if (s == VFM_OK && t->rank == 0) s = checkpoint_begin(t->run_dir, t->step);
+    if (s == VFM_OK) s = comm_barrier(&t->world);
+    CheckpointData d = {&t->model.table, t->model.params, t->ema};
+    if (s == VFM_OK && t->rank == 0) s = checkpoint_write_model(stage, &st, &d);
+    if (s == VFM_OK) s = dp_optim_save(&t->dp, &t->opt, stage, t->rank);
+    if (s == VFM_OK) s = comm_barrier(&t->world);
+    if (s == VFM_OK && t->rank == 0) s = checkpoint_commit(t->run_dir, t->step, t->keep);
+    if (s == VFM_OK) s = comm_barrier(&t->world);
     if (s == VFM_OK)
         log_info("saved checkpoint %s/iter_%07lld (%.2f s)", t->run_dir, (long long)t->step, time_now() - t0);
     checkpoint_state_free(&st);
     return s;
 }
 
-/* Test hooks, read once: VFM_TEST_KILL_AFTER_STEP=k dies by SIGKILL after step k completes;
- * VFM_TEST_INJECT_NAN=a,b,... poisons the gradient at those steps. */
+/* Test hooks: VFM_TEST_KILL_AFTER_STEP=k dies by SIGKILL after step k completes (only rank
+ * VFM_TEST_KILL_RANK when that is set); VFM_TEST_INJECT_NAN=a,b,... poisons the gradient at
+ * those steps. */
 static int env_step_listed(const char *var, int64_t step) {
     const char *env = getenv(var);
     if (!env) return 0;
@@ -292,8 +366,17 @@ static double peak_rss_mib(void) {
     return (double)ru.ru_maxrss / 1024.0;
 }
 
-static void log_window(Trainer *t, Window *w, double lr) {
-    if (w->steps == 0) return;
+/* The log line of the last log_interval steps; throughput summed over the replicas (a collective:
+ * every rank calls it at the same step). */
+static vfm_status log_window(Trainer *t, Window *w, double lr) {
+    double sums[5] = {(double)w->samples, (double)w->tokens, w->flops, (double)w->capacity, w->wait};
+    VFM_TRY(dp_mean_f64(&t->dp, sums, 5));
+    w->samples = llround(sums[0] * t->dp_size);
+    w->tokens = llround(sums[1] * t->dp_size);
+    w->flops = sums[2] * t->dp_size;
+    w->capacity = llround(sums[3] * t->dp_size);
+    w->wait = sums[4];
+    if (w->steps == 0) return VFM_OK;
     double secs = w->seconds > 0 ? w->seconds : 1e-9;
     log_info("step %lld/%lld | loss %.4f | grad norm %.3f | lr %.3e | %.1f samples/s | %.0f tokens/s | %.1f ms/step | "
              "%.3f TFLOP/s | packs %.0f%% full | data wait %.1f ms | mem %.0f MiB",
@@ -302,6 +385,7 @@ static void log_window(Trainer *t, Window *w, double lr) {
              w->capacity ? 100.0 * (double)w->tokens / (double)w->capacity : 0.0, 1e3 * w->wait / w->steps,
              peak_rss_mib());
     memset(w, 0, sizeof *w);
+    return VFM_OK;
 }
 
 static vfm_status train_step(Trainer *t, Window *w, int *consecutive_bad, int *stop) {
@@ -326,9 +410,13 @@ static vfm_status train_step(Trainer *t, Window *w, int *consecutive_bad, int *s
     }
     double loss = loss_sum / (double)t->accum;
     if (env_step_listed("VFM_TEST_INJECT_NAN", t->step)) m->grads[0] = NAN;
+    /* the mean over replicas of gradients and loss: every rank sees the same values, so a NaN
+     * step is skipped everywhere together */
+    VFM_TRY(dp_grad_sync_finish(&t->dp, m->grads));
+    VFM_TRY(dp_mean_f64(&t->dp, &loss, 1));
     double norm = 0;
     int64_t bad = 0;
-    VFM_TRY(grad_global_norm(m->grads, n, &norm));
+    VFM_TRY(dp_grad_norm(&t->dp, m->grads, &norm));
     if (!isfinite(norm)) VFM_TRY(op_count_nonfinite(&bad, &grads));
     double lr = lr_at_step(&t->opt.cfg, t->step);
     if (!isfinite(loss) || !isfinite(norm)) {
@@ -338,7 +426,7 @@ static vfm_status train_step(Trainer *t, Window *w, int *consecutive_bad, int *s
         if (*consecutive_bad >= t->max_nonfinite) *stop = 1;
     } else {
         *consecutive_bad = 0;
-        VFM_TRY(optimizer_step(&t->opt, m->params, m->grads, lr, clip_scale(&t->opt.cfg, norm)));
+        VFM_TRY(dp_optimizer_step(&t->dp, &t->opt, m->params, m->grads, lr, clip_scale(&t->opt.cfg, norm)));
         if (t->ema) {
             Tensor e = TF32(t->ema, n), p = TF32(m->params, n);
             VFM_TRY(op_ema_update(&e, &p, t->ema_decay));
@@ -349,14 +437,14 @@ static vfm_status train_step(Trainer *t, Window *w, int *consecutive_bad, int *s
     }
     double dt = time_now() - t0;
     w->seconds += dt;
-    fprintf(t->metrics,
+    if (t->metrics) fprintf(t->metrics,
             "{\"step\": %lld, \"loss\": %.17g, \"grad_norm\": %.17g, \"lr\": %.17g, \"skipped\": %s, \"samples\": %lld, "
             "\"seconds\": %.6f}\n",
             (long long)t->step, loss, norm, lr, isfinite(loss) && isfinite(norm) ? "false" : "true",
-            (long long)t->consumed_samples, dt);
-    fflush(t->metrics);
+            (long long)t->consumed_samples * t->dp_size, dt);
+    if (t->metrics) fflush(t->metrics);
     t->step++;
-    if (t->step % t->log_interval == 0 || t->step == t->train_iters) log_window(t, w, lr);
+    if (t->step % t->log_interval == 0 || t->step == t->train_iters) VFM_TRY(log_window(t, w, lr));
     return VFM_OK;
 }
 
@@ -386,7 +474,9 @@ vfm_status train_run(const TrainOptions *opt) {
             s = save_checkpoint(&t);
             saved_at_end = last;
         }
-        if (env_step_listed("VFM_TEST_KILL_AFTER_STEP", t.step - 1)) raise(SIGKILL);
+        const char *kill_rank = getenv("VFM_TEST_KILL_RANK"); /* multi-rank tests: only this rank dies */
+        if (env_step_listed("VFM_TEST_KILL_AFTER_STEP", t.step - 1) && (!kill_rank || atoi(kill_rank) == t.rank))
+            raise(SIGKILL);
     }
     (void)saved_at_end;
     if (s == VFM_OK) log_info("training done: %lld steps, %lld samples", (long long)t.step, (long long)t.consumed_samples);

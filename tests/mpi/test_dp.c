@@ -431,32 +431,6 @@ TEST(dp_optimizer_state_reshards) {
     CHECK_OK(comm_barrier(mt_world_comm()));
 }
 
-/* What a one-rank checkpoint_save writes (per-entry exp_avg.<name>) loads at any DP size. */
-TEST(dp_optimizer_state_from_per_entry_file) {
-    ParamTable t;
-    make_table(&t);
-    int n = mt_world();
-    float *p = calloc((size_t)t.total, sizeof *p), *m = malloc((size_t)t.total * sizeof *m), *v = malloc((size_t)t.total * sizeof *v);
-    for (int64_t i = 0; i < t.total; i++) m[i] = m_at(i), v[i] = v_at(i);
-    char run[1200];
-    snprintf(run, sizeof run, "%s/run", test_tmpdir());
-    if (mt_rank() == 0) {
-        CheckpointState st;
-        memset(&st, 0, sizeof st);
-        st.step = 3;
-        st.world_size = st.dp = st.tp = st.pp = st.cp = 1;
-        CheckpointData d = {&t, p, m, v, NULL};
-        CHECK_OK(checkpoint_save(run, &st, &d, 1));
-    }
-    CHECK_OK(comm_barrier(mt_world_comm()));
-    char dir[1300];
-    snprintf(dir, sizeof dir, "%s/iter_0000003", run);
-    for (int zero1 = 0; zero1 < 2; zero1++) load_at(&t, dir, n, zero1, "per-entry file");
-    free(p), free(m), free(v);
-    param_table_free(&t);
-}
-
-/* No comms at all (a one-process trainer): ZeRO-1 over one rank is the plain Optimizer path. */
 TEST(dp_without_comms_is_the_optimizer) {
     ParamTable t;
     make_table(&t);
