@@ -218,3 +218,48 @@ TEST(trainer_packing_invariance_loss_and_gradients) {
     for (int i = 0; i < 3; i++) free(all[i]->tokens), free(all[i]->noise), free(all[i]->text);
     dit_destroy(&m);
 }
+
+/* ---- broken data ---------------------------------------------------------------------------- */
+
+#include "capture.h"
+#include "data_fixture.h"
+
+TEST(trainer_trains_through_broken_samples_and_names_them) {
+    char dir[1200], path[1300], run[1200];
+    snprintf(dir, sizeof dir, "%s/broken", test_tmpdir());
+    path_join(run, sizeof run, test_tmpdir(), "run");
+    FixtureSample s[2][10];
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; i < 10; i++) s[k][i] = fixture_mixed_sample(k * 10 + i, 4, 16);
+    s[0][3].poison = 0.0f / 0.0f;                 /* NaN latent */
+    s[1][2].json = "{\"caption\": \"unterminated"; /* bad json */
+    s[1][7].latent_ndim = 3;                      /* 24x24 tokens = 576 > the 512-token budget */
+    s[1][7].latent_shape[0] = 4, s[1][7].latent_shape[1] = 48, s[1][7].latent_shape[2] = 48;
+    snprintf(path, sizeof path, "%s/shard-00.tar", dir);
+    REQUIRE_OK(fixture_write_shard(path, s[0], 10));
+    snprintf(path, sizeof path, "%s/sub/shard-01.tar", dir);
+    REQUIRE_OK(fixture_write_shard(path, s[1], 10));
+    char data[1300], save[1300];
+    snprintf(data, sizeof data, "dataset.path=%s", dir);
+    snprintf(save, sizeof save, "checkpoint.save=%s", run);
+    const char *ov[] = {"model.preset=tiny", "model.crossattn_emb_size=16", data, save,
+                        "dataset.task_encoder_seq_length=512", "dataset.num_workers=1", "train.train_iters=14",
+                        "train.global_batch_size=1", "checkpoint.save_interval=0", "train.threads=1",
+                        "logger.level=warn"};
+    TrainOptions opt = {NULL, ov, (int)(sizeof ov / sizeof ov[0]), NULL};
+    Capture cap;
+    capture_begin(&cap, 2);
+    vfm_status st = train_run(&opt);
+    char *err = capture_end(&cap);
+    CHECK_MSG(st == VFM_OK, "training failed: %s", vfm_last_error());
+    path_join(path, sizeof path, run, "iter_0000014/DONE");
+    CHECK_MSG(path_exists(path), "training did not reach the end");
+    const char *names[3] = {"skipping shard-00.tar:s00003: latent has NaN/Inf values",
+                            "skipping sub/shard-01.tar:s00012: bad json",
+                            "skipping sub/shard-01.tar:s00017: 576 tokens"};
+    for (int i = 0; i < 3; i++) CHECK_MSG(strstr(err, names[i]) != NULL, "not named: '%s'", names[i]);
+    int lines = 0;
+    for (const char *p = err; (p = strstr(p, "skipping ")); p++) lines++;
+    CHECK_MSG(lines == 3, "%d skip lines (each broken sample is named once):\n%s", lines, err);
+    free(err);
+}
