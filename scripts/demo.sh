@@ -17,5 +17,5 @@ echo "== 3/3 sample: one picture per caption of configs/demo-prompts.txt, beside
 $VFM sample --checkpoint $OUT/run --out $OUT --prompts configs/demo-prompts.txt --compare-dataset $OUT/data \
     --steps 18 --guidance 3 --seed 1 --score-colours | tee $OUT/score.txt
 end=$(date +%s)
-echo "demo done in $((end - start)) s: $OUT/grid.png (each row: a real example, then the generated picture),"
+echo "demo done in $((end - start)) s: $OUT/grid.png (pairs: a real example, then the generated picture),"
 echo "$OUT/sample_*.png, $OUT/samples.json; the checkpoint is in $OUT/run"

@@ -35,6 +35,9 @@ $VFM sample --checkpoint $T/killed --out $T/samples --steps 6 --frames 2 --heigh
 check "vfm sample runs from the checkpoint and finds every value finite" grep -q "wrote 2 samples" $T/sample.log
 check "the latent has the requested shape" sh -c "head -c 128 $T/samples/sample_001.npy | grep -q \"'shape': (4, 2, 8, 12)\""
 
+$VFM train $ARGS checkpoint.save=$T/keep checkpoint.keep=1 > $T/keep.log 2>&1
+check "checkpoint.keep=1 keeps only the newest checkpoint" sh -c "test -f $T/keep/iter_0000020/DONE && test ! -e $T/keep/iter_0000010"
+
 $VFM train $ARGS checkpoint.save=$T/fresh --resume auto logger.level=info > $T/fresh.log 2>&1
 check "resume auto without a checkpoint starts fresh" grep -q "no complete checkpoint" $T/fresh.log
 finish
