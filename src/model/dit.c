@@ -485,8 +485,12 @@ vfm_status dit_backward(DiT *m, const DiTInputs *in, const Tensor *dout) {
 
     w = P(m, m->out_w), dw = G(m, m->out_w), db = G(m, m->out_b);
     VFM_TRY(op_linear_backward(&a->d_res, &dw, &db, &dout_copy, &a->h_final, &w, NULL, ACT_NONE, 0));
+    if (m->on_grads_final) m->on_grads_final(m->on_grads_final_ctx, m->out_w);
     VFM_TRY(op_fill(&a->d_cond_silu, 0.0));
-    for (int l = c->layers - 1; l >= 0; l--) VFM_TRY(block_backward(m, &m->blocks[l], &a->blocks[l], a, in));
+    for (int l = c->layers - 1; l >= 0; l--) {
+        VFM_TRY(block_backward(m, &m->blocks[l], &a->blocks[l], a, in));
+        if (m->on_grads_final) m->on_grads_final(m->on_grads_final_ctx, m->blocks[l].ada_l1);
+    }
 
     /* patch embedding (the position embedding is fixed; the input gets no gradient) */
     w = P(m, m->x_w), dw = G(m, m->x_w), db = G(m, m->x_b);
@@ -504,7 +508,9 @@ vfm_status dit_backward(DiT *m, const DiTInputs *in, const Tensor *dout) {
     VFM_TRY(op_linear_backward(&a->d_f1, &dw, &db, &a->d_f_emb, &a->f1, &w, NULL, ACT_NONE, 0));
     VFM_TRY(op_silu_backward(&a->d_f1, &a->d_f1, &a->f1_pre));
     w = P(m, m->f_l1_w), dw = G(m, m->f_l1_w), db = G(m, m->f_l1_b);
-    return op_linear_backward(NULL, &dw, &db, &a->d_f1, &a->f_in, &w, NULL, ACT_NONE, 0);
+    VFM_TRY(op_linear_backward(NULL, &dw, &db, &a->d_f1, &a->f_in, &w, NULL, ACT_NONE, 0));
+    if (m->on_grads_final) m->on_grads_final(m->on_grads_final_ctx, 0);
+    return VFM_OK;
 }
 
 /* ---- FLOPs -------------------------------------------------------------------------- */

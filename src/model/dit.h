@@ -54,6 +54,11 @@ typedef struct DiT {
     DiTBlockParams *blocks;
     Arena arena;   /* activations of the last forward */
     void *saved;   /* internal: the activation tensors of the last forward */
+    /* Optional: called during dit_backward each time the gradients of every table entry with
+     * index >= first_entry are complete (after the final layer, after each block, then with 0),
+     * so data parallelism can reduce those buckets while backward goes on. */
+    void (*on_grads_final)(void *ctx, int first_entry);
+    void *on_grads_final_ctx;
 } DiT;
 
 /* Builds the table (names as reference/model_torch.py) and allocates params and grads (zero).

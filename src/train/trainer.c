@@ -37,6 +37,8 @@ typedef struct Trainer {
     Comm world, grad_comm;
     DataParallel dp;
     int rank, dp_rank, dp_size, have_comms, have_dp;
+    int buckets_issued;       /* buckets handed to DP during the current backward */
+    vfm_status bucket_status; /* the first failure of a bucket reduction during backward */
     float *ema;
     double ema_decay;
     char run_dir[1024];
@@ -388,6 +390,16 @@ static vfm_status log_window(Trainer *t, Window *w, double lr) {
     return VFM_OK;
 }
 
+/* During the last micro-batch's backward: hand every bucket whose entries are all final to data
+ * parallelism, so its reduction is issued while backward goes on (buckets are in reverse table
+ * order: bucket b holds entries first_entry..last_entry, bucket 0 the last ones). */
+static void grads_final(void *ctx, int first_entry) {
+    Trainer *t = ctx;
+    while (t->bucket_status == VFM_OK && t->buckets_issued < t->dp.n_buckets &&
+           t->dp.buckets[t->buckets_issued].first_entry >= first_entry)
+        t->bucket_status = dp_grad_bucket_ready(&t->dp, t->model.grads, t->buckets_issued++);
+}
+
 static vfm_status train_step(Trainer *t, Window *w, int *consecutive_bad, int *stop) {
     DiT *m = &t->model;
     int64_t n = m->table.total;
@@ -400,7 +412,15 @@ static vfm_status train_step(Trainer *t, Window *w, int *consecutive_bad, int *s
         w->wait += time_now() - wait0;
         if (!t->data_info) record_data_info(t);
         EdmStepResult r = {0};
-        VFM_TRY(edm_loss_and_grad(m, &t->edm, &t->pack, (uint32_t)t->step, 1.0 / (double)t->accum, &r));
+        int last = k == t->accum - 1;
+        t->buckets_issued = 0;
+        t->bucket_status = VFM_OK;
+        m->on_grads_final = last ? grads_final : NULL;
+        m->on_grads_final_ctx = t;
+        vfm_status s = edm_loss_and_grad(m, &t->edm, &t->pack, (uint32_t)t->step, 1.0 / (double)t->accum, &r);
+        m->on_grads_final = NULL;
+        VFM_TRY(s);
+        VFM_TRY(t->bucket_status);
         loss_sum += r.loss;
         w->samples += t->pack.n_samples;
         w->tokens += t->pack.cu_seqlens[t->pack.n_samples];
@@ -409,6 +429,7 @@ static vfm_status train_step(Trainer *t, Window *w, int *consecutive_bad, int *s
         t->consumed_samples += t->pack.n_samples;
     }
     double loss = loss_sum / (double)t->accum;
+    /* test hook: poison the (already reduced) gradient; every rank does it, so all skip together */
     if (env_step_listed("VFM_TEST_INJECT_NAN", t->step)) m->grads[0] = NAN;
     /* the mean over replicas of gradients and loss: every rank sees the same values, so a NaN
      * step is skipped everywhere together */
