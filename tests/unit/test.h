@@ -3,6 +3,7 @@
 #ifndef VFM_TEST_H
 #define VFM_TEST_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "core/error.h"
@@ -68,6 +69,9 @@ int check_close_f64(const char *what, const double *got, const double *ref, int6
                     const char *file, int line);
 #define CHECK_CLOSE_F32(what, got, ref, n, atol, rtol) check_close_f32((what), (got), (ref), (n), (atol), (rtol), __FILE__, __LINE__)
 #define CHECK_CLOSE_F64(what, got, ref, n, atol, rtol) check_close_f64((what), (got), (ref), (n), (atol), (rtol), __FILE__, __LINE__)
+
+/* The repository root (VFM_ROOT, or the nearest parent holding tests/fixtures) into root. */
+void test_find_root(char *root, size_t n);
 
 /* Deterministic test data: uniform in [lo, hi) from a seeded counter RNG. */
 void test_fill_uniform_f32(float *x, int64_t n, uint64_t seed, float lo, float hi);

@@ -67,62 +67,6 @@ const char *test_tmpdir(void) {
     return g_tmpdir;
 }
 
-static int close_report(const char *what, double maxerr, double maxref, int64_t worst, double gotv, double refv,
-                        double atol, double rtol, const char *file, int line) {
-    double bound = atol + rtol * maxref;
-    if (maxerr <= bound) return 1;
-    test_fail(file, line, "%s: max|got-ref| = %.3g > %.3g (atol %.1e + rtol %.1e * max|ref| %.3g) at [%lld]: got %.9g ref %.9g",
-              what, maxerr, bound, atol, rtol, maxref, (long long)worst, gotv, refv);
-    return 0;
-}
-
-int check_close_f32(const char *what, const float *got, const float *ref, int64_t n, double atol, double rtol,
-                    const char *file, int line) {
-    double maxerr = 0, maxref = 0;
-    int64_t worst = 0;
-    for (int64_t i = 0; i < n; i++) {
-        double e = fabs((double)got[i] - (double)ref[i]);
-        if (e != e) e = INFINITY; /* NaN counts as infinitely wrong */
-        if (e > maxerr) { maxerr = e; worst = i; }
-        if (fabs((double)ref[i]) > maxref) maxref = fabs((double)ref[i]);
-    }
-    return close_report(what, maxerr, maxref, worst, n ? got[worst] : 0, n ? ref[worst] : 0, atol, rtol, file, line);
-}
-
-int check_close_f64(const char *what, const double *got, const double *ref, int64_t n, double atol, double rtol,
-                    const char *file, int line) {
-    double maxerr = 0, maxref = 0;
-    int64_t worst = 0;
-    for (int64_t i = 0; i < n; i++) {
-        double e = fabs(got[i] - ref[i]);
-        if (e != e) e = INFINITY;
-        if (e > maxerr) { maxerr = e; worst = i; }
-        if (fabs(ref[i]) > maxref) maxref = fabs(ref[i]);
-    }
-    return close_report(what, maxerr, maxref, worst, n ? got[worst] : 0, n ? ref[worst] : 0, atol, rtol, file, line);
-}
-
-void test_fill_uniform_f32(float *x, int64_t n, uint64_t seed, float lo, float hi) {
-    for (int64_t i = 0; i < n; i++) x[i] = lo + (hi - lo) * philox_uniform_at(seed, 99, 0, 0, (uint64_t)i);
-}
-
-void test_fill_uniform_f64(double *x, int64_t n, uint64_t seed, double lo, double hi) {
-    for (int64_t i = 0; i < n; i++) x[i] = lo + (hi - lo) * (double)philox_uniform_at(seed, 99, 0, 0, (uint64_t)i);
-}
-
-static void find_root(void) {
-    const char *env = getenv("VFM_ROOT");
-    if (env) { snprintf(g_root, sizeof g_root, "%s", env); return; }
-    char path[1024] = ".";
-    for (int up = 0; up < 6; up++) {
-        char probe[1100];
-        snprintf(probe, sizeof probe, "%s/tests/fixtures", path);
-        struct stat st;
-        if (stat(probe, &st) == 0) { snprintf(g_root, sizeof g_root, "%s", path); return; }
-        strncat(path, "/..", sizeof path - strlen(path) - 1);
-    }
-}
-
 static void remove_tree(const char *dir) {
     if (!dir[0]) return;
     char cmd[1400];
@@ -152,7 +96,7 @@ int main(int argc, char **argv) {
         else if (strcmp(argv[i], "--list") == 0) list = 1;
         else if (nfilters < 64) filters[nfilters++] = argv[i];
     }
-    find_root();
+    test_find_root(g_root, sizeof g_root);
     int passed = 0, failed = 0, skipped = 0;
     /* Children report their skip reason through this shared page. */
     char *shared = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
