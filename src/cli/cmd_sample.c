@@ -18,6 +18,7 @@
 #include "data/caption_encoder.h"
 #include "data/colour_score.h"
 #include "data/image_io.h"
+#include "data/length_index.h"
 #include "data/npy.h"
 #include "data/synthetic.h"
 #include "data/tar.h"
@@ -105,16 +106,20 @@ static vfm_status load_checkpoint(SampleJob *j, int use_ema) {
 }
 
 /* A real example of each caption from a dataset (the first sample whose json caption matches),
- * as pixels [3, T, H, W] in examples[i] (NULL when none). */
+ * as pixels [3, T, H, W] in examples[i] (NULL when none). Shards come from the dataset's length
+ * index, so any shard names work. */
 static void find_real_examples(const char *dataset, char **prompts, int n, const PixelLatentMap *map, float **examples,
                                int32_t (*shapes)[4]) {
-    for (int s = 0; s < 100000; s++) {
-        char name[64], path[1200];
-        snprintf(name, sizeof name, "shard-%06d.tar", s);
-        path_join(path, sizeof path, dataset, name);
-        if (!path_exists(path)) break;
+    LengthIndex *li;
+    if (length_index_open(&li, dataset, 0, 1) != VFM_OK) {
+        log_warn("--compare-dataset %s: %s", dataset, vfm_last_error());
+        return;
+    }
+    for (int s = 0; s < li->n_shards; s++) {
+        char path[2200];
+        path_join(path, sizeof path, dataset, li->shards[s].rel);
         TarShard *shard;
-        if (tar_shard_open(&shard, path) != VFM_OK) break;
+        if (li->shards[s].error || tar_shard_open(&shard, path) != VFM_OK) continue;
         for (int64_t i = 0; i < tar_shard_num_samples(shard); i++) {
             TarSample smp;
             if (tar_shard_read_sample(shard, i, &smp) != VFM_OK) continue;
@@ -137,6 +142,7 @@ static void find_real_examples(const char *dataset, char **prompts, int n, const
         }
         tar_shard_close(shard);
     }
+    length_index_free(li);
 }
 
 static void to_image(const float *pixels, const int32_t *shape, int frame, int zoom, RgbImage *out) {

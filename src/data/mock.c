@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "core/philox.h"
+#include "data/encode.h"
 #include "data/source.h"
 #include "ops/ops.h"
 
@@ -163,9 +164,6 @@ vfm_status mock_source_create(PackSource **out, const Config *cfg, int rank, int
     int C = (int)cfg_int(cfg, "model.in_channels");
     m->pt = (int)cfg_int(cfg, "model.patch_temporal");
     m->ph = m->pw = (int)cfg_int(cfg, "model.patch_spatial");
-    m->pad_multiple = (int)cfg_int(cfg, "dataset.pad_multiple");
-    int tpcp = (int)(cfg_int(cfg, "model.tensor_model_parallel_size") * cfg_int(cfg, "model.context_parallel_size"));
-    while (m->pad_multiple % tpcp != 0) m->pad_multiple += (int)cfg_int(cfg, "dataset.pad_multiple");
     m->text_pad_multiple = 1;
     m->text_len = (int)cfg_int(cfg, "dataset.context_seq_len");
     m->max_per_pack = (int)cfg_int(cfg, "dataset.number_packed_samples");
@@ -176,8 +174,10 @@ vfm_status mock_source_create(PackSource **out, const Config *cfg, int rank, int
     m->world = world;
     src->token_dim = C * m->pt * m->ph * m->pw;
     src->text_dim = (int)cfg_int(cfg, "model.crossattn_emb_size");
-    vfm_status s = VFM_OK;
-    if (cfg_is_set(cfg, "dataset.context_embeddings_dim") && cfg_int(cfg, "dataset.context_embeddings_dim") != src->text_dim)
+    EncodeConfig ec; /* the same padding rule as real data: lcm(dataset.pad_multiple, TP·CP) */
+    vfm_status s = encode_config_from(&ec, cfg);
+    m->pad_multiple = ec.pad_multiple;
+    if (s == VFM_OK && cfg_is_set(cfg, "dataset.context_embeddings_dim") && cfg_int(cfg, "dataset.context_embeddings_dim") != src->text_dim)
         s = vfm_fail(VFM_ERR_USAGE, "dataset.context_embeddings_dim (%lld) must equal model.crossattn_emb_size (%d)",
                      (long long)cfg_int(cfg, "dataset.context_embeddings_dim"), src->text_dim);
     int k = cfg_list_len(cfg, "dataset.mock_shapes");

@@ -14,7 +14,7 @@ typedef struct GenCtx {
     Pack pack;          /* 2n samples (n without guidance), no padding */
     int n, halves;
     int64_t S;          /* tokens of the n samples */
-    Tensor net_in, F, denoised, tok2sample, pos, text;
+    Tensor x_all, net_in, F, denoised, tok2sample, pos, text; /* x_all: x repeated in every half */
     Tensor sigma, c_skip, c_out, c_in, c_noise, fps;
     DiTInputs in;
 } GenCtx;
@@ -25,20 +25,14 @@ static vfm_status denoise(void *ctx, const Tensor *x, double sigma_value, Tensor
     float *sigma = g->sigma.data;
     for (int i = 0; i < B; i++) sigma[i] = (float)sigma_value;
     VFM_TRY(op_edm_precondition(&g->c_skip, &g->c_out, &g->c_in, &g->c_noise, NULL, &g->sigma, g->opt->sigma_data));
-    /* the same x in both halves; c_in is the same scalar for every sample */
-    for (int h = 0; h < g->halves; h++) {
-        Tensor half = TF32((float *)g->net_in.data + h * g->S * C, g->S, C);
+    for (int h = 0; h < g->halves; h++) { /* the same x for the conditional and unconditional halves */
+        Tensor half = TF32((float *)g->x_all.data + h * g->S * C, g->S, C);
         VFM_TRY(op_copy(&half, x));
-        VFM_TRY(op_scale(&half, ((float *)g->c_in.data)[0]));
     }
+    VFM_TRY(op_copy(&g->net_in, &g->x_all));
+    VFM_TRY(op_scale(&g->net_in, ((float *)g->c_in.data)[0])); /* one σ for every sample */
     VFM_TRY(dit_forward(g->model, &g->in, &g->F));
-    /* D = c_skip·x + c_out·F per half (x is the same) */
-    Tensor x_all = g->net_in; /* rebuild x in both halves for op_edm_denoise */
-    for (int h = 0; h < g->halves; h++) {
-        Tensor half = TF32((float *)x_all.data + h * g->S * C, g->S, C);
-        VFM_TRY(op_copy(&half, x));
-    }
-    VFM_TRY(op_edm_denoise(&g->denoised, &x_all, &g->F, &g->c_skip, &g->c_out, &g->tok2sample));
+    VFM_TRY(op_edm_denoise(&g->denoised, &g->x_all, &g->F, &g->c_skip, &g->c_out, &g->tok2sample));
     Tensor cond = TF32(g->denoised.data, g->S, C);
     VFM_TRY(op_copy(out, &cond));
     if (g->halves == 2) {
@@ -104,11 +98,12 @@ vfm_status generate_latents(DiT *model, const GenerateOptions *opt, const Genera
     int64_t S_all = g.pack.n_tokens;
     float *buf = NULL;
     if (st == VFM_OK) {
-        buf = calloc((size_t)(3 * S_all * C + 6 * B + g.S * C), sizeof(float));
+        buf = calloc((size_t)(4 * S_all * C + 6 * B + g.S * C), sizeof(float));
         if (!buf) st = vfm_fail(VFM_ERR_NOMEM, "generate: working memory");
     }
     if (st == VFM_OK) {
         float *f = buf;
+        g.x_all = TF32(f, S_all, C), f += S_all * C;
         g.net_in = TF32(f, S_all, C), f += S_all * C;
         g.F = TF32(f, S_all, C), f += S_all * C;
         g.denoised = TF32(f, S_all, C), f += S_all * C;
@@ -135,7 +130,7 @@ vfm_status generate_latents(DiT *model, const GenerateOptions *opt, const Genera
         st = dit_reserve(model, S_all, g.pack.n_text, B);
     }
     /* initial noise: each sample's own, in its canonical latent layout, then patchified */
-    Tensor x = TF32(buf ? buf + 3 * S_all * C + 6 * B : NULL, g.S, C);
+    Tensor x = TF32(buf ? buf + 4 * S_all * C + 6 * B : NULL, g.S, C);
     for (int i = 0; i < n && st == VFM_OK; i++) {
         const int32_t *ls = samples[i].latent_shape;
         float *canon = malloc((size_t)ls[0] * ls[1] * ls[2] * ls[3] * sizeof(float));

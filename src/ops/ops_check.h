@@ -1,5 +1,5 @@
 /* Argument checks shared by the op dispatchers: dtype, device and shape, with messages that
- * name the op, the argument and both shapes. Also the backend dispatch macro. */
+ * name the op, the argument and both shapes. Also the backend dispatch macros. */
 #ifndef VFM_OPS_CHECK_H
 #define VFM_OPS_CHECK_H
 
@@ -7,18 +7,6 @@
 #include "ops.h"
 #ifdef VFM_CUDA
 #include "cuda/ops_cuda.h"
-/* As OPS_DISPATCH, for ops that have a CUDA kernel (cuda_<name>). */
-#ifdef VFM_CUDA
-#define OPS_DISPATCH_WITH_CUDA(name, ref, ...)                                 \
-    do {                                                                       \
-        if ((ref)->device == DEV_CUDA) return cuda_##name(__VA_ARGS__);        \
-        if ((ref)->dtype == DT_F64) return cpu_##name##_f64(__VA_ARGS__);      \
-        return cpu_##name##_f32(__VA_ARGS__);                                  \
-    } while (0)
-#else
-#define OPS_DISPATCH_WITH_CUDA(name, ref, ...) OPS_DISPATCH(name, ref, __VA_ARGS__)
-#endif
-
 #endif
 
 /* t must exist, live on dev, have dtype and the listed dims (-1 = any size). */
@@ -34,13 +22,18 @@ vfm_status ops_float_arg(const char *op, const char *arg, const Tensor *t);
 vfm_status ops_same_numel(const char *op, const char *a_name, const Tensor *a, const char *b_name, const Tensor *b);
 vfm_status ops_no_cuda(const char *op);
 
-/* Calls cpu_<name>_f32 / cpu_<name>_f64 by the reference tensor's dtype, or reports that the op
- * has no CUDA kernel yet. */
+/* Calls cpu_<name>_f32 / cpu_<name>_f64 by the reference tensor's dtype. */
+#define OPS_DISPATCH_CPU(name, ref, ...)                                       \
+    do {                                                                       \
+        if ((ref)->dtype == DT_F64) return cpu_##name##_f64(__VA_ARGS__);      \
+        return cpu_##name##_f32(__VA_ARGS__);                                  \
+    } while (0)
+
+/* The CPU backend, or "no CUDA kernel yet" for a GPU tensor. */
 #define OPS_DISPATCH(name, ref, ...)                                           \
     do {                                                                       \
         if ((ref)->device == DEV_CUDA) return ops_no_cuda(#name);              \
-        if ((ref)->dtype == DT_F64) return cpu_##name##_f64(__VA_ARGS__);      \
-        return cpu_##name##_f32(__VA_ARGS__);                                  \
+        OPS_DISPATCH_CPU(name, ref, __VA_ARGS__);                              \
     } while (0)
 
 /* As OPS_DISPATCH, for ops that have a CUDA kernel (cuda_<name>). */
@@ -48,8 +41,7 @@ vfm_status ops_no_cuda(const char *op);
 #define OPS_DISPATCH_WITH_CUDA(name, ref, ...)                                 \
     do {                                                                       \
         if ((ref)->device == DEV_CUDA) return cuda_##name(__VA_ARGS__);        \
-        if ((ref)->dtype == DT_F64) return cpu_##name##_f64(__VA_ARGS__);      \
-        return cpu_##name##_f32(__VA_ARGS__);                                  \
+        OPS_DISPATCH_CPU(name, ref, __VA_ARGS__);                              \
     } while (0)
 #else
 #define OPS_DISPATCH_WITH_CUDA(name, ref, ...) OPS_DISPATCH(name, ref, __VA_ARGS__)

@@ -185,38 +185,15 @@ static void held_range(const DataParallel *dp, int64_t *lo, int64_t *hi) {
 }
 
 vfm_status dp_optimizer_init(const DataParallel *dp, Optimizer *o, const OptimConfig *c) {
-    memset(o, 0, sizeof *o);
-    o->cfg = *c;
-    o->table = dp->table;
     int64_t lo, hi;
     held_range(dp, &lo, &hi);
-    size_t n = (size_t)(hi - lo) + 1;
-    o->m = calloc(n, sizeof(float));
-    o->v = calloc(n, sizeof(float));
-    if (!o->m || !o->v) {
-        optimizer_free(o);
-        return vfm_fail(VFM_ERR_NOMEM, "optimizer: Adam moments for %lld parameters", (long long)(hi - lo));
-    }
-    return VFM_OK;
+    return optimizer_init_range(o, c, dp->table, lo, hi);
 }
 
 vfm_status dp_optimizer_step(DataParallel *dp, Optimizer *o, float *params, const float *grads, double lr,
                              double grad_scale) {
     const ParamTable *t = dp->table;
-    int64_t lo, hi;
-    held_range(dp, &lo, &hi);
-    AdamWHyper h = {(float)lr, (float)o->cfg.beta1, (float)o->cfg.beta2, (float)o->cfg.eps, 0.0f, (int)(o->step + 1),
-                    (float)grad_scale};
-    for (int i = 0; i < t->count; i++) {
-        const ParamEntry *e = &t->entries[i];
-        int64_t a = e->offset > lo ? e->offset : lo, b = e->offset + e->numel < hi ? e->offset + e->numel : hi;
-        if (!e->trainable || a >= b) continue;
-        Tensor p = TF32(params + a, b - a), g = TF32((float *)grads + a, b - a);
-        Tensor m = TF32(o->m + (a - lo), b - a), v = TF32(o->v + (a - lo), b - a);
-        h.weight_decay = e->weight_decay ? (float)o->cfg.weight_decay : 0.0f;
-        VFM_TRY(op_adamw_step(&p, &m, &v, &g, &h));
-    }
-    o->step++;
+    VFM_TRY(optimizer_step(o, params, grads, lr, grad_scale)); /* this rank's elements */
     int n = group_n(dp->grad_comm);
     if (!dp->cfg.zero1 || n == 1) return VFM_OK;
     int64_t *counts = malloc((size_t)n * sizeof *counts);

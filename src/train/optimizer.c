@@ -18,17 +18,24 @@ double lr_at_step(const OptimConfig *c, int64_t step) {
     return c->min_lr + coeff * (c->lr - c->min_lr);
 }
 
-vfm_status optimizer_init(Optimizer *o, const OptimConfig *c, const ParamTable *t) {
+vfm_status optimizer_init_range(Optimizer *o, const OptimConfig *c, const ParamTable *t, int64_t begin, int64_t end) {
     memset(o, 0, sizeof *o);
     o->cfg = *c;
     o->table = t;
-    o->m = calloc((size_t)t->total, sizeof(float));
-    o->v = calloc((size_t)t->total, sizeof(float));
+    o->begin = begin;
+    o->end = end;
+    size_t n = (size_t)(end - begin) + 1; /* + 1: an empty shard still gets a valid pointer */
+    o->m = calloc(n, sizeof(float));
+    o->v = calloc(n, sizeof(float));
     if (!o->m || !o->v) {
         optimizer_free(o);
-        return vfm_fail(VFM_ERR_NOMEM, "optimizer: Adam moments for %lld parameters", (long long)t->total);
+        return vfm_fail(VFM_ERR_NOMEM, "optimizer: Adam moments for %lld parameters", (long long)(end - begin));
     }
     return VFM_OK;
+}
+
+vfm_status optimizer_init(Optimizer *o, const OptimConfig *c, const ParamTable *t) {
+    return optimizer_init_range(o, c, t, 0, t->total);
 }
 
 void optimizer_free(Optimizer *o) {
@@ -55,11 +62,14 @@ vfm_status optimizer_step(Optimizer *o, float *params, const float *grads, doubl
     const ParamTable *t = o->table;
     AdamWHyper h = {(float)lr, (float)o->cfg.beta1, (float)o->cfg.beta2, (float)o->cfg.eps, 0.0f,
                     (int)(o->step + 1), (float)grad_scale};
+    /* each entry's piece inside [begin, end), with that entry's weight-decay flag */
     for (int i = 0; i < t->count; i++) {
         const ParamEntry *e = &t->entries[i];
-        if (!e->trainable) continue;
-        Tensor p = param_view(t, i, params, DT_F32, DEV_CPU), g = param_view(t, i, (void *)grads, DT_F32, DEV_CPU);
-        Tensor m = param_view(t, i, o->m, DT_F32, DEV_CPU), v = param_view(t, i, o->v, DT_F32, DEV_CPU);
+        int64_t a = e->offset > o->begin ? e->offset : o->begin;
+        int64_t b = e->offset + e->numel < o->end ? e->offset + e->numel : o->end;
+        if (!e->trainable || a >= b) continue;
+        Tensor p = TF32(params + a, b - a), g = TF32((float *)grads + a, b - a);
+        Tensor m = TF32(o->m + (a - o->begin), b - a), v = TF32(o->v + (a - o->begin), b - a);
         h.weight_decay = e->weight_decay ? (float)o->cfg.weight_decay : 0.0f;
         VFM_TRY(op_adamw_step(&p, &m, &v, &g, &h));
     }

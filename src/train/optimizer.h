@@ -28,16 +28,19 @@ double lr_at_step(const OptimConfig *c, int64_t step);
 typedef struct Optimizer {
     OptimConfig cfg;
     const ParamTable *table;
-    float *m, *v;          /* [table->total] Adam moments, f32 */
+    int64_t begin, end;    /* the elements of the flat buffer this optimizer updates */
+    float *m, *v;          /* [end - begin] Adam moments, f32 */
     int64_t step;          /* updates applied so far (bias correction uses step + 1) */
 } Optimizer;
 
 vfm_status optimizer_init(Optimizer *o, const OptimConfig *c, const ParamTable *t);
+/* An optimizer for elements [begin, end) only (a ZeRO-1 shard); m and v hold just those. */
+vfm_status optimizer_init_range(Optimizer *o, const OptimConfig *c, const ParamTable *t, int64_t begin, int64_t end);
 void optimizer_free(Optimizer *o);
 /* √(Σ grad²) over the whole buffer (fixed reduction order). */
 vfm_status grad_global_norm(const float *grads, int64_t n, double *norm);
-/* One AdamW update of every trainable entry with learning rate lr; gradients are multiplied by
- * grad_scale first (clipping). */
+/* One AdamW update of the optimizer's elements of every trainable entry with learning rate lr;
+ * gradients are multiplied by grad_scale first (clipping). params and grads span the whole table. */
 vfm_status optimizer_step(Optimizer *o, float *params, const float *grads, double lr, double grad_scale);
 /* Clip coefficient for a gradient norm: min(1, clip / (norm + 1e-6)), 1 when clipping is off. */
 double clip_scale(const OptimConfig *c, double norm);

@@ -479,7 +479,7 @@ vfm_status train_run(const TrainOptions *opt) {
     if (t.step >= t.train_iters) log_info("nothing to do: step %lld of %lld", (long long)t.step, (long long)t.train_iters);
     Window w;
     memset(&w, 0, sizeof w);
-    int consecutive_bad = 0, stop = 0, saved_at_end = 0;
+    int consecutive_bad = 0, stop = 0;
     while (s == VFM_OK && t.step < t.train_iters) {
         s = train_step(&t, &w, &consecutive_bad, &stop);
         if (s != VFM_OK) break;
@@ -491,15 +491,11 @@ vfm_status train_run(const TrainOptions *opt) {
             break;
         }
         int last = t.step == t.train_iters;
-        if ((t.save_interval > 0 && t.step % t.save_interval == 0) || last) {
-            s = save_checkpoint(&t);
-            saved_at_end = last;
-        }
+        if ((t.save_interval > 0 && t.step % t.save_interval == 0) || last) s = save_checkpoint(&t);
         const char *kill_rank = getenv("VFM_TEST_KILL_RANK"); /* multi-rank tests: only this rank dies */
         if (env_step_listed("VFM_TEST_KILL_AFTER_STEP", t.step - 1) && (!kill_rank || atoi(kill_rank) == t.rank))
             raise(SIGKILL);
     }
-    (void)saved_at_end;
     if (s == VFM_OK) log_info("training done: %lld steps, %lld samples", (long long)t.step, (long long)t.consumed_samples);
     trainer_teardown(&t);
     return s;

@@ -14,7 +14,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "core/philox.h"
 #include "ops/ops.h"
 #include "mpi_test.h"
 

@@ -11,7 +11,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "core/philox.h"
 #include "ops/ops.h"
 #include "test.h"
 
