@@ -21,6 +21,8 @@ vfm_status ops_float_dtype(const char *op, const Tensor *t);
 vfm_status ops_float_arg(const char *op, const char *arg, const Tensor *t);
 vfm_status ops_same_numel(const char *op, const char *a_name, const Tensor *a, const char *b_name, const Tensor *b);
 vfm_status ops_no_cuda(const char *op);
+/* tok2sample i32 [S] on dev; on the CPU also checks every entry is -1 (padding) or a sample < B. */
+vfm_status ops_check_tok2sample(const char *op, const Tensor *tok2sample, int64_t S, int64_t B, Device dev);
 
 /* Calls cpu_<name>_f32 / cpu_<name>_f64 by the reference tensor's dtype. */
 #define OPS_DISPATCH_CPU(name, ref, ...)                                       \

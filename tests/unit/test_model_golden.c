@@ -1,13 +1,14 @@
-/* The whole DiT + EDM objective against the PyTorch twin (reference/model_golden.py): random
- * non-zero weights, a pack of 3 samples of different sizes (one with a dropped prompt) with given
- * σ and noise → network output, loss, every parameter gradient (all asserted non-zero), and the
- * losses of 10 AdamW steps with clipping. */
+/* The whole DiT + objective against the PyTorch twin (reference/model_golden.py for EDM,
+ * reference/objectives_golden.py for flow matching and DDPM): random non-zero weights, a pack of 3
+ * samples of different sizes (one with a dropped prompt) with given σ/t and noise → network
+ * output, loss, every parameter gradient (all asserted non-zero), and the losses of 10 AdamW steps
+ * with clipping. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "diffusion/edm.h"
+#include "diffusion/objective.h"
 #include "golden.h"
 #include "model/dit.h"
 #include "test.h"
@@ -16,16 +17,34 @@
 typedef struct Case {
     const char *file;
     DiTConfig cfg;
+    ObjectiveKind objective;
 } Case;
+
+/* The small model of reference/objectives_golden.py (out: 4, or 8 for learned sigma). */
+#define OBJ_TINY(out)                                                                                               \
+    {.hidden = 16, .layers = 1, .heads = 2, .kv_heads = 2, .head_dim = 8, .ffn = 32, .in_channels = 4,              \
+     .out_channels = (out), .patch_spatial = 2, .patch_temporal = 1, .d_text = 8, .adaln_lora = 8, .fps_dim = 16,    \
+     .qk_norm = 1, .ln_eps = 1e-5f, .init_std = 0.02f}
 
 static const Case CASES[] = {
     {"model_tiny.bin", {.hidden = 32, .layers = 2, .heads = 4, .kv_heads = 4, .head_dim = 8, .ffn = 128, .in_channels = 4,
                         .out_channels = 4, .patch_spatial = 2, .patch_temporal = 1, .d_text = 16, .adaln_lora = 16,
-                        .fps_dim = 16, .qk_norm = 1, .ln_eps = 1e-5f, .init_std = 0.02f}},
+                        .fps_dim = 16, .qk_norm = 1, .ln_eps = 1e-5f, .init_std = 0.02f}, OBJECTIVE_EDM},
     {"model_tiny_pt2_gqa.bin", {.hidden = 32, .layers = 2, .heads = 4, .kv_heads = 2, .head_dim = 8, .ffn = 64,
                                 .in_channels = 3, .out_channels = 3, .patch_spatial = 2, .patch_temporal = 2, .d_text = 16,
-                                .adaln_lora = 8, .fps_dim = 16, .qk_norm = 1, .ln_eps = 1e-5f, .init_std = 0.02f}},
+                                .adaln_lora = 8, .fps_dim = 16, .qk_norm = 1, .ln_eps = 1e-5f, .init_std = 0.02f}, OBJECTIVE_EDM},
+    {"objective_flow.bin", OBJ_TINY(4), OBJECTIVE_FLOW},
+    {"objective_ddpm_learned_sigma.bin", OBJ_TINY(8), OBJECTIVE_DDPM},
+    {"objective_ddpm_fixed_sigma.bin", OBJ_TINY(4), OBJECTIVE_DDPM},
 };
+
+static Objective objective_of(const Case *c) {
+    Objective o;
+    memset(&o, 0, sizeof o);
+    o.kind = c->objective;
+    o.sigma_data = 0.5f;
+    return o;
+}
 
 /* Builds the model with the golden weights and the pack of its 3 samples (padded to 8 rows). */
 static int setup(const Case *c, Golden *g, DiT *m, Pack *p) {
@@ -64,14 +83,15 @@ static int setup(const Case *c, Golden *g, DiT *m, Pack *p) {
     return dit_reserve(m, p->n_tokens, p->n_text, p->n_samples) == VFM_OK;
 }
 
-/* σ, drop flags and token-layout noise of the pack from the golden (prefix "" or "stepK."). */
-static void load_draws(const Golden *g, const Pack *p, const char *prefix, EdmDraws *d) {
+/* σ/t, drop flags and token-layout noise of the pack from the golden (prefix "" or "stepK."). */
+static void load_draws(const Golden *g, const Pack *p, const char *prefix, DiffusionDraws *d) {
+    memset(d, 0, sizeof *d);
     d->sigma = calloc(3, sizeof(float));
     d->drop = calloc(3, sizeof(int));
     d->noise = calloc((size_t)(p->n_tokens * p->token_dim), sizeof(float));
     for (int i = 0; i < 3; i++) {
         char name[96];
-        snprintf(name, sizeof name, "%ssample%d.sigma", prefix, i);
+        snprintf(name, sizeof name, "%ssample%d.%s", prefix, i, golden_get(g, "objective") ? "t" : "sigma");
         d->sigma[i] = (float)golden_scalar(g, name);
         snprintf(name, sizeof name, "sample%d.dropped", i);
         d->drop[i] = (int)golden_scalar(g, name);
@@ -81,7 +101,7 @@ static void load_draws(const Golden *g, const Pack *p, const char *prefix, EdmDr
     }
 }
 
-static void free_draws(EdmDraws *d) {
+static void free_draws(DiffusionDraws *d) {
     free(d->sigma);
     free(d->drop);
     free(d->noise);
@@ -93,12 +113,14 @@ static void check_forward_backward(const Case *c) {
     DiT m;
     Pack p;
     REQUIRE(setup(c, g, &m, &p));
-    EdmDraws d;
+    DiffusionDraws d;
     load_draws(g, &p, "", &d);
     double sample_loss[3];
-    float *F = calloc((size_t)(p.n_tokens * p.token_dim), sizeof(float));
-    EdmStepResult r = {.sample_loss = sample_loss, .F = F};
-    CHECK_OK(edm_loss_and_grad_given(&m, 0.5f, &p, &d, 1.0, &r));
+    int out = dit_out_dim(&c->cfg);
+    float *F = calloc((size_t)(p.n_tokens * out), sizeof(float));
+    ObjectiveResult r = {.sample_loss = sample_loss, .F = F};
+    Objective o = objective_of(c);
+    CHECK_OK(objective_loss_given(&m, &o, &p, &d, 1.0, &r));
     /* f32 here vs f32 torch: the two differ by summation order only; 2e-5 relative on the loss */
     double ref_loss = golden_scalar(g, "loss");
     CHECK_MSG(fabs(r.loss - ref_loss) <= 2e-5 * fabs(ref_loss), "%s: loss %.8f vs %.8f", c->file, r.loss, ref_loss);
@@ -106,7 +128,7 @@ static void check_forward_backward(const Case *c) {
         char name[64];
         snprintf(name, sizeof name, "sample%d.F", i);
         const Tensor *ref = golden_need(g, name);
-        if (ref) CHECK_CLOSE_F32(name, F + (int64_t)p.cu_seqlens_padded[i] * p.token_dim, ref->data, tensor_numel(ref), 1e-5, 1e-4);
+        if (ref) CHECK_CLOSE_F32(name, F + (int64_t)p.cu_seqlens_padded[i] * out, ref->data, tensor_numel(ref), 1e-5, 1e-4);
         snprintf(name, sizeof name, "sample%d.loss", i);
         double ref_i = golden_scalar(g, name);
         CHECK_MSG(fabs(sample_loss[i] - ref_i) <= 2e-5 * fabs(ref_i), "%s: %.8f vs %.8f", name, sample_loss[i], ref_i);
@@ -146,11 +168,12 @@ static void check_trajectory(const Case *c) {
     for (int step = 0; step < 10; step++) {
         char prefix[32];
         snprintf(prefix, sizeof prefix, "step%d.", step);
-        EdmDraws d;
+        DiffusionDraws d;
         load_draws(g, &p, prefix, &d);
         memset(m.grads, 0, (size_t)m.table.total * sizeof(float));
-        EdmStepResult r = {0};
-        CHECK_OK(edm_loss_and_grad_given(&m, 0.5f, &p, &d, 1.0, &r));
+        ObjectiveResult r = {0};
+        Objective o = objective_of(c);
+        CHECK_OK(objective_loss_given(&m, &o, &p, &d, 1.0, &r));
         double norm;
         CHECK_OK(grad_global_norm(m.grads, m.table.total, &norm));
         CHECK_OK(optimizer_step(&opt, m.params, m.grads, lr_at_step(&oc, step), clip_scale(&oc, norm)));
@@ -169,3 +192,9 @@ TEST(model_golden_forward_backward_tiny) { check_forward_backward(&CASES[0]); }
 TEST(model_golden_forward_backward_pt2_gqa) { check_forward_backward(&CASES[1]); }
 TEST(model_golden_adamw_trajectory_tiny) { check_trajectory(&CASES[0]); }
 TEST(model_golden_adamw_trajectory_pt2_gqa) { check_trajectory(&CASES[1]); }
+TEST(objective_golden_flow_forward_backward) { check_forward_backward(&CASES[2]); }
+TEST(objective_golden_flow_trajectory) { check_trajectory(&CASES[2]); }
+TEST(objective_golden_ddpm_learned_sigma_forward_backward) { check_forward_backward(&CASES[3]); }
+TEST(objective_golden_ddpm_learned_sigma_trajectory) { check_trajectory(&CASES[3]); }
+TEST(objective_golden_ddpm_fixed_sigma_forward_backward) { check_forward_backward(&CASES[4]); }
+TEST(objective_golden_ddpm_fixed_sigma_trajectory) { check_trajectory(&CASES[4]); }

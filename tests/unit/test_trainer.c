@@ -160,6 +160,7 @@ static double pack_loss(DiT *m, SampleData **ss, int n, float *grads_out) {
         pack_append(&p, &e);
     }
     EdmDraws d;
+    memset(&d, 0, sizeof d);
     d.sigma = calloc((size_t)n, sizeof(float));
     d.drop = calloc((size_t)n, sizeof(int));
     d.noise = calloc((size_t)(p.n_tokens * 16), sizeof(float));

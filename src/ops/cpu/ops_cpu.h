@@ -55,6 +55,16 @@ CPU_DECL(weighted_mse_forward, (Tensor *loss, Tensor *sample_sum, Tensor *sample
                                 const Tensor *tok2sample))
 CPU_DECL(weighted_mse_backward, (Tensor *dpred, double dloss, const Tensor *pred, const Tensor *target,
                                  const Tensor *weight, const Tensor *mask, const Tensor *tok2sample))
+CPU_DECL(noise_mix, (Tensor *x_t, const Tensor *x0, const Tensor *noise, const Tensor *a, const Tensor *s,
+                     const Tensor *tok2sample))
+CPU_DECL(channel_halves_split, (Tensor *first, Tensor *second, const Tensor *x, int64_t group))
+CPU_DECL(channel_halves_merge, (Tensor *x, const Tensor *first, const Tensor *second, int64_t group))
+CPU_DECL(ddpm_vb_forward, (Tensor *loss, Tensor *sample_sum, const Tensor *v, const Tensor *eps, const Tensor *x_t,
+                           const Tensor *x0, const Tensor *coef, const Tensor *mask, const Tensor *tok2sample))
+CPU_DECL(ddpm_vb_backward, (Tensor *dv, double dloss, const Tensor *v, const Tensor *eps, const Tensor *x_t,
+                            const Tensor *x0, const Tensor *coef, const Tensor *mask, const Tensor *tok2sample))
+CPU_DECL(ddpm_step, (Tensor *out, const Tensor *x, const Tensor *eps, const Tensor *v, const Tensor *z,
+                     const DdpmStepCoef *c))
 CPU_DECL(adamw_step, (Tensor *param, Tensor *m, Tensor *v, const Tensor *grad, const AdamWHyper *h))
 CPU_DECL(sum_squares, (double *out, const Tensor *x))
 CPU_DECL(randn_fill, (Tensor *out, uint64_t seed, uint32_t stream, uint32_t step, uint64_t uid,
