@@ -127,7 +127,7 @@ vfm_status ddpm_loss_given(DiT *model, const Pack *p, const DiffusionDraws *draw
     /* ε̂ (and v): the first C channels of each position, then the next C */
     const Tensor *eps = &w.F;
     if (st == VFM_OK && learned) {
-        st = op_channel_halves_split(&w.eps, &w.v, &w.F, model->cfg.out_channels / 2);
+        st = op_channel_halves_split(&w.eps, &w.v, &w.F, model->cfg.in_channels);
         eps = &w.eps;
     }
     if (st == VFM_OK)
@@ -147,7 +147,7 @@ vfm_status ddpm_loss_given(DiT *model, const Pack *p, const DiffusionDraws *draw
         st = op_weighted_mse_backward(deps, grad_scale, eps, &noise, &w.weight, &cond.mask, &cond.tok2sample);
         if (st == VFM_OK && learned)
             st = op_ddpm_vb_backward(&w.dv, grad_scale, &w.v, eps, &w.x_t, &x0, &w.coef, &cond.mask, &cond.tok2sample);
-        if (st == VFM_OK && learned) st = op_channel_halves_merge(&w.dF, &w.deps, &w.dv, model->cfg.out_channels / 2);
+        if (st == VFM_OK && learned) st = op_channel_halves_merge(&w.dF, &w.deps, &w.dv, model->cfg.in_channels);
         if (st == VFM_OK) st = dit_backward(model, &cond.in, &w.dF);
     }
     if (st == VFM_OK && res->F) {

@@ -81,7 +81,7 @@ static vfm_status ddpm_eps(void *ctx, const Tensor *x, int timestep, Tensor *eps
     VFM_TRY(fill_halves(g, x, 1.0));
     VFM_TRY(dit_forward(g->model, &g->cond.in, &g->F));
     if (!v) return guide(g, &g->F, eps);
-    VFM_TRY(op_channel_halves_split(&g->eps_all, &g->v_all, &g->F, g->model->cfg.out_channels / 2));
+    VFM_TRY(op_channel_halves_split(&g->eps_all, &g->v_all, &g->F, g->model->cfg.in_channels));
     VFM_TRY(guide(g, &g->eps_all, eps));
     Tensor v_cond = TF32(g->v_all.data, g->S, g->C);
     return op_copy(v, &v_cond);

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/config.h"
+#include "core/log.h"
 #include "core/philox.h"
 #include "diffusion/ddpm.h"
 #include "diffusion/edm.h"
@@ -59,15 +60,28 @@ vfm_status objective_from_config(Objective *o, const Config *cfg) {
     if (o->kind == OBJECTIVE_DDPM && (o->p_mean != 0.0 || o->p_std != 1.0))
         return vfm_fail(VFM_ERR_USAGE, "diffusion.p_mean/p_std shape the EDM and flow time distributions; ddpm draws "
                         "t uniformly (unset them)");
+    /* settings of another objective's sampler: said once, not silently ignored */
+    static const char *edm_only[] = {"model.sigma_data", "sampler.rho", "sampler.s_churn", "sampler.sigma_min",
+                                     "sampler.sigma_max"};
+    for (int i = 0; i < 5 && o->kind != OBJECTIVE_EDM; i++)
+        if (cfg_is_set(cfg, edm_only[i]))
+            log_warn("config: %s applies to diffusion.objective=edm (ignored with %s)", edm_only[i], objective_name(o->kind));
+    if (o->kind != OBJECTIVE_DDPM && cfg_is_set(cfg, "sampler.ddim") && cfg_bool(cfg, "sampler.ddim"))
+        log_warn("config: sampler.ddim applies to diffusion.objective=ddpm (ignored with %s)", objective_name(o->kind));
+    if (o->kind != OBJECTIVE_FLOW && cfg_is_set(cfg, "sampler.flow_schedule"))
+        log_warn("config: sampler.flow_schedule applies to diffusion.objective=flow (ignored with %s)",
+                 objective_name(o->kind));
     return VFM_OK;
 }
 
 vfm_status objective_check_model(const Objective *o, const DiTConfig *mc) {
-    if (mc->out_channels == mc->in_channels) return VFM_OK;
-    if (o->kind == OBJECTIVE_DDPM && mc->out_channels == 2 * mc->in_channels) return VFM_OK;
-    return vfm_fail(VFM_ERR_USAGE, "model.out_channels is %d with model.in_channels %d: diffusion.objective=%s needs them "
-                    "equal%s", mc->out_channels, mc->in_channels, objective_name(o->kind),
-                    o->kind == OBJECTIVE_DDPM ? ", or out_channels twice in_channels (learned sigma)" : "");
+    int in = dit_token_dim(mc), out = dit_out_dim(mc);
+    if (out == in) return VFM_OK;
+    if (o->kind == OBJECTIVE_DDPM && out == 2 * in) return VFM_OK;
+    return vfm_fail(VFM_ERR_USAGE, "the model gives %d output channels for %d input channels (model.out_channels / "
+                    "model.learn_sigma): diffusion.objective=%s needs them equal%s", out / (in / mc->in_channels),
+                    mc->in_channels, objective_name(o->kind),
+                    o->kind == OBJECTIVE_DDPM ? ", or twice the input channels (learned sigma)" : "");
 }
 
 float objective_draw_time(const Objective *o, uint32_t step, uint64_t uid, int64_t tokens) {

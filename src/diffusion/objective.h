@@ -42,8 +42,8 @@ typedef struct Objective {
  * model.num_classes / model.class_dropout_prob keys. Bad combinations are VFM_ERR_USAGE naming the key. */
 vfm_status objective_from_config(Objective *o, const Config *cfg);
 const char *objective_name(ObjectiveKind kind);
-/* The model's output fits the objective: out_channels = in_channels, or for ddpm also twice that
- * (learned variance). VFM_ERR_USAGE naming model.out_channels otherwise. */
+/* The model's output fits the objective: as many values per token as it takes in, or for ddpm also
+ * twice that (learned variance). VFM_ERR_USAGE naming model.out_channels otherwise. */
 vfm_status objective_check_model(const Objective *o, const DiTConfig *mc);
 
 /* The random inputs of one step. `t` is the per-sample time: EDM σ, flow σ ∈ (0, 1), DDPM the

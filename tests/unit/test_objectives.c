@@ -40,7 +40,7 @@ TEST(objective_config_errors_name_the_key) {
     REQUIRE_OK(objective_with(&o, e, 3));
     CHECK(o.kind == OBJECTIVE_FLOW && o.flow_shift == 3 && o.flow_shift_base == 256);
     CHECK(fabs(flow_shift_for(&o, 1024) - 6.0) < 1e-12); /* 4x the tokens: 2x the shift */
-    DiTConfig mc = {.in_channels = 4, .out_channels = 8};
+    DiTConfig mc = {.in_channels = 4, .out_channels = 8, .patch_spatial = 2, .patch_temporal = 1};
     CHECK(objective_check_model(&o, &mc) == VFM_ERR_USAGE);
     o.kind = OBJECTIVE_DDPM;
     CHECK_OK(objective_check_model(&o, &mc));

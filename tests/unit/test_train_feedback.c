@@ -14,19 +14,7 @@
 #include "test.h"
 #include "train/tensorboard.h"
 #include "train/trainer.h"
-
-static vfm_status train_tiny(const char *run, const char *const *extra, int n_extra) {
-    const char *ov[40];
-    char save[1300];
-    snprintf(save, sizeof save, "checkpoint.save=%s", run);
-    int n = 0;
-    ov[n++] = save;
-    ov[n++] = "logger.level=error";
-    ov[n++] = "train.threads=1";
-    for (int i = 0; i < n_extra; i++) ov[n++] = extra[i];
-    TrainOptions opt = {test_fixture("../../configs/tiny-mock.yaml"), ov, n, NULL};
-    return train_run(&opt);
-}
+#include "train_fixture.h"
 
 /* Mean loss of metrics lines [from, to) (training lines only). */
 static double mean_loss(const char *run, int from, int to, int *val_lines, int *val_steps) {
@@ -52,7 +40,7 @@ TEST(trainer_flow_matching_learns_the_mock_set) {
     char run[1200];
     path_join(run, sizeof run, test_tmpdir(), "flow");
     const char *extra[] = {"diffusion.objective=flow", "train.train_iters=150", "checkpoint.save_interval=0"};
-    REQUIRE_OK(train_tiny(run, extra, 3));
+    REQUIRE_OK(train_tiny_mock(run, extra, 3));
     double first = mean_loss(run, 0, 20, NULL, NULL), last = mean_loss(run, 130, 150, NULL, NULL);
     /* the velocity target ε − x0 of unmemorised N(0,1) mock latents has variance 2: the loss falls
      * more slowly than EDM's (0.82 of the start after 150 steps) */
@@ -64,7 +52,7 @@ TEST(trainer_ddpm_with_learned_sigma_learns_the_mock_set) {
     path_join(run, sizeof run, test_tmpdir(), "ddpm");
     const char *extra[] = {"diffusion.objective=ddpm", "model.out_channels=8", "train.train_iters=150",
                            "checkpoint.save_interval=0"};
-    REQUIRE_OK(train_tiny(run, extra, 4));
+    REQUIRE_OK(train_tiny_mock(run, extra, 4));
     double first = mean_loss(run, 0, 20, NULL, NULL), last = mean_loss(run, 130, 150, NULL, NULL);
     CHECK_MSG(last < 0.7 * first, "ddpm: mean loss of the last 20 steps %.4f, of the first 20 %.4f", last, first);
 }
@@ -110,8 +98,8 @@ TEST(trainer_validation_writes_losses_files_and_tensorboard_and_changes_no_weigh
     const char *a[] = {"train.train_iters=7", "checkpoint.save_interval=0", "train.eval_interval=3", "train.eval_iters=2",
                        "model.val_generation_num_steps=3"};
     const char *b[] = {"train.train_iters=7", "checkpoint.save_interval=0", "train.eval_interval=0"};
-    REQUIRE_OK(train_tiny(with, a, 5));
-    REQUIRE_OK(train_tiny(without, b, 3));
+    REQUIRE_OK(train_tiny_mock(with, a, 5));
+    REQUIRE_OK(train_tiny_mock(without, b, 3));
     char pa[1400], pb[1400];
     path_join(pa, sizeof pa, with, "iter_0000007/model.safetensors");
     path_join(pb, sizeof pb, without, "iter_0000007/model.safetensors");
@@ -180,7 +168,7 @@ TEST(trainer_refuses_keys_it_cannot_honour) {
     };
     for (int i = 0; i < 5; i++) {
         const char *extra[] = {cases[i][0], "train.train_iters=2", i == 4 ? "diffusion.objective=ddpm" : "train.eval_interval=0"};
-        vfm_status s = train_tiny(run, extra, 3);
+        vfm_status s = train_tiny_mock(run, extra, 3);
         CHECK_MSG(s == VFM_ERR_USAGE, "%s: status %s", cases[i][0], vfm_status_name(s));
         CHECK_MSG(strstr(vfm_last_error(), cases[i][1]) != NULL, "%s: message '%s'", cases[i][0], vfm_last_error());
     }

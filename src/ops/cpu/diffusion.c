@@ -2,6 +2,7 @@
  * channel halves, the DDPM variational-bound term (KL, or the decoder NLL at t = 0) with its
  * gradient, and the elementwise reverse step. Per-token ops never read padding rows. */
 #include "real.h"
+#include "row_sums.h"
 
 vfm_status CPU_FN(noise_mix)(Tensor *x_t, const Tensor *x0, const Tensor *noise, const Tensor *a, const Tensor *s,
                              const Tensor *tok2sample) {
@@ -92,68 +93,46 @@ static double vb_element(double v, double eps, double xt, double x0, const real 
     return -lp * inv_ln2;
 }
 
-/* mean_c vb of one row */
-static double vb_row(const real *v, const real *eps, const real *xt, const real *x0, int64_t C, const real *k) {
+/* The rows' data for vb_term. */
+typedef struct VbRows {
+    const real *V, *E, *XT, *X0, *K, *M;
+    int64_t C;
+} VbRows;
+
+/* mask·mean_c vb of row s (0 without reading it when the mask is 0) */
+static double vb_term(const void *ctx, int64_t s, int32_t b) {
+    const VbRows *r = ctx;
+    if (r->M[s] == 0) return 0;
+    int64_t C = r->C;
     double sum = 0;
-    for (int64_t c = 0; c < C; c++) sum += vb_element(v[c], eps[c], xt[c], x0[c], k, NULL);
-    return sum / (double)C;
+    for (int64_t c = 0; c < C; c++)
+        sum += vb_element(r->V[s * C + c], r->E[s * C + c], r->XT[s * C + c], r->X0[s * C + c], r->K + b * DDPM_VB_NCOEF,
+                          NULL);
+    return (double)r->M[s] * (sum / (double)C);
 }
 
-/* Σ mask·mean_c vb and Σ mask over real rows, in fixed chunks (independent of threads). */
-static void vb_sums(double *term_total, double *mask_total, const Tensor *v, const Tensor *eps, const Tensor *x_t,
-                    const Tensor *x0, const Tensor *coef, const Tensor *mask, const Tensor *tok2sample, int want_terms) {
-    int64_t S = tensor_dim(v, 0), C = tensor_dim(v, 1);
-    const real *V = CRDATA(v), *E = CRDATA(eps), *XT = CRDATA(x_t), *X0 = CRDATA(x0), *K = CRDATA(coef), *M = CRDATA(mask);
-    const int32_t *map = I32DATA(tok2sample);
-    double terms[CPU_REDUCE_CHUNKS], masks[CPU_REDUCE_CHUNKS];
-#pragma omp parallel for schedule(static)
-    for (int k = 0; k < CPU_REDUCE_CHUNKS; k++) {
-        int64_t lo = S * k / CPU_REDUCE_CHUNKS, hi = S * (k + 1) / CPU_REDUCE_CHUNKS;
-        double t = 0, m = 0;
-        for (int64_t s = lo; s < hi; s++) {
-            int32_t b = map[s];
-            if (b < 0 || M[s] == 0) continue;
-            m += (double)M[s];
-            if (want_terms)
-                t += (double)M[s] * vb_row(V + s * C, E + s * C, XT + s * C, X0 + s * C, C, K + b * DDPM_VB_NCOEF);
-        }
-        terms[k] = t;
-        masks[k] = m;
-    }
-    double t = 0, m = 0;
-    for (int k = 0; k < CPU_REDUCE_CHUNKS; k++) {
-        t += terms[k];
-        m += masks[k];
-    }
-    *term_total = t;
-    *mask_total = m;
+static VbRows vb_rows(const Tensor *v, const Tensor *eps, const Tensor *x_t, const Tensor *x0, const Tensor *coef,
+                      const Tensor *mask) {
+    return (VbRows){CRDATA(v), CRDATA(eps), CRDATA(x_t), CRDATA(x0), CRDATA(coef), CRDATA(mask), tensor_dim(v, 1)};
 }
 
 vfm_status CPU_FN(ddpm_vb_forward)(Tensor *loss, Tensor *sample_sum, const Tensor *v, const Tensor *eps,
                                    const Tensor *x_t, const Tensor *x0, const Tensor *coef, const Tensor *mask,
                                    const Tensor *tok2sample) {
     double terms, masks;
-    vb_sums(&terms, &masks, v, eps, x_t, x0, coef, mask, tok2sample, 1);
+    VbRows rows = vb_rows(v, eps, x_t, x0, coef, mask);
+    int64_t S = tensor_dim(v, 0), B = tensor_dim(coef, 0);
+    masked_row_sums(&terms, &masks, S, I32DATA(tok2sample), CRDATA(mask), vb_term, &rows);
     RDATA(loss)[0] = masks != 0 ? (real)(terms / masks) : 0;
-    if (!sample_sum) return VFM_OK;
-    int64_t S = tensor_dim(v, 0), C = tensor_dim(v, 1), B = tensor_dim(coef, 0);
-    const real *V = CRDATA(v), *E = CRDATA(eps), *XT = CRDATA(x_t), *X0 = CRDATA(x0), *K = CRDATA(coef), *M = CRDATA(mask);
-    const int32_t *map = I32DATA(tok2sample);
-    for (int64_t b = 0; b < B; b++) {
-        double t = 0;
-        for (int64_t s = 0; s < S; s++)
-            if (map[s] == b && M[s] != 0)
-                t += (double)M[s] * vb_row(V + s * C, E + s * C, XT + s * C, X0 + s * C, C, K + b * DDPM_VB_NCOEF);
-        RDATA(sample_sum)[b] = (real)t;
-    }
+    if (sample_sum) masked_sample_sums(RDATA(sample_sum), NULL, B, S, I32DATA(tok2sample), CRDATA(mask), vb_term, &rows);
     return VFM_OK;
 }
 
 vfm_status CPU_FN(ddpm_vb_backward)(Tensor *dv, double dloss, const Tensor *v, const Tensor *eps, const Tensor *x_t,
                                     const Tensor *x0, const Tensor *coef, const Tensor *mask, const Tensor *tok2sample) {
     double unused, masks;
-    vb_sums(&unused, &masks, v, eps, x_t, x0, coef, mask, tok2sample, 0);
     int64_t S = tensor_dim(v, 0), C = tensor_dim(v, 1);
+    masked_row_sums(&unused, &masks, S, I32DATA(tok2sample), CRDATA(mask), NULL, NULL);
     const real *V = CRDATA(v), *E = CRDATA(eps), *XT = CRDATA(x_t), *X0 = CRDATA(x0), *K = CRDATA(coef), *M = CRDATA(mask);
     const int32_t *map = I32DATA(tok2sample);
     real *dV = RDATA(dv);
