@@ -122,6 +122,27 @@ vfm_status op_timestep_embedding_backward(Tensor *dt, const Tensor *dout, const 
  * diffusers' get_3d_sincos_pos_embed). Any (t,h,w): no table. D must be a multiple of 16. */
 vfm_status op_pos_embed_3d_add(Tensor *x, const Tensor *pos, const Tensor *tok2sample);
 
+/* x[S,D] += fixed 2-D sin-cos position embedding of (h, w) = (pos[s,1], pos[s,2]) for rows with
+ * tok2sample >= 0 (pos[s,0], the frame, is not read). Layout per row, as the DiT reference
+ * (facebookresearch/DiT, MAE's get_2d_sincos_pos_embed): [w part D/2 | h part D/2], each part
+ * [sin(p·ω) | cos(p·ω)], ω_k = 10000^(-k/(D/4)), k < D/4 — the first half encodes the column
+ * because the reference builds its grid with meshgrid(w, h). D must be a multiple of 4. */
+vfm_status op_pos_embed_2d_add(Tensor *x, const Tensor *pos, const Tensor *tok2sample);
+
+/* Row lookup (class-label embedding): out[B,D] = table[idx[b]], table[N,D], idx[B] i32 in [0, N)
+ * (an index outside is VFM_ERR_SHAPE, nothing written). */
+vfm_status op_embedding_forward(Tensor *out, const Tensor *table, const Tensor *idx);
+/* dtable[N,D] += Σ_{b: idx[b] = n} dout[b], each row's terms added in order of b (the same bits
+ * at any thread count, repeated indices included). */
+vfm_status op_embedding_backward(Tensor *dtable, const Tensor *dout, const Tensor *idx);
+
+/* ---- column permutation --------------------------------------------------------------- */
+/* out[N,K] = in[N, idx[k]] (in[N,M], idx[K] i32 in [0, M)): e.g. token columns (ph pw pt C) to
+ * the (C pt ph pw) order of a convolution weight [D, C, pt, ph, pw]. */
+vfm_status op_gather_columns(Tensor *out, const Tensor *in, const Tensor *idx);
+/* din[N,M] += scatter of dout[N,K]: din[n, idx[k]] += dout[n,k], in order of k. */
+vfm_status op_gather_columns_backward(Tensor *din, const Tensor *dout, const Tensor *idx);
+
 /* ---- patchify ------------------------------------------------------------------------- */
 /* latent[C, T'·pt, H'·ph, W'·pw] -> tokens[T'·H'·W', ph·pw·pt·C]: tokens t-major, then h, then
  * w; inside a token C fastest, then pt, then pw, then ph (einops "C (T pt)(H ph)(W pw) ->

@@ -41,6 +41,11 @@ CPU_DECL(timestep_embedding_forward, (Tensor *out, const Tensor *t, int flip_sin
 CPU_DECL(timestep_embedding_backward, (Tensor *dt, const Tensor *dout, const Tensor *t, int flip_sin_to_cos,
                                        float shift, float max_period))
 CPU_DECL(pos_embed_3d_add, (Tensor *x, const Tensor *pos, const Tensor *tok2sample))
+CPU_DECL(pos_embed_2d_add, (Tensor *x, const Tensor *pos, const Tensor *tok2sample))
+CPU_DECL(embedding_forward, (Tensor *out, const Tensor *table, const Tensor *idx))
+CPU_DECL(embedding_backward, (Tensor *dtable, const Tensor *dout, const Tensor *idx))
+CPU_DECL(gather_columns, (Tensor *out, const Tensor *in, const Tensor *idx))
+CPU_DECL(gather_columns_backward, (Tensor *din, const Tensor *dout, const Tensor *idx))
 CPU_DECL(patchify, (Tensor *tokens, const Tensor *latent, int pt, int ph, int pw))
 CPU_DECL(unpatchify, (Tensor *latent, const Tensor *tokens, int pt, int ph, int pw))
 CPU_DECL(edm_precondition, (Tensor *c_skip, Tensor *c_out, Tensor *c_in, Tensor *c_noise, Tensor *weight,
