@@ -111,10 +111,11 @@ gpu-bundle: all
 gpu-test:
 	LD_LIBRARY_PATH=$(BUILD)/gpu-libs $(BUILD)/vfm_tests cuda_
 
-# Regenerates tests/fixtures/golden/*.bin with the PyTorch twin (needs python3-torch; not run by CI).
+# Regenerates tests/fixtures/golden/*.bin (ops and models) with the PyTorch twin (needs python3-torch; not run by CI).
 goldens:
 	@scripts/deps.sh --goldens
 	/usr/bin/python3 reference/ops_golden.py --out tests/fixtures/golden
+	/usr/bin/python3 reference/model_golden.py --out tests/fixtures/golden
 
 clean:
 	rm -rf $(BUILD)
