@@ -18,6 +18,7 @@ static const Command g_commands[] = {
     {"model", "model information: parameters and FLOPs (vfm model info)", cmd_model},
     {"bench", "measure training throughput (tokens/s, TFLOP/s, MFU, memory)", cmd_bench},
     {"export", "export checkpoint weights to one safetensors file", cmd_export},
+    {"import", "make a checkpoint from a state dict (the DiT reference's, safetensors)", cmd_import},
     {"checkpoint", "list a run's checkpoints; diff two checkpoints' weights", cmd_checkpoint},
     {"config", "show the merged configuration (vfm config show)", cmd_config},
     {"version", "print the version and build features", cmd_version},

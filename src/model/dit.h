@@ -81,7 +81,7 @@ int dit_token_dim(const DiTConfig *c);  /* C_in·p²·pt */
 int dit_out_dim(const DiTConfig *c);    /* p²·pt·C_out, doubled with learn_sigma */
 /* The class-table row of a sample: its label, or the null class (num_classes) when the label is
  * dropped for CFG or absent (< 0). -1 when that needs a null class the model does not have
- * (class_dropout_prob = 0) or the label is >= num_classes. */
+ * (class_dropout_prob = 0), when a kept label is >= num_classes, or without classes. */
 int32_t dit_class_row(const DiTConfig *c, int32_t label, int drop);
 
 /* A linear layer's parameters: weight entry w (rows [row0, row0 + out) of it), bias entry b

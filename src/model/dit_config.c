@@ -18,8 +18,8 @@ int dit_out_dim(const DiTConfig *c) {
 }
 
 int32_t dit_class_row(const DiTConfig *c, int32_t label, int drop) {
-    if (c->num_classes <= 0 || label >= c->num_classes) return -1;
-    if (!drop && label >= 0) return label;
+    if (c->num_classes <= 0) return -1;
+    if (!drop && label >= 0) return label < c->num_classes ? label : -1;
     return c->class_dropout_prob > 0 ? c->num_classes : -1;
 }
 

@@ -1,0 +1,107 @@
+"""vfm's adaln-zero against the DiT reference implementation itself (facebookresearch/DiT models.py,
+which the user fetches: it is not part of vfm). Not run by CI; docs/models.md records a run.
+
+  1. builds the reference's DiT (models.py) in the paper's setting for a given size, gives every
+     parameter random non-zero values (zero-initialised gates would hide most of the model), and
+     saves its state dict as safetensors (pos_embed included, as the reference keeps it);
+  2. `vfm import` of that file; `vfm export --input-size N` of the imported run;
+  3. the reference loads vfm's export with load_state_dict(strict=True); every tensor equals the
+     original bit for bit, and pos_embed agrees with the reference's own buffer;
+  4. on a fixed input (a random latent, two timesteps, a class label and the null class), the
+     reference's forward and `vfm model forward` agree within the stated tolerance.
+
+Needs torch, what models.py imports (timm, numpy) and safetensors, e.g. Debian's python3-torch and
+python3-torchvision plus `pip install --no-deps timm==0.9.16 safetensors` in a venv with system packages:
+  python3 reference/check_dit_reference.py --models /tmp/dit_ref/models.py --size S/2 --vfm build/vfm
+"""
+import argparse
+import importlib.util
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import torch
+from safetensors.torch import load_file, save_file
+
+SIZES = {"S": (384, 12, 6, "dit-s"), "B": (768, 12, 12, "dit-b"), "L": (1024, 24, 16, "dit-l"), "XL": (1152, 28, 16, "dit-xl")}
+
+
+def load_models_py(path):
+    spec = importlib.util.spec_from_file_location("dit_reference_models", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def run(cmd):
+    print("$ " + " ".join(cmd), flush=True)
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        sys.exit(f"failed ({r.returncode}): {r.stdout}{r.stderr}")
+    return r.stdout
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--models", required=True, help="the reference's models.py")
+    ap.add_argument("--size", default="S/2", help="S|B|L|XL / patch (default S/2)")
+    ap.add_argument("--input-size", type=int, default=32, help="latent size N (default 32: 256x256 images)")
+    ap.add_argument("--vfm", default="build/vfm")
+    ap.add_argument("--tol", type=float, default=1e-4, help="max |ref - vfm| / max |ref| allowed")
+    args = ap.parse_args()
+    torch.set_num_threads(max(1, os.cpu_count() or 1))
+    name, patch = args.size.split("/")
+    D, depth, heads, preset = SIZES[name]
+    p, N = int(patch), args.input_size
+    models = load_models_py(args.models)
+    ref = models.DiT(input_size=N, patch_size=p, in_channels=4, hidden_size=D, depth=depth, num_heads=heads,
+                     class_dropout_prob=0.1, num_classes=1000, learn_sigma=True)
+    gen = torch.Generator().manual_seed(1234)
+    with torch.no_grad():
+        for pname, prm in ref.named_parameters():
+            if pname == "pos_embed":
+                continue
+            fan_in = prm.numel() // prm.shape[0] if prm.ndim >= 2 else prm.shape[-1]
+            prm.copy_(torch.randn(prm.shape, generator=gen) / max(1.0, fan_in) ** 0.5)
+    sd = {k: v.detach().clone().contiguous() for k, v in ref.state_dict().items()}
+    with tempfile.TemporaryDirectory() as tmp:
+        src = os.path.join(tmp, "reference.safetensors")
+        save_file(sd, src)
+        run([args.vfm, "import", "--from", src, "--variant", "adaln-zero", "--out", os.path.join(tmp, "run")])
+        out = os.path.join(tmp, "vfm_export.safetensors")
+        run([args.vfm, "export", "--checkpoint", os.path.join(tmp, "run"), "--to", out, "--input-size", str(N)])
+        exported = load_file(out)
+        fresh = models.DiT(input_size=N, patch_size=p, in_channels=4, hidden_size=D, depth=depth, num_heads=heads,
+                           class_dropout_prob=0.1, num_classes=1000, learn_sigma=True)
+        pos_ref = fresh.pos_embed.detach().clone()
+        result = fresh.load_state_dict(exported, strict=True)
+        print(f"load_state_dict(strict=True): {result}")
+        same = all(torch.equal(exported[k], sd[k]) for k in sd if k != "pos_embed")
+        print(f"{len(sd) - 1} tensors equal to the reference's bit for bit: {same}")
+        pos_diff = (exported["pos_embed"] - pos_ref).abs().max().item()
+        print(f"pos_embed [1, {pos_ref.shape[1]}, {D}] vs the reference's own buffer: max |diff| {pos_diff:.3g}")
+        fresh.eval()
+        x = torch.randn(2, 4, N, N, generator=torch.Generator().manual_seed(7))
+        t, y = torch.tensor([3.0, 250.0]), torch.tensor([207, 1000])  # a class and the null class
+        with torch.no_grad():
+            want = fresh(x, t, y)
+        worst = 0.0
+        for i in range(2):
+            xi, yi = os.path.join(tmp, f"x{i}.npy"), os.path.join(tmp, f"y{i}.npy")
+            np.save(xi, x[i].numpy())
+            run([args.vfm, "model", "forward", "--checkpoint", os.path.join(tmp, "run"), "--latent", xi, "--t",
+                 repr(float(t[i])), "--class", str(int(y[i])), "--out", yi])
+            got = torch.from_numpy(np.load(yi))
+            rel = ((got - want[i]).abs().max() / want[i].abs().max()).item()
+            print(f"sample {i} (t {float(t[i]):g}, class {int(y[i])}): output {tuple(got.shape)}, "
+                  f"max |ref - vfm| / max |ref| = {rel:.3g}")
+            worst = max(worst, rel)
+        ok = same and pos_diff < 1e-6 and worst <= args.tol
+        print(f"DiT-{args.size} at {N}x{N}: {'PASS' if ok else 'FAIL'} (tolerance {args.tol:g})")
+        sys.exit(0 if ok else 1)
+
+
+if __name__ == "__main__":
+    main()
