@@ -10,7 +10,7 @@
 #include "core/fileutil.h"
 #include "data/safetensors.h"
 #include "model/dit_interop.h"
-#include "model_load.h"
+#include "checkpoint_dir.h"
 #include "train/checkpoint.h"
 
 /* The weights of src (laid out by the model's table) and pos_embed [1, grid², D] into `to`. */

@@ -9,7 +9,7 @@
 #include "commands.h"
 #include "data/npy.h"
 #include "data/pack.h"
-#include "model_load.h"
+#include "checkpoint_dir.h"
 #include "train/checkpoint.h"
 
 typedef struct ForwardJob {

@@ -11,22 +11,6 @@
 #include "ops/ops.h"
 #include "test.h"
 
-static double *as_f64(const Tensor *t) {
-    int64_t n = tensor_numel(t);
-    double *d = malloc((size_t)(n ? n : 1) * sizeof *d);
-    for (int64_t i = 0; i < n; i++)
-        d[i] = t->dtype == DT_F32 ? (double)((const float *)t->data)[i] : ((const double *)t->data)[i];
-    return d;
-}
-
-static float *as_f32(const Tensor *t) {
-    int64_t n = tensor_numel(t);
-    float *f = malloc((size_t)(n ? n : 1) * sizeof *f);
-    for (int64_t i = 0; i < n; i++)
-        f[i] = t->dtype == DT_F32 ? ((const float *)t->data)[i] : (float)((const double *)t->data)[i];
-    return f;
-}
-
 /* ---- 2-D position embedding ------------------------------------------------------------- */
 
 TEST(ops_dit_pos2d_golden) {
@@ -46,7 +30,7 @@ TEST(ops_dit_pos2d_golden) {
         Tensor P = *pos, M = TI32(map, S), X32 = TF32(x32, S, D), X64 = TF64(x64, S, D);
         REQUIRE_OK(op_pos_embed_2d_add(&X32, &P, &M));
         REQUIRE_OK(op_pos_embed_2d_add(&X64, &P, &M));
-        float *ref32 = as_f32(table);
+        float *ref32 = test_as_f32(table);
         /* f32: the double value rounded once (|emb| <= 1: 6e-8); f64: libm vs numpy on angles < 6 */
         CHECK_CLOSE_F32("pos2d f32", x32, ref32, S * D, 1e-7, 0);
         CHECK_CLOSE_F64("pos2d f64", x64, table->data, S * D, 1e-13, 0);
@@ -86,7 +70,7 @@ TEST(ops_dit_embedding_golden) {
     const Tensor *ref = golden_need(g, "e_out"), *dref = golden_need(g, "e_dtable");
     REQUIRE(table && idx && dout && ref && dref);
     int64_t N = table->shape[0], D = table->shape[1], B = idx->shape[0];
-    double *t64 = as_f64(table), *d64 = as_f64(dout), *o64 = calloc((size_t)(B * D), sizeof(double));
+    double *t64 = test_as_f64(table), *d64 = test_as_f64(dout), *o64 = calloc((size_t)(B * D), sizeof(double));
     double *dt64 = calloc((size_t)(N * D), sizeof(double));
     float *o32 = calloc((size_t)(B * D), sizeof(float)), *dt32 = calloc((size_t)(N * D), sizeof(float));
     Tensor T64 = TF64(t64, N, D), O64 = TF64(o64, B, D), dO64 = TF64(d64, B, D), dT64 = TF64(dt64, N, D);
@@ -97,7 +81,7 @@ TEST(ops_dit_embedding_golden) {
     REQUIRE_OK(op_embedding_backward(&dT32, dout, &I));
     CHECK_CLOSE_F64("embedding out f64", o64, ref->data, B * D, 0, 0); /* a copy: exact */
     CHECK_CLOSE_F64("embedding dtable f64", dt64, dref->data, N * D, 1e-15, 0);
-    float *ref32 = as_f32(ref), *dref32 = as_f32(dref);
+    float *ref32 = test_as_f32(ref), *dref32 = test_as_f32(dref);
     CHECK_CLOSE_F32("embedding out f32", o32, ref32, B * D, 0, 0);
     CHECK_CLOSE_F32("embedding dtable f32", dt32, dref32, N * D, 2.5e-7, 0); /* one f32 add of two terms */
     /* accumulates (+=) */
@@ -169,7 +153,7 @@ TEST(ops_dit_gather_golden_and_thread_invariance) {
     Tensor O = TF32(o32, N, K), dI = TF32(di32, N, M), dIb = TF32(di32b, N, M), I = *idx;
     REQUIRE_OK(op_gather_columns(&O, in, &I));
     REQUIRE_OK(op_gather_columns_backward(&dI, dout, &I));
-    float *ref32 = as_f32(ref), *dref32 = as_f32(dref);
+    float *ref32 = test_as_f32(ref), *dref32 = test_as_f32(dref);
     CHECK_CLOSE_F32("gather out", o32, ref32, N * K, 0, 0);
     CHECK_CLOSE_F32("gather din", di32, dref32, N * M, 2.5e-7, 0); /* column 4 takes two terms */
     int threads = ops_get_threads();

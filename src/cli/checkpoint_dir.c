@@ -1,5 +1,5 @@
 /* Checkpoint directory and saved model configuration for the model commands (see model_load.h). */
-#include "model_load.h"
+#include "checkpoint_dir.h"
 
 #include <stdio.h>
 
