@@ -102,7 +102,7 @@ static void build_conditioning(DiT *m) {
 }
 
 /* One attention's q, k, v, proj (and QK-norm weights) under "blocks.<l>.<prefix>". */
-static void build_attention(DiT *m, int l, const char *prefix, int64_t kv_in, int64_t kv_heads, int qk_norm,
+static void build_attention(DiT *m, int l, const char *prefix, int fused, int64_t kv_in, int64_t kv_heads, int qk_norm,
                             DiTLinear *q, DiTLinear *k, DiTLinear *v, DiTLinear *proj, int *qn, int *kn) {
     const DiTConfig *c = &m->cfg;
     ParamTable *t = &m->table;
@@ -110,7 +110,7 @@ static void build_attention(DiT *m, int l, const char *prefix, int64_t kv_in, in
     float std = c->init_std, out_std = c->init_std / sqrtf(2.0f * (float)c->layers);
     char name[96];
 #define NAME(part) (snprintf(name, sizeof name, "blocks.%d.%s.%s", l, prefix, part), name)
-    if (c->f.fused_qkv && kv_in == D) { /* self-attention of the DiT reference: one qkv [3D, D] */
+    if (fused) { /* self-attention of the DiT reference: one qkv [3D, D] */
         DiTLinear qkv = add_linear(t, NAME("qkv"), 3 * D, D, block_linear(c, std, 0));
         t->entries[qkv.w].tp_parts = 3;
         if (qkv.b >= 0) t->entries[qkv.b].tp_parts = 3;
@@ -154,12 +154,12 @@ static void build_block(DiT *m, int l) {
         b->ada_up = add_linear(t, name, nD, R, zeros(0, REDUCE_TP));
     }
     param_table_set_group(t, DIT_GROUP_SELF_ATTN);
-    build_attention(m, l, c->variant == DIT_VARIANT_ADALN_ZERO ? "attn" : "self_attn", D, c->kv_heads,
+    build_attention(m, l, c->variant == DIT_VARIANT_ADALN_ZERO ? "attn" : "self_attn", f->fused_qkv, D, c->kv_heads,
                     f->self_qk_norm, &b->sa_q, &b->sa_k, &b->sa_v, &b->sa_proj, &b->sa_qn, &b->sa_kn);
     b->ca_qn = b->ca_kn = -1;
     if (c->f.cross_attn) {
         param_table_set_group(t, DIT_GROUP_CROSS_ATTN);
-        build_attention(m, l, "cross_attn", c->d_text, c->heads, f->cross_qk_norm, &b->ca_q, &b->ca_k, &b->ca_v,
+        build_attention(m, l, "cross_attn", 0, c->d_text, c->heads, f->cross_qk_norm, &b->ca_q, &b->ca_k, &b->ca_v,
                         &b->ca_proj, &b->ca_qn, &b->ca_kn);
     }
     param_table_set_group(t, DIT_GROUP_MLP);

@@ -91,6 +91,16 @@ TEST(model_presets_every_variant_builds) {
     int64_t D = 384, L = 12, d = 1024, hd = 64;
     int64_t extra = L * ((2 * D * D + 2 * D) + 2 * (D * d + D) + 2 * hd + 3 * D * D + 3 * D);
     CHECK(preset_params("dit-s", cross, 2) - preset_params("dit-s", cross, 1) == extra);
+    /* a text as wide as D still gets separate q, k, v (only self-attention is fused) */
+    DiTConfig c = {.variant = DIT_VARIANT_ADALN_ZERO, .hidden = 16, .layers = 1, .heads = 2, .in_channels = 4,
+                   .out_channels = 4, .patch_spatial = 2, .patch_temporal = 1, .d_text = 16, .qk_norm = 1,
+                   .cross_attention = DIT_ON};
+    DiT m;
+    dit_describe(&m, &c);
+    CHECK(param_table_find(&m.table, "blocks.0.cross_attn.k.weight") >= 0 &&
+          param_table_find(&m.table, "blocks.0.cross_attn.qkv.weight") < 0 &&
+          param_table_find(&m.table, "blocks.0.attn.qkv.weight") >= 0);
+    dit_destroy(&m);
 }
 
 TEST(model_flops_dit_xl_2_at_256) {
