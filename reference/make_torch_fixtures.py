@@ -10,7 +10,8 @@ files (`apt-get install python3-torch`; the script runs itself there with --torc
 tensors/*.pth, *.pickle   one tensor each: every dtype, non-contiguous views, torch.save with pickle
                           protocols 2-5, pickle.dumps protocols 2-5, legacy (non-zip) torch.save,
                           checksums switched off, an nn.Parameter, Zip64 extra fields in every header
-                          (zip64_extra.pth, rebuilt from torch.save's records); t1_* written by torch 1.13
+                          (zip64_extra.pth) and a big-endian writer's bytes (byteorder_big_*.pth), both
+                          rebuilt from torch.save's records; t1_* written by torch 1.13
 state_dicts/*             torch.save'd state dicts: a module's (with _metadata), nested, shared storage;
                           a pickled dict with a repeated key
 malicious/*               pickles that create /tmp/vfm-pickle-marker-<name> when Python loads them
@@ -98,10 +99,11 @@ def save_bytes(torch, obj, **kw):
 # ---------------------------------------------------------------- single tensors and state dicts
 
 
-def zip64_rezip(data):
+def zip64_rezip(data, transform=None):
     """The records of a torch.save zip rewritten with Zip64 extra fields in every local and central
     header (sizes and offsets 0xffffffff), the way torch writes records of 4 GiB and more (too big
-    to commit); payloads stay 64-byte aligned with torch's "FB" padding field. torch.load reads it."""
+    to commit); payloads stay 64-byte aligned with torch's "FB" padding field. transform(name,
+    payload) may change a record. torch.load reads the result (checked by read_back)."""
     import struct
     import zipfile
     import zlib
@@ -110,6 +112,8 @@ def zip64_rezip(data):
     out, central = bytearray(), bytearray()
     for info in zf.infolist():
         payload, name = zf.read(info.filename), info.filename.encode()
+        if transform:
+            payload = transform(info.filename, payload)
         crc, offset = zlib.crc32(payload), len(out)
         z64 = struct.pack("<HHQQ", 1, 16, len(payload), len(payload))
         pad = (-(offset + 30 + len(name) + len(z64) + 4)) % 64
@@ -172,6 +176,15 @@ def tensor_cases(torch, prefix):
         out.append(("legacy_float64.pth", save_bytes(torch, base(torch, "float64", (3, 2), 71),
                                                      _use_new_zipfile_serialization=False)))
         out.append(("zip64_extra.pth", zip64_rezip(save_bytes(torch, base(torch, "bfloat16", (3, 5), 74)[1:]))))
+        for dt, size in (("float32", 4), ("bfloat16", 2)):
+            # as a big-endian machine writes it: byteorder "big", storages byte-swapped (torch.load swaps back)
+            def big(name, payload, size=size):
+                if name.endswith("/byteorder"):
+                    return b"big"
+                if "/data/" in name:
+                    return b"".join(payload[i:i + size][::-1] for i in range(0, len(payload), size))
+                return payload
+            out.append((f"byteorder_big_{dt}.pth", zip64_rezip(save_bytes(torch, base(torch, dt, (2, 3), 75).t()), big)))
         out.append(("parameter.pth", save_bytes(torch, torch.nn.Parameter(base(torch, "float32", (2, 2), 72)))))
         torch.serialization.set_crc32_options(False)
         out.append(("no_crc.pth", save_bytes(torch, base(torch, "bfloat16", (2, 3), 73))))
