@@ -197,6 +197,7 @@ typedef struct {
     PickleValue **memo;
     int64_t memo_cap, memo_used;
     int proto; /* from PROTO; 0 without one */
+    uint64_t work_left; /* copies a call may make of values it can reach through the memo again and again */
 } Vm;
 
 static vfm_status fail(Vm *vm, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -217,6 +218,14 @@ static void printable(char *out, size_t n, const char *s, size_t len) {
     size_t k = 0;
     for (size_t i = 0; i < len && k + 1 < n; i++) out[k++] = s[i] >= 0x20 && s[i] < 0x7f ? s[i] : '?';
     out[k] = 0;
+}
+
+/* Calls that copy an argument (OrderedDict(pairs), _codecs.encode, _load_from_bytes) could be
+ * repeated on one memoized value: their work is bounded by a budget linear in the pickle's size. */
+static vfm_status charge(Vm *vm, uint64_t n) {
+    if (n > vm->work_left) return fail(vm, "the pickle repeats work far beyond its size: refused");
+    vm->work_left -= n;
+    return VFM_OK;
 }
 
 static vfm_status need(Vm *vm, size_t n) {
@@ -475,6 +484,7 @@ static vfm_status call_encode(Vm *vm, PickleValue **a, int64_t n) {
         return fail(vm, "_codecs.encode is allowed only as encode(str, 'latin1')");
     const uint8_t *s = (const uint8_t *)a[0]->u.s.ptr;
     size_t len = a[0]->u.s.len, k = 0;
+    VFM_TRY(charge(vm, len));
     PickleValue *v = new_value(vm->p, PK_BYTES, len);
     if (!v) return nomem(vm);
     uint8_t *out = (uint8_t *)(v + 1);
@@ -496,6 +506,8 @@ static vfm_status call_encode(Vm *vm, PickleValue **a, int64_t n) {
 static vfm_status call_ordered_dict(Vm *vm, PickleValue **a, int64_t n) {
     PickleValue *d = new_value(vm->p, PK_DICT, 0);
     if (!d) return nomem(vm);
+    if (n == 1 && a[0]->kind == PK_DICT) VFM_TRY(charge(vm, (uint64_t)a[0]->u.dict.n));
+    if (n == 1 && (a[0]->kind == PK_LIST || a[0]->kind == PK_TUPLE)) VFM_TRY(charge(vm, (uint64_t)a[0]->u.seq.n));
     if (n == 1 && (a[0]->kind == PK_LIST || a[0]->kind == PK_TUPLE)) {
         for (int64_t i = 0; i < a[0]->u.seq.n; i++) {
             const PickleValue *pair = a[0]->u.seq.items[i];
@@ -533,6 +545,7 @@ static vfm_status op_reduce(Vm *vm) {
     case G_LOAD_FROM_BYTES: {
         if (n != 1 || a[0]->kind != PK_BYTES) return fail(vm, "_load_from_bytes needs one bytes argument");
         if (!vm->p->load_bytes) return fail(vm, "_load_from_bytes is not allowed here");
+        VFM_TRY(charge(vm, a[0]->u.s.len));
         PickleValue *v = NULL;
         VFM_TRY(vm->p->load_bytes(vm->p->ctx, vm->p, (const uint8_t *)a[0]->u.s.ptr, a[0]->u.s.len, &v));
         return push(vm, v);
@@ -715,7 +728,7 @@ vfm_status pickle_run(Pickle *p, const void *bytes, size_t len, size_t *consumed
     *root = NULL;
     if (p->depth >= MAX_NESTING)
         return vfm_fail(VFM_ERR_FORMAT, "%s: pickle: torch.save blobs nested more than %d deep", p->what, MAX_NESTING);
-    Vm vm = {.p = p, .b = bytes, .len = len};
+    Vm vm = {.p = p, .b = bytes, .len = len, .work_left = 16 * (uint64_t)len + (1u << 20)};
     p->depth++;
     vfm_status s = VFM_OK;
     int stop = 0;

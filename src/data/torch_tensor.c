@@ -128,6 +128,53 @@ static vfm_status load_zip(Pickle *p, const uint8_t *bytes, size_t len, PickleVa
     return s;
 }
 
+static int by_storage_key(const void *a, const void *b, void *session) {
+    const Pickle *p = session;
+    return strcmp(pickle_storage_at(p, *(const int64_t *)a)->u.storage.key,
+                  pickle_storage_at(p, *(const int64_t *)b)->u.storage.key);
+}
+
+/* The first of sorted[0..n) whose storage key is key, or n. */
+static int64_t find_key(const Pickle *p, const int64_t *sorted, int64_t n, const char *key) {
+    int64_t lo = 0, hi = n;
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        if (strcmp(pickle_storage_at(p, sorted[mid])->u.storage.key, key) < 0) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < n && strcmp(pickle_storage_at(p, sorted[lo])->u.storage.key, key) == 0 ? lo : n;
+}
+
+/* Gives the storages of the legacy stream (sorted[0..n), by key) the bytes after the key list. */
+static vfm_status legacy_storages(Pickle *p, const PickleValue *keys, const int64_t *sorted, int64_t n,
+                                  const uint8_t *bytes, size_t len, size_t pos) {
+    const char *what = pickle_what(p);
+    for (int64_t k = 0; k < keys->u.seq.n; k++) {
+        const char *key = pickle_str(keys->u.seq.items[k]);
+        if (!key) return vfm_fail(VFM_ERR_FORMAT, "%s: legacy torch.save stream: a storage key is not a string", what);
+        int64_t at = find_key(p, sorted, n, key);
+        if (at == n) return vfm_fail(VFM_ERR_FORMAT, "%s: legacy torch.save stream lists storage '%s' that no tensor uses", what, key);
+        PickleStorage *st = &pickle_storage_at(p, sorted[at])->u.storage;
+        if (len - pos < 8) return vfm_fail(VFM_ERR_FORMAT, "%s: legacy torch.save stream ends before storage '%s'", what, key);
+        int64_t count = 0, nbytes;
+        for (int b = 7; b >= 0; b--) count = (int64_t)((uint64_t)count << 8 | bytes[pos + (size_t)b]);
+        pos += 8;
+        if (count < 0 || !mul_ok(count, torch_dtype_size(st->dtype), &nbytes) || (uint64_t)nbytes > len - pos)
+            return vfm_fail(VFM_ERR_FORMAT, "%s: legacy torch.save stream: storage '%s' of %lld elements is truncated",
+                            what, key, (long long)count);
+        if (count < st->numel)
+            return vfm_fail(VFM_ERR_FORMAT, "%s: legacy storage '%s' has %lld elements, its persistent id says %lld", what,
+                            key, (long long)count, (long long)st->numel);
+        /* every storage object with this key (one per reference) gets the bytes */
+        for (int64_t j = at; j < n && strcmp(pickle_storage_at(p, sorted[j])->u.storage.key, key) == 0; j++) {
+            PickleStorage *o = &pickle_storage_at(p, sorted[j])->u.storage;
+            if (o->dtype == st->dtype && o->numel <= count) o->data = bytes + pos, o->resolved = 1;
+        }
+        pos += (size_t)nbytes;
+    }
+    return VFM_OK;
+}
+
 /* After the magic: protocol, system info, the object, the key list, then each key's storage bytes. */
 static vfm_status load_legacy(Pickle *p, const uint8_t *bytes, size_t len, size_t pos, PickleValue **root) {
     const char *what = pickle_what(p);
@@ -142,36 +189,18 @@ static vfm_status load_legacy(Pickle *p, const uint8_t *bytes, size_t len, size_
     int64_t first = pickle_storage_count(p);
     VFM_TRY(pickle_run(p, bytes + pos, len - pos, &used, root));
     pos += used;
-    int64_t last = pickle_storage_count(p);
+    int64_t n = pickle_storage_count(p) - first;
     PickleValue *keys;
     VFM_TRY(pickle_run(p, bytes + pos, len - pos, &used, &keys));
     pos += used;
     if (keys->kind != PK_LIST) return vfm_fail(VFM_ERR_FORMAT, "%s: legacy torch.save stream: the storage keys are not a list", what);
-    for (int64_t k = 0; k < keys->u.seq.n; k++) {
-        const char *key = pickle_str(keys->u.seq.items[k]);
-        if (!key) return vfm_fail(VFM_ERR_FORMAT, "%s: legacy torch.save stream: a storage key is not a string", what);
-        PickleStorage *st = NULL;
-        for (int64_t j = first; j < last && !st; j++)
-            if (strcmp(pickle_storage_at(p, j)->u.storage.key, key) == 0) st = &pickle_storage_at(p, j)->u.storage;
-        if (!st) return vfm_fail(VFM_ERR_FORMAT, "%s: legacy torch.save stream lists storage '%s' that no tensor uses", what, key);
-        if (len - pos < 8) return vfm_fail(VFM_ERR_FORMAT, "%s: legacy torch.save stream ends before storage '%s'", what, key);
-        int64_t count = 0, nbytes;
-        for (int b = 7; b >= 0; b--) count = (int64_t)((uint64_t)count << 8 | bytes[pos + (size_t)b]);
-        pos += 8;
-        if (count < 0 || !mul_ok(count, torch_dtype_size(st->dtype), &nbytes) || (uint64_t)nbytes > len - pos)
-            return vfm_fail(VFM_ERR_FORMAT, "%s: legacy torch.save stream: storage '%s' of %lld elements is truncated",
-                            what, key, (long long)count);
-        if (count < st->numel)
-            return vfm_fail(VFM_ERR_FORMAT, "%s: legacy storage '%s' has %lld elements, its persistent id says %lld", what,
-                            key, (long long)count, (long long)st->numel);
-        /* every storage object with this key (one per reference) gets the bytes */
-        for (int64_t j = first; j < last; j++) {
-            PickleStorage *o = &pickle_storage_at(p, j)->u.storage;
-            if (strcmp(o->key, key) == 0 && o->dtype == st->dtype && o->numel <= count) o->data = bytes + pos, o->resolved = 1;
-        }
-        pos += (size_t)nbytes;
-    }
-    return VFM_OK;
+    int64_t *sorted = malloc((size_t)n * sizeof *sorted + 1);
+    if (!sorted) return vfm_fail(VFM_ERR_NOMEM, "%s: out of memory", what);
+    for (int64_t k = 0; k < n; k++) sorted[k] = first + k;
+    qsort_r(sorted, (size_t)n, sizeof *sorted, by_storage_key, p);
+    vfm_status s = legacy_storages(p, keys, sorted, n, bytes, len, pos);
+    free(sorted);
+    return s;
 }
 
 vfm_status torch_load_memory(const void *bytes, size_t len, const char *what, Pickle **session, PickleValue **root) {
@@ -227,7 +256,7 @@ vfm_status torch_tensor_from_value(const PickleValue *v, const char *name, Torch
         overflow |= !mul_ok(t->size[d] - 1, t->stride[d], &reach) || __builtin_add_overflow(last, reach, &last);
     }
     int64_t end_bytes;
-    if (overflow || (numel > 0 && (!mul_ok(last + 1, es, &end_bytes) || end_bytes > storage_bytes)))
+    if (overflow || (numel > 0 && (last == INT64_MAX || !mul_ok(last + 1, es, &end_bytes) || end_bytes > storage_bytes)))
         return vfm_fail(VFM_ERR_FORMAT, "%s: the view (offset %lld, %d dimensions) reaches past its storage '%s' of %lld bytes",
                         name, (long long)t->offset, t->ndim, st->key, (long long)storage_bytes);
     if (numel > storage_bytes / es && numel > OVERLAP_MAX_NUMEL) /* more elements than the storage: overlapping */
@@ -292,10 +321,16 @@ void torch_tensor_to_f32(const TorchTensor *t, float *dst) {
 
 /* ---- state dicts ---- */
 
+/* A pickle can reference one dict or tensor from many places (the memo): the walk is bounded so
+ * that a small file cannot ask for unbounded time or memory. */
+#define FLAT_MAX_VISITS ((int64_t)1 << 24)
+
 typedef struct {
     TorchStateDict *sd;
     int64_t cap;
     const char *what;
+    int64_t visits;
+    uint64_t bytes_left; /* tensor bytes still allowed: 4x the file plus 64 MiB (tied weights repeat storages) */
 } Flat;
 
 static vfm_status flat_add(Flat *f, const char *name, const PickleValue *v) {
@@ -314,16 +349,24 @@ static vfm_status flat_add(Flat *f, const char *name, const PickleValue *v) {
     snprintf(where, sizeof where, "%s: tensor '%s'", f->what, name);
     if (!(sd->names[sd->n] = strdup(name))) return vfm_fail(VFM_ERR_NOMEM, "%s: out of memory", f->what);
     vfm_status s = torch_tensor_from_value(v, where, &sd->tensors[sd->n]);
+    uint64_t bytes = s == VFM_OK ? (uint64_t)sd->tensors[sd->n].numel * (uint64_t)torch_dtype_size(sd->tensors[sd->n].dtype) : 0;
+    if (s == VFM_OK && bytes > f->bytes_left) {
+        torch_tensor_free(&sd->tensors[sd->n]);
+        s = vfm_fail(VFM_ERR_FORMAT, "%s: its tensors add up to far more bytes than the file holds", f->what);
+    }
     if (s != VFM_OK) {
         free(sd->names[sd->n]);
         return s;
     }
+    f->bytes_left -= bytes;
     sd->n++;
     return VFM_OK;
 }
 
 static vfm_status flatten(Flat *f, const char *prefix, const PickleValue *v, int depth) {
     if (depth > 64) return vfm_fail(VFM_ERR_FORMAT, "%s: state dict nested more than 64 deep", f->what);
+    if (++f->visits > FLAT_MAX_VISITS) return vfm_fail(VFM_ERR_FORMAT, "%s: more than %lld values in the state dict", f->what,
+                                                       (long long)FLAT_MAX_VISITS);
     if (v->kind == PK_TENSOR) return flat_add(f, prefix, v);
     int64_t n = v->kind == PK_DICT ? v->u.dict.n : (v->kind == PK_LIST || v->kind == PK_TUPLE) ? v->u.seq.n : -1;
     if (n < 0) {
@@ -403,7 +446,7 @@ vfm_status torch_load_state_dict_memory(const void *bytes, size_t len, const cha
     vfm_status s = VFM_OK;
     if (root->kind != PK_DICT)
         s = vfm_fail(VFM_ERR_FORMAT, "%s: holds a %s, not a state dict", what, pickle_kind_name(root->kind));
-    Flat f = {out, 0, what};
+    Flat f = {out, 0, what, 0, 4 * (uint64_t)len + (64u << 20)};
     if (s == VFM_OK) s = flatten(&f, "", root, 0);
     if (s == VFM_OK) s = dedupe(out, what);
     pickle_free(p);

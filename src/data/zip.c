@@ -25,6 +25,7 @@ struct ZipArchive {
     uint64_t len;
     int n;
     ZipEntry *entries;
+    int *by_name; /* entry indices sorted by (name, index): zip_find in log time */
 };
 
 static uint16_t le16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
@@ -40,6 +41,7 @@ void zip_close(ZipArchive *z) {
     if (!z) return;
     for (int i = 0; i < z->n; i++) free((char *)z->entries[i].name);
     free(z->entries);
+    free(z->by_name);
     free(z);
 }
 
@@ -47,9 +49,19 @@ int zip_count(const ZipArchive *z) { return z->n; }
 const ZipEntry *zip_entry(const ZipArchive *z, int i) { return i >= 0 && i < z->n ? &z->entries[i] : NULL; }
 
 int zip_find(const ZipArchive *z, const char *name) {
-    for (int i = 0; i < z->n; i++)
-        if (strcmp(z->entries[i].name, name) == 0) return i;
-    return -1;
+    int lo = 0, hi = z->n; /* the first position whose name is >= name */
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2;
+        if (strcmp(z->entries[z->by_name[mid]].name, name) < 0) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < z->n && strcmp(z->entries[z->by_name[lo]].name, name) == 0 ? z->by_name[lo] : -1;
+}
+
+static int by_name_then_index(const void *a, const void *b, void *entries) {
+    int i = *(const int *)a, j = *(const int *)b;
+    int c = strcmp(((const ZipEntry *)entries)[i].name, ((const ZipEntry *)entries)[j].name);
+    return c ? c : (i > j) - (i < j);
 }
 
 vfm_status zip_read(const ZipArchive *z, int i, const uint8_t **data, uint64_t *size) {
@@ -216,10 +228,14 @@ vfm_status zip_open_memory(ZipArchive **out, const void *bytes, size_t len, cons
         s = read_central(z, &at, cd_offset + cd_size, cd_offset, &z->entries[i]);
         if (z->entries[i].name) z->n = (int)i + 1; /* freed by zip_close, also on error */
     }
+    if (s == VFM_OK && !(z->by_name = malloc((size_t)z->n * sizeof *z->by_name + 1)))
+        s = vfm_fail(VFM_ERR_NOMEM, "%s: out of memory", z->what);
     if (s != VFM_OK) {
         zip_close(z);
         return s;
     }
+    for (int i = 0; i < z->n; i++) z->by_name[i] = i;
+    qsort_r(z->by_name, (size_t)z->n, sizeof *z->by_name, by_name_then_index, z->entries);
     *out = z;
     return VFM_OK;
 }

@@ -379,3 +379,32 @@ TEST(pickle_machine_values_and_errors) {
     CHECK(!pickle_global_allowed("posix", "system") && !pickle_global_allowed("torch", "load") &&
           !pickle_global_allowed("torch._utils", "_rebuild_qtensor"));
 }
+
+TEST(pickle_work_is_bounded_by_its_size) {
+    /* OrderedDict(L) called 100 times on one memoized list of 100k pairs: 10 M copies from 200 KB */
+    enum { PAIRS = 100000, CALLS = 100 };
+    static const char head[] = {(char)0x80, 2, ']', 'q', 0, '(', 'K', 1, 'K', 2, (char)0x86, 'q', 1, '0'};
+    static const char od[] = "ccollections\nOrderedDict\nq\x02" "0";
+    static const char call[] = {'h', 2, 'h', 0, (char)0x85, 'R', '0'};
+    size_t n = 0;
+    char *b = malloc(sizeof head + 2 * PAIRS + sizeof od + sizeof call * CALLS + 8);
+    memcpy(b, head, sizeof head), n += sizeof head;            /* L = [] (memo 0), mark, pair (1, 2) (memo 1) */
+    for (int i = 0; i < PAIRS; i++) b[n++] = 'h', b[n++] = 1;   /* BINGET 1, PAIRS times */
+    b[n++] = 'e';                                               /* APPENDS into L */
+    memcpy(b + n, od, sizeof od - 1), n += sizeof od - 1;       /* OrderedDict (memo 2) */
+    size_t calls_at = n;
+    for (int i = 0; i < CALLS; i++) memcpy(b + n, call, sizeof call), n += sizeof call; /* OrderedDict(L) */
+    b[n++] = 'N', b[n++] = '.';
+    Pickle *p;
+    PickleValue *v;
+    vfm_status s = run(b, n, &v, &p);
+    CHECK_MSG(s == VFM_ERR_FORMAT && strstr(vfm_last_error(), "repeats work"), "%s", s == VFM_OK ? "accepted" : vfm_last_error());
+    pickle_free(p);
+    /* converting the list once is fine */
+    n = calls_at + sizeof call;
+    b[n++] = 'N', b[n++] = '.';
+    s = run(b, n, &v, &p);
+    CHECK_MSG(s == VFM_OK && v->kind == PK_NONE, "%s", vfm_last_error());
+    pickle_free(p);
+    free(b);
+}
