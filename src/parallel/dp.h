@@ -44,7 +44,7 @@
 
 #include "model/params.h"
 #include "parallel/comm.h"
-#include "train/optimizer.h"
+#include "optim/optimizer.h"
 
 typedef struct DpConfig {
     double bucket_size_mb;  /* ddp.bucket_size_mb */
