@@ -218,87 +218,63 @@ static vfm_status ring_backward(const CpAttention *a, const CpChunks *ch, Tensor
 static int heads_per(int Hx, int A) { return Hx >= A ? Hx / A : 1; }
 static int heads_first(int Hx, int A, int d) { return (int)((int64_t)d * Hx / A); }
 
-/* local[rows, Hx, hd] (this rank's chunk, all heads) -> sup[rows·A, per, hd]: heads
- * [first(me), +per) of the A chunks of this rank's super-chunk. */
-static vfm_status heads_to_tokens(const CpAttention *a, const CpChunks *ch, Tensor *sup, const Tensor *local, int Hx,
-                                  int hd) {
-    int A = a->A, per = heads_per(Hx, A);
+/* to_tokens: local[rows, Hx, hd] (this rank's chunk, all heads) -> sup[rows·A, per, hd]: heads
+ * [first(me), +per) of the A chunks of this rank's super-chunk. Otherwise the inverse, sup ->
+ * local (=): a head replicated to several ranks (kv heads < A) comes back from each and the copies
+ * are summed in rank order (gradients). */
+static vfm_status heads_exchange(const CpAttention *a, const CpChunks *ch, Tensor *sup, Tensor *local, int Hx, int hd,
+                                 int to_tokens) {
+    int A = a->A, per = heads_per(Hx, A), n = ch->n_samples;
     int64_t rows = ch->rows, w = (int64_t)per * hd;
     Scratch s = {0};
     Tensor *send = NULL, *recv = NULL;
     vfm_status st = scratch_new(&s, &send, local, A * rows, w, 0);
     if (st == VFM_OK) st = scratch_new(&s, &recv, local, A * rows, w, 0);
     Tensor whole = as2d(local, rows, (int64_t)Hx * hd), sup2 = as2d(sup, rows * A, w);
-    for (int d = 0; d < A && st == VFM_OK; d++) {
+    for (int d = 0; d < A && st == VFM_OK; d++) { /* block d of send goes to all-to-all rank d */
         Tensor blk = block2d(send, d, rows, w);
-        st = op_columns_get(&blk, &whole, (int64_t)heads_first(Hx, A, d) * hd);
+        st = to_tokens ? op_columns_get(&blk, &whole, (int64_t)heads_first(Hx, A, d) * hd)
+                       : cp_take_chunk(&blk, &sup2, ch->cu_padded, n, A, d);
     }
     if (st == VFM_OK) st = comm_all_to_all(a->a2a, send->data, recv->data, rows * w, local->dtype);
-    for (int src = 0; src < A && st == VFM_OK; src++) {
+    if (st == VFM_OK && !to_tokens) st = op_fill(&whole, 0);
+    for (int src = 0; src < A && st == VFM_OK; src++) { /* block src came from all-to-all rank src */
         Tensor blk = block2d(recv, src, rows, w);
-        st = cp_put_chunk(&sup2, &blk, ch->cu_padded, ch->n_samples, A, src);
+        st = to_tokens ? cp_put_chunk(&sup2, &blk, ch->cu_padded, n, A, src)
+                       : op_columns_add(&whole, &blk, (int64_t)heads_first(Hx, A, src) * hd);
     }
     scratch_free(&s);
     return st;
 }
 
-/* The inverse: sup[rows·A, per, hd] -> local[rows, Hx, hd] (=). A head replicated to several
- * ranks (kv heads < A) comes back from each; the copies are summed in rank order (gradients). */
+static vfm_status heads_to_tokens(const CpAttention *a, const CpChunks *ch, Tensor *sup, const Tensor *local, int Hx,
+                                  int hd) {
+    return heads_exchange(a, ch, sup, (Tensor *)local, Hx, hd, 1);
+}
+
 static vfm_status tokens_to_heads(const CpAttention *a, const CpChunks *ch, Tensor *local, const Tensor *sup, int Hx,
                                   int hd) {
-    int A = a->A, per = heads_per(Hx, A);
-    int64_t rows = ch->rows, w = (int64_t)per * hd;
-    Scratch s = {0};
-    Tensor *send = NULL, *recv = NULL;
-    vfm_status st = scratch_new(&s, &send, local, A * rows, w, 0);
-    if (st == VFM_OK) st = scratch_new(&s, &recv, local, A * rows, w, 0);
-    Tensor whole = as2d(local, rows, (int64_t)Hx * hd), sup2 = as2d(sup, rows * A, w);
-    for (int d = 0; d < A && st == VFM_OK; d++) {
-        Tensor blk = block2d(send, d, rows, w);
-        st = cp_take_chunk(&blk, &sup2, ch->cu_padded, ch->n_samples, A, d);
-    }
-    if (st == VFM_OK) st = comm_all_to_all(a->a2a, send->data, recv->data, rows * w, local->dtype);
-    if (st == VFM_OK) st = op_fill(&whole, 0);
-    for (int src = 0; src < A && st == VFM_OK; src++) {
-        Tensor blk = block2d(recv, src, rows, w);
-        st = op_columns_add(&whole, &blk, (int64_t)heads_first(Hx, A, src) * hd);
-    }
-    scratch_free(&s);
-    return st;
+    return heads_exchange(a, ch, (Tensor *)sup, local, Hx, hd, 0);
 }
 
 /* ---- all-gather ------------------------------------------------------------------------------- */
 
-/* whole[rows·P, ...] = every rank's chunk set x[rows, ...] put in place. */
-static vfm_status gather_whole(const CpAttention *a, const CpChunks *ch, Tensor *whole, const Tensor *x) {
+/* to_whole: whole[rows·P, ...] = every rank's chunk set x[rows, ...] (all-gathered) put in place;
+ * otherwise x[rows, ...] (=) = the ordered sum over ranks of chunk cp_rank of their whole. */
+static vfm_status whole_exchange(const CpAttention *a, const CpChunks *ch, Tensor *whole, Tensor *x, int to_whole) {
     int P = a->P;
     int64_t rows = ch->rows, w = tensor_numel(x) / (rows > 0 ? rows : 1);
     Scratch s = {0};
     Tensor *all = NULL;
     vfm_status st = scratch_new(&s, &all, x, P * rows, w, 0);
-    if (st == VFM_OK) st = comm_all_gather(a->cp, x->data, all->data, rows * w, x->dtype);
+    if (st == VFM_OK && to_whole) st = comm_all_gather(a->cp, x->data, all->data, rows * w, x->dtype);
     Tensor whole2 = as2d(whole, rows * P, w);
     for (int p = 0; p < P && st == VFM_OK; p++) {
         Tensor blk = block2d(all, p, rows, w);
-        st = cp_put_chunk(&whole2, &blk, ch->cu_padded, ch->n_samples, P, p);
+        st = to_whole ? cp_put_chunk(&whole2, &blk, ch->cu_padded, ch->n_samples, P, p)
+                      : cp_take_chunk(&blk, &whole2, ch->cu_padded, ch->n_samples, P, p);
     }
-    scratch_free(&s);
-    return st;
-}
-
-/* x[rows, ...] (=) = the ordered sum over ranks of chunk cp_rank of every rank's whole[rows·P, ...]. */
-static vfm_status reduce_scatter_whole(const CpAttention *a, const CpChunks *ch, Tensor *x, const Tensor *whole) {
-    int P = a->P;
-    int64_t rows = ch->rows, w = tensor_numel(x) / (rows > 0 ? rows : 1);
-    Scratch s = {0};
-    Tensor *all = NULL;
-    vfm_status st = scratch_new(&s, &all, x, P * rows, w, 0);
-    Tensor whole2 = as2d(whole, rows * P, w);
-    for (int p = 0; p < P && st == VFM_OK; p++) {
-        Tensor blk = block2d(all, p, rows, w);
-        st = cp_take_chunk(&blk, &whole2, ch->cu_padded, ch->n_samples, P, p);
-    }
-    if (st == VFM_OK) st = comm_reduce_scatter(a->cp, all->data, x->data, rows * w, x->dtype, COMM_SUM_ORDERED);
+    if (st == VFM_OK && !to_whole) st = comm_reduce_scatter(a->cp, all->data, x->data, rows * w, x->dtype, COMM_SUM_ORDERED);
     scratch_free(&s);
     return st;
 }
@@ -312,8 +288,7 @@ static vfm_status check_call(const CpAttention *a, const CpChunks *ch, const Ten
         return vfm_fail(VFM_ERR_SHAPE, "cp_attention: q and k must be [%lld rows, heads, head_dim] (this rank's chunks); "
                         "got %lld and %lld rows", (long long)ch->rows, (long long)q->shape[0], (long long)k->shape[0]);
     if (a->type == CP_COMM_A2A || a->type == CP_COMM_A2A_P2P)
-        VFM_TRY(cp_check_config(a->type == CP_COMM_A2A ? CP_COMM_A2A : CP_COMM_A2A_P2P, a->P, a->A, (int)q->shape[1],
-                                (int)k->shape[1]));
+        VFM_TRY(cp_check_config(a->type, a->P, a->A, (int)q->shape[1], (int)k->shape[1]));
     return VFM_OK;
 }
 
@@ -336,8 +311,8 @@ vfm_status cp_attention_forward(const CpAttention *a, const CpChunks *ch, Tensor
         int64_t W = ch->rows * a->P;
         st = scratch_new(&s, &kw, k, W, k->shape[1], k->shape[2]);
         if (st == VFM_OK) st = scratch_new(&s, &vw, v, W, v->shape[1], v->shape[2]);
-        if (st == VFM_OK) st = gather_whole(a, ch, kw, k);
-        if (st == VFM_OK) st = gather_whole(a, ch, vw, v);
+        if (st == VFM_OK) st = whole_exchange(a, ch, kw, (Tensor *)k, 1);
+        if (st == VFM_OK) st = whole_exchange(a, ch, vw, (Tensor *)v, 1);
         VarlenLayout l = cp_gathered_kv_layout(ch, a->cp_rank);
         if (st == VFM_OK) st = op_attention_forward(o, lse, q, kw, vw, &l);
         scratch_free(&s);
@@ -382,12 +357,12 @@ vfm_status cp_attention_backward(const CpAttention *a, const CpChunks *ch, Tenso
         if (st == VFM_OK) st = scratch_new(&s, &vw, v, W, v->shape[1], v->shape[2]);
         if (st == VFM_OK) st = scratch_new(&s, &dkw, k, W, k->shape[1], k->shape[2]);
         if (st == VFM_OK) st = scratch_new(&s, &dvw, v, W, v->shape[1], v->shape[2]);
-        if (st == VFM_OK) st = gather_whole(a, ch, kw, k);
-        if (st == VFM_OK) st = gather_whole(a, ch, vw, v);
+        if (st == VFM_OK) st = whole_exchange(a, ch, kw, (Tensor *)k, 1);
+        if (st == VFM_OK) st = whole_exchange(a, ch, vw, (Tensor *)v, 1);
         VarlenLayout l = cp_gathered_kv_layout(ch, a->cp_rank);
         if (st == VFM_OK) st = op_attention_backward(dq, dkw, dvw, dout, q, kw, vw, o, lse, &l);
-        if (st == VFM_OK) st = reduce_scatter_whole(a, ch, dk, dkw);
-        if (st == VFM_OK) st = reduce_scatter_whole(a, ch, dv, dvw);
+        if (st == VFM_OK) st = whole_exchange(a, ch, dkw, dk, 0);
+        if (st == VFM_OK) st = whole_exchange(a, ch, dvw, dv, 0);
         scratch_free(&s);
         return st;
     }
