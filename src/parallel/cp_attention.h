@@ -8,8 +8,8 @@
  *              computed so a GPU overlaps the two; P tiles per rank, merged with the exact
  *              log-sum-exp (op_attention_merge). Backward: each tile's op_attention_backward with
  *              the merged o and lse (exact partial gradients); dQ accumulates locally, dK/dV travel
- *              around the ring with their block (fp32 accumulators in f32 runs) and reach their
- *              owner after P hops. Sums run in a fixed order (block j: ranks j, j+1, ...).
+ *              around the ring with their block and reach their owner after P hops (the
+ *              accumulators have the tensors' dtype: a bf16 GPU path should keep them in fp32). Sums run in a fixed order (block j: ranks j, j+1, ...).
  *  a2a         Ulysses: an all-to-all turns [S/P rows, H heads] into [S rows, H/P heads], every
  *              rank runs whole-sequence attention on its heads, and the inverse all-to-all brings
  *              o and lse back. Needs H divisible by P; kv heads (GQA) either divisible by P, or
