@@ -336,6 +336,10 @@ static vfm_status push_global(Vm *vm, const char *module, size_t mlen, const cha
         char m[128], n[128];
         printable(m, sizeof m, module, mlen);
         printable(n, sizeof n, name, nlen);
+        size_t nl = strlen(n);
+        if (strcmp(m, "torch") == 0 && nl > 7 && strcmp(n + nl - 7, "Storage") == 0)
+            return fail(vm, "storage type 'torch.%s' is not read (float32/64, float16, bfloat16, int8/16/32/64, uint8 "
+                        "and bool are)", n);
         return fail(vm, "global '%s.%s' is not allowed: the unpickler rebuilds tensors and state dicts only, and "
                     "never runs anything a pickle names", m, n);
     }

@@ -356,6 +356,7 @@ TEST(pickle_machine_values_and_errors) {
         {PROG("\x80\x02" "cos\nsystem\n."), "global 'os.system' is not allowed"},
         {PROG("\x80\x04\x8c\x0asubprocess\x8c\x05Popen\x93."), "global 'subprocess.Popen' is not allowed"},
         {PROG("\x80\x02" "ctorch\nFloatStorage\n)R."), "never called"},
+        {PROG("\x80\x02" "ctorch\nComplexFloatStorage\n."), "storage type 'torch.ComplexFloatStorage' is not read"},
         {PROG("\x80\x02" "ctorch.storage\n_load_from_bytes\nC\x01x\x85R."), "_load_from_bytes is not allowed here"},
         {PROG("\x80\x02(X\x07\x00\x00\x00storageK\x01tQ."), "persistent id is not"},
         {PROG("\x80\x02" "ccollections\nOrderedDict\n)\x81K\x01K\x02\x86" "b."), "BUILD"},
