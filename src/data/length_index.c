@@ -30,9 +30,10 @@
 #include "data/tar.h"
 
 #define CACHE_MAGIC "VFMLIDX1"
-#define CACHE_VERSION 1u
+#define CACHE_VERSION 2u /* 2: pth / pickle parts are read (version 1 recorded them as unsupported) */
 #define MAX_JSON_BYTES (16u << 20)
 #define MAX_SAFETENSORS_LATENT_BYTES (1u << 30)
+#define MAX_TORCH_PART_BYTES (1u << 30) /* pth / pickle parts are read whole to learn their shape */
 
 /* ---- string pool: blocks that never move, so the pointers stay valid ---- */
 
@@ -189,7 +190,7 @@ static int by_rel(const void *a, const void *b) { return strcmp(((const ShardFil
 typedef struct {
     int64_t sample;
     const char *key, *part;
-    int64_t offset, size;
+    int64_t offset, size, available; /* available < size: the shard ends inside this member */
 } Member;
 
 typedef struct {
@@ -216,6 +217,7 @@ static vfm_status collect_member(void *ctx, const TarScanMember *tm) {
     m->sample = tm->sample_index;
     m->offset = tm->data_offset;
     m->size = tm->size;
+    m->available = tm->available;
     l->n++;
     return VFM_OK;
 }
@@ -318,6 +320,27 @@ static EncodeSkip text_real_rows(int fd, const NpyArray *a, int64_t data_at, int
     return skip;
 }
 
+/* A pth / pickle part read whole and decoded: its shape, and its values (when values is not NULL;
+ * caller frees). */
+static EncodeSkip torch_part_at(int fd, const Member *m, int *ndim, int64_t *shape, float **values, char *reason,
+                                size_t rn) {
+    uint8_t *buf = m->size <= MAX_TORCH_PART_BYTES ? read_part(fd, m) : NULL;
+    if (!buf) {
+        snprintf(reason, rn, "%s: cannot read %lld bytes", m->part, (long long)m->size);
+        return ENC_SKIP_READ;
+    }
+    float *data = NULL;
+    EncodeSkip skip = encode_decode_part(buf, (size_t)m->size, m->part, PART_PTH, &data, ndim, shape, reason, rn);
+    free(buf);
+    if (skip == ENC_SKIP_COUNT) {
+        snprintf(reason, rn, "%s: out of memory", m->part);
+        skip = ENC_SKIP_READ;
+    }
+    if (values && skip == ENC_OK) *values = data;
+    else free(data);
+    return skip;
+}
+
 /* Fills e (status, shape, text) for the sample whose members are m[0..n). */
 static void read_sample(int fd, const Member *m, int n, LengthEntry *e, char **pixel_space, char *reason, size_t rn) {
     const char *names[256];
@@ -326,6 +349,12 @@ static void read_sample(int fd, const Member *m, int n, LengthEntry *e, char **p
     SampleParts sp;
     encode_find_parts(names, k, &sp);
     EncodeSkip skip = encode_check_parts(&sp, names, reason, rn);
+    for (int i = 0; i < n && skip == ENC_OK; i++)
+        if (m[i].available < m[i].size) {
+            snprintf(reason, rn, "the shard ends inside member '%s.%s' (%lld of its %lld bytes): truncated", m[i].key,
+                     m[i].part, (long long)m[i].available, (long long)m[i].size);
+            skip = ENC_SKIP_READ;
+        }
     if (skip == ENC_OK && sp.json >= 0) {
         const Member *j = &m[sp.json];
         uint8_t *buf = j->size <= MAX_JSON_BYTES ? read_part(fd, j) : NULL;
@@ -352,6 +381,8 @@ static void read_sample(int fd, const Member *m, int n, LengthEntry *e, char **p
             skip = npy_header_at(fd, l, &a, &data_at, reason, rn);
             ndim = a.ndim;
             memcpy(shape, a.shape, sizeof a.shape);
+        } else if (sp.latent_format == PART_PTH) {
+            skip = torch_part_at(fd, l, &ndim, shape, NULL, reason, rn);
         } else {
             uint8_t *buf = l->size <= MAX_SAFETENSORS_LATENT_BYTES ? read_part(fd, l) : NULL;
             SafetensorsFile *f = NULL;
@@ -373,7 +404,15 @@ static void read_sample(int fd, const Member *m, int n, LengthEntry *e, char **p
         }
         if (skip == ENC_OK) skip = encode_latent_shape(ndim, shape, e->shape, reason, rn);
     }
-    if (skip == ENC_OK && sp.text >= 0) {
+    if (skip == ENC_OK && sp.text >= 0 && sp.text_format == PART_PICKLE) {
+        int ndim = 0;
+        int64_t shape[VFM_MAX_DIMS];
+        float *text = NULL;
+        skip = torch_part_at(fd, &m[sp.text], &ndim, shape, &text, reason, rn);
+        if (skip == ENC_OK) skip = encode_text_shape(ndim, shape, &e->text_len, &e->text_width, reason, rn);
+        if (skip == ENC_OK) e->text_real = e->text_len > 0 ? encode_text_real_rows(text, e->text_len, e->text_width) : 0;
+        free(text);
+    } else if (skip == ENC_OK && sp.text >= 0) {
         const Member *t = &m[sp.text];
         NpyArray a;
         int64_t data_at;

@@ -121,8 +121,8 @@ static void build_attention(DiT *m, int l, const char *prefix, int fused, int64_
         *v = add_linear(t, NAME("v"), Dkv, kv_in, block_linear(c, std, 0));
     }
     /* QK-norm weights are shared by the heads TP splits: they reduce over TP */
-    *qn = qk_norm ? add_vector(t, INIT_ONE, c->head_dim, REDUCE_TP, NAME("q_norm.weight")) : -1;
-    *kn = qk_norm ? add_vector(t, INIT_ONE, c->head_dim, REDUCE_TP, NAME("k_norm.weight")) : -1;
+    *qn = qk_norm ? add_vector(t, INIT_ONE, c->head_dim, REDUCE_TP_HEADS, NAME("q_norm.weight")) : -1;
+    *kn = qk_norm ? add_vector(t, INIT_ONE, c->head_dim, REDUCE_TP_HEADS, NAME("k_norm.weight")) : -1;
     *proj = add_linear(t, NAME("proj"), D, D, block_linear(c, out_std, 1));
 #undef NAME
 }
@@ -136,22 +136,22 @@ static void build_block(DiT *m, int l) {
     float std = c->init_std, out_std = c->init_std / sqrtf(2.0f * (float)c->layers);
     char name[96];
     b->first_entry = t->count;
-    /* modulation: its weights see every token of a sample, so under SP they reduce over TP */
+    /* modulation: its gradient is a sum over the sample's tokens, so under SP it reduces over TP */
     param_table_set_group(t, DIT_GROUP_ADALN);
     b->ada_down = (DiTLinear){-1, -1, 0, 0};
     if (c->variant == DIT_VARIANT_ADALN_ZERO) {
         snprintf(name, sizeof name, "blocks.%d.adaLN_modulation.1", l);
-        b->ada_up = add_linear(t, name, nD, D, zeros(1, REDUCE_TP));
+        b->ada_up = add_linear(t, name, nD, D, zeros(1, REDUCE_TP_SP));
     } else if (f->adaln_full) {
         snprintf(name, sizeof name, "blocks.%d.adaln.linear", l);
-        b->ada_up = add_linear(t, name, nD, D, zeros(0, REDUCE_TP));
+        b->ada_up = add_linear(t, name, nD, D, zeros(0, REDUCE_TP_SP));
     } else {
-        LinearSpec down = torch_default(D, REDUCE_TP);
+        LinearSpec down = torch_default(D, REDUCE_TP_SP);
         down.bias = 0;
         snprintf(name, sizeof name, "blocks.%d.adaln.linear_1", l);
         b->ada_down = add_linear(t, name, R, D, down);
         snprintf(name, sizeof name, "blocks.%d.adaln.linear_2", l);
-        b->ada_up = add_linear(t, name, nD, R, zeros(0, REDUCE_TP));
+        b->ada_up = add_linear(t, name, nD, R, zeros(0, REDUCE_TP_SP));
     }
     param_table_set_group(t, DIT_GROUP_SELF_ATTN);
     build_attention(m, l, c->variant == DIT_VARIANT_ADALN_ZERO ? "attn" : "self_attn", f->fused_qkv, D, c->kv_heads,
@@ -180,7 +180,7 @@ static void build_final_layer(DiT *m) {
     m->final_ada = (DiTLinear){-1, -1, 0, 0};
     if (c->f.final_adaln) {
         m->final_out = add_linear(t, "final_layer.linear", out, D, zeros(1, 0));
-        m->final_ada = add_linear(t, "final_layer.adaLN_modulation.1", 2 * D, D, zeros(1, REDUCE_TP));
+        m->final_ada = add_linear(t, "final_layer.adaLN_modulation.1", 2 * D, D, zeros(1, REDUCE_TP_SP));
     } else {
         m->final_out = add_linear(t, "final_linear", out, D, torch_default(D, 0));
     }

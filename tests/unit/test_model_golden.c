@@ -13,7 +13,7 @@
 #include "golden.h"
 #include "model/dit.h"
 #include "test.h"
-#include "train/optimizer.h"
+#include "optim/optimizer.h"
 
 /* The DiTConfig the twin wrote (DiTConfig.c_ints in reference/model_torch.py). */
 static int config_from_golden(const Golden *g, DiTConfig *c) {
