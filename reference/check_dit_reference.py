@@ -4,7 +4,8 @@ which the user fetches: it is not part of vfm). Not run by CI; docs/models.md re
   1. builds the reference's DiT (models.py) in the paper's setting for a given size, gives every
      parameter random non-zero values (zero-initialised gates would hide most of the model), and
      saves its state dict as safetensors (pos_embed included, as the reference keeps it);
-  2. `vfm import` of that file; `vfm export --input-size N` of the imported run;
+  2. `vfm import` of that file (and of the same state dict torch.save'd: the same checkpoint bytes);
+     `vfm export --input-size N` of the imported run;
   3. the reference loads vfm's export with load_state_dict(strict=True); every tensor equals the
      original bit for bit, and pos_embed agrees with the reference's own buffer;
   4. on a fixed input (a random latent, two timesteps, a class label and the null class), the
@@ -94,6 +95,14 @@ def main():
             run_dir = os.path.join(tmp, "run")
             run([args.vfm, "import", "--from", src, "--variant", "adaln-zero", "--out", run_dir])
             run([args.vfm, "export", "--checkpoint", run_dir, "--to", out, "--input-size", str(N)])
+            pt = os.path.join(tmp, "reference.pt")  # torch.save, as the reference's released weights
+            torch.save(sd, pt)
+            run([args.vfm, "import", "--from", pt, "--variant", "adaln-zero", "--out", os.path.join(tmp, "run_pt")])
+            same_pt = open(os.path.join(run_dir, "iter_0000000", "model.safetensors"), "rb").read() == open(
+                os.path.join(tmp, "run_pt", "iter_0000000", "model.safetensors"), "rb").read()
+            print(f"vfm import of the torch.save file gives the same checkpoint bytes: {same_pt}")
+            if not same_pt:
+                sys.exit("FAIL: .pt and .safetensors imports differ")
         exported = load_file(out)
         fresh = models.DiT(input_size=N, patch_size=p, in_channels=C, hidden_size=D, depth=depth, num_heads=heads,
                            class_dropout_prob=0.1, num_classes=classes, learn_sigma=learn_sigma)

@@ -1,8 +1,9 @@
 #!/bin/sh
 # Weights in and out of the DiT reference's world (docs/models.md): an adaln-zero checkpoint exported
 # with the reference's pos_embed, imported back into a new run bit for bit (and exported again to the
-# same bytes), sampled and fine-tuned from; the refusals (pos_embed of a dfm model, a .pt file, an
-# existing run); and docs/models.md's preset table is what `vfm model presets --markdown` prints.
+# same bytes), sampled and fine-tuned from; torch.save state dicts (plain, and a training checkpoint
+# through --prefix); the refusals (pos_embed of a dfm model, an existing run, a size without a head
+# count); and docs/models.md's preset table is what `vfm model presets --markdown` prints.
 cd "$(dirname "$0")/../.." || exit 1
 . tests/e2e/common.inc
 T=$(mktemp -d /tmp/vfm_e2e_interop.XXXXXX)
@@ -33,9 +34,27 @@ check "export --input-size of a dfm checkpoint exits 2 naming the variant" \
     sh -c "test $rc = 2 && grep -q 'only model.variant=adaln-zero' $T/dfm_export.log"
 $VFM export --checkpoint $T/dfm --to $T/dfm.safetensors > /dev/null 2>&1
 check "plain export copies the checkpoint's file" cmp -s $T/dfm/iter_0000001/model.safetensors $T/dfm.safetensors
-$VFM import --from $T/dit.pt --variant adaln-zero --out $T/pt > $T/pt.log 2>&1
+# torch.save state dicts (reference/make_model_fixtures.py): a tiny DiT with learned sigma and pos_embed
+PT=tests/fixtures/models
+$VFM import --from $PT/dit_tiny.pt --variant adaln-zero --out $T/pt > $T/pt.log 2>&1
 rc=$?
-check "import of a .pt file exits 2 (not yet)" sh -c "test $rc = 2 && grep -q 'only .safetensors' $T/pt.log"
+check "a .pt of a size no preset has asks for the head count (exit 2)" \
+    sh -c "test $rc = 2 && grep -q 'model.num_attention_heads=H' $T/pt.log"
+$VFM import --from $PT/dit_tiny.pt --variant adaln-zero --out $T/pt model.num_attention_heads=2 > $T/pt.log 2>&1
+check "a torch.save state dict imports (learned sigma, 3 classes, pos_embed skipped)" \
+    sh -c "grep -q 'imported 21 tensors.*pos_embed skipped' $T/pt.log && grep -q 'learn_sigma: true' $T/pt/iter_0000000/meta.json"
+$VFM export --checkpoint $T/pt --to $T/pt.safetensors --input-size 8 > /dev/null 2>&1
+$VFM import --from $T/pt.safetensors --variant adaln-zero --out $T/pt2 model.num_attention_heads=2 > /dev/null 2>&1
+check "its safetensors export imports to the same weights" \
+    cmp -s $T/pt/iter_0000000/model.safetensors $T/pt2/iter_0000000/model.safetensors
+$VFM import --from $PT/dit_tiny_train_ckpt.pt --prefix ema --variant adaln-zero --out $T/pt3 \
+    model.num_attention_heads=2 > /dev/null 2>&1
+check "--prefix ema takes a training checkpoint's EMA weights" \
+    cmp -s $T/pt/iter_0000000/model.safetensors $T/pt3/iter_0000000/model.safetensors
+$VFM import --from $PT/dit_tiny_train_ckpt.pt --variant adaln-zero --out $T/pt4 > $T/pt4.log 2>&1
+rc=$?
+check "without --prefix a nested checkpoint is refused (exit 2), naming the prefix" \
+    sh -c "test $rc = 2 && grep -q 'pass --prefix model' $T/pt4.log"
 $VFM import --from $T/dit.safetensors --variant adaln-zero --out $T/run > $T/again.log 2>&1
 rc=$?
 check "import into a run with checkpoints exits 2" test $rc = 2
