@@ -16,10 +16,10 @@ static const char *const DIT_PAPER[] = {"model.variant=adaln-zero", "model.in_ch
                                         "model.num_classes=1000", "model.learn_sigma=true"};
 enum { N_DIT_PAPER = 5 };
 
-static int64_t count_group(const ParamTable *t, int group, int trainable_only) {
+static int64_t count_group(const ParamTable *t, int group) {
     int64_t n = 0;
     for (int i = 0; i < t->count; i++)
-        if (t->entries[i].group == group && (!trainable_only || t->entries[i].trainable)) n += t->entries[i].numel;
+        if (t->entries[i].group == group) n += t->entries[i].numel;
     return n;
 }
 
@@ -45,7 +45,7 @@ static void print_info(const Config *cfg, const DiTConfig *c, const ParamTable *
     printf("parameters: %lld (%.1f M), trainable %lld (%.1f M)\n", (long long)t->total, t->total / 1e6,
            (long long)trainable, trainable / 1e6);
     for (int g = 0; g < DIT_N_GROUPS; g++) {
-        int64_t n = count_group(t, g, 0);
+        int64_t n = count_group(t, g);
         if (n) printf("  %-30s %14lld  (%5.2f%%)\n", dit_group_name(g), (long long)n, 100.0 * n / (double)t->total);
     }
     int32_t cu_q[2] = {0, seq}, cu_t[2] = {0, f->cross_attn ? text : 0};
