@@ -180,33 +180,29 @@ static int parse_range(const char *e, size_t n, StrList *out, vfm_status *s) {
 
 /* A comma sequence: 1 and *out filled when expr has a top-level comma, 0 when not, -1 on error. */
 static int parse_sequence(const char *e, size_t n, StrList *out, vfm_status *s) {
-    size_t start = 0, pos = 0;
+    StrList items = {0};
+    size_t start = 0;
     int depth = 0, commas = 0;
-    for (pos = 0; pos < n; pos++) {
+    *s = VFM_OK;
+    for (size_t pos = 0; *s == VFM_OK && pos < n; pos++) {
         if (e[pos] == '\\') {
             pos++;
-            continue;
-        }
-        if (e[pos] == '{') depth++;
-        else if (e[pos] == '}') depth--;
-        else if (e[pos] == ',' && depth == 0) commas++;
-    }
-    if (depth != 0 || commas == 0) return 0;
-    depth = 0;
-    for (pos = 0; pos < n; pos++) {
-        if (e[pos] == '\\') {
-            pos++;
-            continue;
-        }
-        if (e[pos] == '{') depth++;
-        else if (e[pos] == '}') depth--;
-        else if (e[pos] == ',' && depth == 0) {
-            if ((*s = parse_pattern(e + start, pos - start, out)) != VFM_OK) return -1;
+        } else if (e[pos] == '{') {
+            depth++;
+        } else if (e[pos] == '}') {
+            depth--;
+        } else if (e[pos] == ',' && depth == 0) {
+            commas++;
+            *s = parse_pattern(e + start, pos - start, &items);
             start = pos + 1;
         }
     }
-    if ((*s = parse_pattern(e + start, n - start, out)) != VFM_OK) return -1;
-    return 1;
+    int r = *s != VFM_OK ? -1 : depth != 0 || commas == 0 ? 0 : 1;
+    if (r == 1 && (*s = parse_pattern(e + start, n - start, &items)) != VFM_OK) r = -1;
+    for (int64_t i = 0; r == 1 && i < items.n; i++)
+        if ((*s = strlist_add(out, items.items[i], -1)) != VFM_OK) r = -1;
+    strlist_free(&items);
+    return r;
 }
 
 /* Appends the expansion of p[0..n) to out. */

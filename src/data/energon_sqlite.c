@@ -124,8 +124,7 @@ static int by_key(const void *a, const void *b) {
     return c ? c : (x->shard > y->shard) - (x->shard < y->shard);
 }
 
-/* VFM_ERR_FORMAT when a key appears twice in the dataset. */
-static vfm_status check_unique_keys(const EnergonShardRows *shards, int n) {
+vfm_status energon_check_unique_keys(const EnergonShardRows *shards, int n) {
     int64_t total = 0;
     for (int i = 0; i < n; i++) total += shards[i].n_samples;
     KeyRef *refs = malloc((size_t)(total ? total : 1) * sizeof *refs);
@@ -191,7 +190,7 @@ static vfm_status insert_rows(sqlite3 *db, const char *path, const EnergonShardR
 }
 
 vfm_status energon_sqlite_write(const char *path, const EnergonShardRows *shards, int n) {
-    VFM_TRY(check_unique_keys(shards, n));
+    VFM_TRY(energon_check_unique_keys(shards, n));
     char tmp[1200];
     snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
     unlink(tmp);

@@ -30,6 +30,9 @@ typedef struct EnergonShardRows {
 vfm_status energon_shard_rows_scan(EnergonShardRows *rows, const char *path, const char *rel);
 void energon_shard_rows_free(EnergonShardRows *rows);
 
+/* VFM_ERR_FORMAT naming the key and its two shards when a sample key appears twice in shards[n]. */
+vfm_status energon_check_unique_keys(const EnergonShardRows *shards, int n);
+
 /* Writes the index for shards[n] (tar_file_id = position) to path, through a temporary file and a
  * rename. A sample key that appears twice is VFM_ERR_FORMAT naming it and its shards (Energon
  * requires unique keys). */

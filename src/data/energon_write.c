@@ -323,6 +323,7 @@ vfm_status energon_write_index(const char *root, const char *const *rel_in, int 
         counts[i] = rows[i].n_samples;
         report->n_samples += rows[i].n_samples;
     }
+    if (s == VFM_OK) s = energon_check_unique_keys(rows, n);
     char meta[1200];
     snprintf(meta, sizeof meta, "%s/%s", root, ENERGON_META_DIR);
     if (s == VFM_OK) s = mkdir_p(meta);

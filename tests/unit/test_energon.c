@@ -169,6 +169,19 @@ static int same_lists(const StrList *a, const StrList *b, const char *what) {
     return same;
 }
 
+/* The split source of path yields energon_read.json[key], in order; returns the sample count. */
+static int64_t check_split(const char *path, const char *split, const char *key) {
+    PackSource *src = split_source(path, split, NULL);
+    if (!src) return 0;
+    StrList got = pass_of(src), want = energon_list(key);
+    same_lists(&got, &want, key);
+    int64_t n = want.n;
+    strlist_free(&got);
+    strlist_free(&want);
+    pack_source_destroy(src);
+    return n;
+}
+
 /* ---- brace patterns and YAML, against Python ---- */
 
 static void check_expand(const char *pattern, const char *const *want) {
@@ -396,46 +409,25 @@ TEST(energon_data_index_refuses_what_energon_cannot_index) {
     CHECK_MSG(strstr(err, "sample key 'same1' appears twice (in a.tar and b.tar)"), "stderr: %s", err);
     free(out);
     free(err);
-    snprintf(meta, sizeof meta, "%s/.nv-meta/.info.json", dir);
-    CHECK(!path_exists(meta));
+    snprintf(meta, sizeof meta, "%s/.nv-meta", dir);
+    CHECK(!path_exists(meta)); /* nothing written */
 }
 
 /* ---- reading Energon datasets ---- */
 
 TEST(energon_prepared_splits_read_as_energon_reads_them) {
     const char *dir = fixture_copy("energon/prepared", 0);
-    static const char *const splits[] = {"train", "val", "test"};
-    for (int i = 0; i < 3; i++) {
-        PackSource *src = split_source(dir, splits[i], NULL);
-        REQUIRE(src);
-        StrList got = pass_of(src), want;
-        char key[64];
-        snprintf(key, sizeof key, "prepared/%s", splits[i]);
-        want = energon_list(key);
-        same_lists(&got, &want, key);
-        strlist_free(&got);
-        strlist_free(&want);
-        pack_source_destroy(src);
-    }
+    CHECK(check_split(dir, "train", "prepared/train") == 9);
+    CHECK(check_split(dir, "val", "prepared/val") == 3);
+    CHECK(check_split(dir, "test", "prepared/test") == 3);
 }
 
 TEST(energon_reads_vfm_indexed_splits_as_vfm_does) {
     /* Energon read vfm_indexed/ (metadata written by vfm data index); vfm's split sources agree */
     const char *dir = fixture_copy("energon/vfm_indexed", 0);
-    static const char *const splits[] = {"train", "val", "test"};
-    for (int i = 0; i < 3; i++) {
-        PackSource *src = split_source(dir, splits[i], NULL);
-        REQUIRE(src);
-        StrList got = pass_of(src), want;
-        char key[64];
-        snprintf(key, sizeof key, "vfm_indexed/%s", splits[i]);
-        want = energon_list(key);
-        CHECK(want.n >= 3);
-        same_lists(&got, &want, key);
-        strlist_free(&got);
-        strlist_free(&want);
-        pack_source_destroy(src);
-    }
+    CHECK(check_split(dir, "train", "vfm_indexed/train") == 15);
+    CHECK(check_split(dir, "val", "vfm_indexed/val") == 3);
+    CHECK(check_split(dir, "test", "vfm_indexed/test") == 3);
 }
 
 TEST(energon_split_config_excludes_and_subsets_as_energon) {
@@ -451,28 +443,11 @@ TEST(energon_split_config_excludes_and_subsets_as_energon) {
                        "  train: {path: prepared, split_config: split_excl.yaml}\n"
                        "  val: {path: prepared, split_config: split_excl.yaml}\n";
     REQUIRE_OK(write_file_atomic(yaml, text, strlen(text)));
-    static const char *const splits[] = {"train", "val"};
-    for (int i = 0; i < 2; i++) {
-        PackSource *src = split_source(yaml, splits[i], NULL);
-        REQUIRE(src);
-        StrList got = pass_of(src), want;
-        char key[80];
-        snprintf(key, sizeof key, "prepared:split_excl.yaml/%s", splits[i]);
-        want = energon_list(key);
-        same_lists(&got, &want, key);
-        strlist_free(&got);
-        strlist_free(&want);
-        pack_source_destroy(src);
-    }
+    CHECK(check_split(yaml, "train", "prepared:split_excl.yaml/train") == 7);
+    CHECK(check_split(yaml, "val", "prepared:split_excl.yaml/val") == 3);
     /* the fixture's meta.yaml: val concatenates two datasets with subset ranges, as Energon does */
     snprintf(yaml, sizeof yaml, "%s/meta.yaml", root);
-    PackSource *src = split_source(yaml, "val", NULL);
-    REQUIRE(src);
-    StrList got = pass_of(src), want = energon_list("meta.yaml/val");
-    same_lists(&got, &want, "meta.yaml/val");
-    strlist_free(&got);
-    strlist_free(&want);
-    pack_source_destroy(src);
+    CHECK(check_split(yaml, "val", "meta.yaml/val") == 10);
 }
 
 TEST(energon_training_source_reads_the_configured_split) {
