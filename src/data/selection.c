@@ -7,6 +7,7 @@
 
 #include "core/log.h"
 #include "data/energon_meta.h"
+#include "data/energon_write.h"
 
 void selection_free(Selection *sel) {
     if (!sel) return;
@@ -31,6 +32,10 @@ int selection_dataset_of(const Selection *sel, int64_t id, int64_t *local) {
 static const LengthIndex *g_sort_index; /* for by_rel (selection_open runs in one thread) */
 static int by_rel(const void *a, const void *b) {
     return strcmp(g_sort_index->shards[*(const int *)a].rel, g_sort_index->shards[*(const int *)b].rel);
+}
+
+static int by_components(const void *a, const void *b) {
+    return energon_path_cmp(g_sort_index->shards[*(const int *)a].rel, g_sort_index->shards[*(const int *)b].rel);
 }
 
 /* The shard of li named rel (sorted[] holds li's shard numbers ordered by rel), or -1. */
@@ -112,7 +117,11 @@ static vfm_status leaf_entries(const Selection *sel, SelLeaf *leaf, const Datase
                          leaf->split, ds->root,
                          strcmp(leaf->split, "val") ? "" : ", or validate on the train split "
                                                            "(dataset.use_train_split_for_val=true)");
+        /* all shards in the order Energon gives them tar_file_ids, so writing a 1,0,0 split.yaml later
+         * (vfm data index) changes nothing */
         for (int i = 0; s == VFM_OK && i < li->n_shards; i++) shards[n_shards++] = i;
+        g_sort_index = li;
+        qsort(shards, (size_t)n_shards, sizeof *shards, by_components);
     }
     int64_t total = 0;
     for (int i = 0; s == VFM_OK && i < n_shards; i++) total += li->shards[shards[i]].count;

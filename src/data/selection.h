@@ -1,7 +1,8 @@
 /* The samples one split of `dataset.path` holds: the path resolved into leaf datasets
  * (metadataset.h), each dataset directory's length index opened once, and per leaf the list of
  * its length-index entries as Energon orders them: the split's shards in split-file order (all
- * shards, sorted, when the dataset has no split file: then only the "train" split exists), a
+ * shards, sorted by path components as Energon sorts them, when the dataset has no split file:
+ * then only the "train" split exists), a
  * subset range cut from that index space, then excluded samples dropped. What the config makes of
  * the entries (usable or skipped) is the loader's business. */
 #ifndef VFM_DATA_SELECTION_H

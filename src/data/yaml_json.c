@@ -266,7 +266,7 @@ static vfm_status scalar_node(Reader *r, yaml_event_t *ev, json_t **out) {
 static vfm_status sequence_node(Reader *r, yaml_event_t *start, int depth, json_t **out) {
     json_t *arr = json_array();
     if (!arr) return vfm_fail(VFM_ERR_NOMEM, "out of memory reading YAML");
-    vfm_status s = keep_anchor(r, start->data.sequence_start.anchor, arr);
+    vfm_status s = VFM_OK;
     while (s == VFM_OK) {
         yaml_event_t ev;
         if ((s = next_event(r, &ev)) != VFM_OK) break;
@@ -279,6 +279,8 @@ static vfm_status sequence_node(Reader *r, yaml_event_t *start, int depth, json_
         yaml_event_delete(&ev);
         if (s == VFM_OK && json_array_append_new(arr, item) != 0) s = vfm_fail(VFM_ERR_NOMEM, "out of memory reading YAML");
     }
+    /* the anchor is known once the node is complete: an alias inside it is an error, never a cycle */
+    if (s == VFM_OK) s = keep_anchor(r, start->data.sequence_start.anchor, arr);
     if (s != VFM_OK) json_decref(arr);
     else *out = arr;
     return s;
@@ -298,7 +300,7 @@ static vfm_status key_text(Reader *r, json_t *key, int line, char *buf, size_t c
 static vfm_status mapping_node(Reader *r, yaml_event_t *start, int depth, json_t **out) {
     json_t *obj = json_object();
     if (!obj) return vfm_fail(VFM_ERR_NOMEM, "out of memory reading YAML");
-    vfm_status s = keep_anchor(r, start->data.mapping_start.anchor, obj);
+    vfm_status s = VFM_OK;
     while (s == VFM_OK) {
         yaml_event_t ev;
         if ((s = next_event(r, &ev)) != VFM_OK) break;
@@ -321,6 +323,7 @@ static vfm_status mapping_node(Reader *r, yaml_event_t *start, int depth, json_t
         json_decref(key);
         json_decref(value);
     }
+    if (s == VFM_OK) s = keep_anchor(r, start->data.mapping_start.anchor, obj);
     if (s != VFM_OK) json_decref(obj);
     else *out = obj;
     return s;

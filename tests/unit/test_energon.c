@@ -598,3 +598,44 @@ TEST(energon_mock_val_split_is_another_stream) {
     pack_source_destroy(test);
     config_free(cfg);
 }
+
+TEST(energon_legacy_info_yaml_and_split_json_are_read) {
+    const char *dir = fixture_copy("energon/vfm_indexed", 0);
+    char path[1400], text_path[1400];
+    /* the legacy .info.yaml instead of .info.json, and split.json instead of split.yaml */
+    snprintf(path, sizeof path, "%s/.nv-meta/.info.json", dir);
+    unlink(path);
+    snprintf(path, sizeof path, "%s/.nv-meta/.info.yaml", dir);
+    const char *info = "energon_version: 7.0.0\nshard_counts:\n  s/x.tar: 2\n  s-0.tar: 2\n  s-000.tar: 3\n"
+                       "  s-001.tar: 3\n  s-002.tar: 2\n  s-003.tar: 3\n  t/000.tar: 3\n  t/001.tar: 3\n";
+    REQUIRE_OK(write_file_atomic(path, info, strlen(info)));
+    snprintf(text_path, sizeof text_path, "%s/.nv-meta/split.yaml", dir);
+    unlink(text_path);
+    snprintf(text_path, sizeof text_path, "%s/.nv-meta/split.json", dir);
+    const char *split = "{\"split_parts\": {\"train\": [\"s-00{0..1}.tar\"], \"val\": [\"t/{000,001}.tar\"]},"
+                        " \"exclude\": [\"t/001.tar/v0119\"]}";
+    REQUIRE_OK(write_file_atomic(text_path, split, strlen(split)));
+    EnergonMeta *m;
+    REQUIRE_OK(energon_meta_read(&m, dir, NULL, NULL));
+    CHECK(m->has_info && !strcmp(m->info_file, ".info.yaml") && m->n_info == 8 && !strcmp(m->energon_version, "7.0.0"));
+    CHECK(m->has_split && !strcmp(m->split_file, "split.json") && m->n_parts == 2);
+    energon_meta_free(m);
+    PackSource *src = split_source(dir, "val", NULL);
+    REQUIRE(src);
+    StrList got = pass_of(src);
+    CHECK_MSG(got.n == 5 && !strcmp(got.items[0], "t/000.tar:v0115") && !strcmp(got.items[4], "t/001.tar:v0120"),
+              "%lld samples", (long long)got.n);
+    strlist_free(&got);
+    pack_source_destroy(src);
+    /* vfm data index keeps the legacy file in step, keys sorted as yaml.dump sorts them */
+    CHECK(data_index(dir, NULL, NULL, NULL) == 0);
+    char *text = NULL;
+    size_t n = 0;
+    REQUIRE(read_file_all(path, &text, &n) == VFM_OK);
+    CHECK_MSG(!strcmp(text, "energon_version: 7.4.1\nshard_counts:\n  s-0.tar: 2\n  s-000.tar: 3\n  s-001.tar: 3\n"
+                            "  s-002.tar: 2\n  s-003.tar: 3\n  s/x.tar: 2\n  t/000.tar: 3\n  t/001.tar: 3\n"),
+              ".info.yaml:\n%s", text);
+    free(text);
+    snprintf(path, sizeof path, "%s/.nv-meta/split.yaml", dir);
+    CHECK(!path_exists(path)); /* split.json is the split file: kept */
+}
