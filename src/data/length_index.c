@@ -25,6 +25,8 @@
 #include "core/hash.h"
 #include "core/log.h"
 #include "data/encode.h"
+#include "data/energon_meta.h"
+#include "data/energon_sqlite.h"
 #include "data/npy.h"
 #include "data/safetensors.h"
 #include "data/tar.h"
@@ -424,7 +426,33 @@ static void read_sample(int fd, const Member *m, int n, LengthEntry *e, char **p
     e->status = skip;
 }
 
-static void read_shard(const char *root, ShardRecord *rec) {
+/* Where a shard's members may be found without reading its tar headers: Energon's index.sqlite
+ * (tar_file_id from .info.json). */
+typedef struct {
+    char sqlite_path[1200];
+    const EnergonMeta *info; /* NULL when the dataset has no .nv-meta/index.sqlite */
+} MemberSource;
+
+/* The shard's members from index.sqlite when it lists this shard and agrees with the shard's
+ * .tar.idx, else from its tar headers. */
+static vfm_status collect_members(const MemberSource *ms, const char *rel, const char *path, const TarShard *sh,
+                                  MemberList *ml, int64_t *n_samples) {
+    int id = ms->info ? energon_shard_id(ms->info, rel) : -1;
+    if (id >= 0) {
+        int64_t n_idx;
+        const uint64_t *idx = tar_shard_index(sh, &n_idx);
+        if (energon_sqlite_scan(ms->sqlite_path, id, idx, n_idx, collect_member, ml) == VFM_OK) {
+            *n_samples = n_idx - 1;
+            return VFM_OK;
+        }
+        log_info("length index: %s: %s; reading the shard's headers instead", rel, vfm_last_error());
+        vfm_clear_error();
+        ml->n = 0;
+    }
+    return tar_scan(path, collect_member, ml, n_samples, NULL);
+}
+
+static void read_shard(const char *root, const MemberSource *ms, ShardRecord *rec) {
     char path[2200];
     snprintf(path, sizeof path, "%s/%s", root, rec->rel);
     TarShard *sh = NULL;
@@ -434,8 +462,8 @@ static void read_shard(const char *root, ShardRecord *rec) {
     /* opening writes the shard's .tar.idx when it has none (the loader and Energon use it) */
     vfm_status s = tar_shard_open(&sh, path);
     int64_t expect = s == VFM_OK ? tar_shard_num_samples(sh) : 0;
+    if (s == VFM_OK) s = collect_members(ms, rec->rel, path, sh, &ml, &n_samples);
     tar_shard_close(sh);
-    if (s == VFM_OK) s = tar_scan(path, collect_member, &ml, &n_samples, NULL);
     if (s == VFM_OK && n_samples != expect)
         s = vfm_fail(VFM_ERR_FORMAT, "%s: its .tar.idx lists %lld samples, the shard holds %lld", path,
                      (long long)expect, (long long)n_samples);
@@ -656,6 +684,7 @@ static void read_cache(const char *path, ShardRecord **out, int *n_out) {
 
 typedef struct {
     const char *root;
+    const MemberSource *ms;
     ShardRecord *recs;
     int n;
     int next;
@@ -671,7 +700,7 @@ static void *read_worker(void *arg) {
         job->next = i + 1;
         pthread_mutex_unlock(&job->mu);
         if (i >= job->n) break;
-        read_shard(job->root, &job->recs[i]);
+        read_shard(job->root, job->ms, &job->recs[i]);
     }
     return NULL;
 }
@@ -729,7 +758,12 @@ vfm_status length_index_open(LengthIndex **out, const char *root, int force_rebu
 
     if (to_read > 0) {
         log_info("length index: reading %d of %d shards under %s", to_read, n, root);
-        ReadJob job = {root, recs, n, 0, PTHREAD_MUTEX_INITIALIZER};
+        MemberSource ms = {{0}, NULL};
+        EnergonMeta *info = NULL;
+        snprintf(ms.sqlite_path, sizeof ms.sqlite_path, "%s/%s/index.sqlite", root, ENERGON_META_DIR);
+        if (path_exists(ms.sqlite_path) && energon_meta_read_info(&info, root) == VFM_OK && info->has_info) ms.info = info;
+        vfm_clear_error();
+        ReadJob job = {root, &ms, recs, n, 0, PTHREAD_MUTEX_INITIALIZER};
         int nt = threads < 1 ? 1 : threads > to_read ? to_read : threads;
         pthread_t tid[64];
         if (nt > 64) nt = 64;
@@ -738,6 +772,7 @@ vfm_status length_index_open(LengthIndex **out, const char *root, int force_rebu
             if (pthread_create(&tid[started], NULL, read_worker, &job) == 0) started++;
         read_worker(&job);
         for (int t = 0; t < started; t++) pthread_join(tid[t], NULL);
+        energon_meta_free(info);
     }
     li->shards_read = to_read;
 
