@@ -311,7 +311,8 @@ static vfm_status run(Ctx *c, PrepareMediaResult *res) {
     const PrepareMediaOptions *o = c->o;
     const double start = time_now();
     VFM_TRY(check_options(o, c->what));
-    VFM_TRY(buckets_parse(o->buckets ? o->buckets : BUCKETS_DEFAULT, o->factor, "--buckets", &c->buckets));
+    vfm_status bs = buckets_parse(o->buckets ? o->buckets : BUCKETS_DEFAULT, o->factor, "--buckets", &c->buckets);
+    if (bs != VFM_OK) return vfm_fail_context(bs, "%s", c->what);
     c->map = pixel_latent_map_default();
     c->map.factor = o->factor;
     char ps[512];

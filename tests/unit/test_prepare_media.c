@@ -427,7 +427,7 @@ TEST(prepare_media_cli_summary_and_errors) {
     } cases[] = {
         {{"prepare", "images", in, "--out", out}, 5, 1, "already holds a dataset; pass --force"},
         {{"prepare", "images", in, "--out", out, "--factor", "0"}, 7, 2, "vfm prepare images: --factor 0: want 1..16"},
-        {{"prepare", "images", in, "--out", out, "--buckets", "32"}, 7, 2, "--buckets: bucket '32': want HxW"},
+        {{"prepare", "images", in, "--out", out, "--buckets", "32"}, 7, 2, "vfm prepare images: --buckets: bucket '32': want HxW"},
         {{"prepare", "images", in, "extra", "--out", out}, 6, 2, "vfm prepare images: unexpected argument 'extra'"},
         {{"prepare", "images", in, "--out", out, "--text-npy", "--d-text", "4"}, 8, 2, "with --text-npy the width is NAME.npy's"},
         {{"prepare", "videos", in, "--out", out, "--fps", "0"}, 7, 2, "vfm prepare videos: --fps 0: want a number in (0, 1000]"},
