@@ -126,7 +126,7 @@ vfm_status generate_latents(DiT *model, const GenerateOptions *opt, const Genera
         Tensor cu_t = TI32(g.pack.cu_text, B + 1), cu_tp = TI32(g.pack.cu_text_padded, B + 1);
         g.in = (DiTInputs){&g.net_in, &g.c_noise, &g.fps, &g.text, &g.tok2sample, &g.pos,
                            (VarlenLayout){B, cu_q, cu_qp, cu_q, cu_qp, max_q, max_q},
-                           (VarlenLayout){B, cu_q, cu_qp, cu_t, cu_tp, max_q, max_kv}};
+                           (VarlenLayout){B, cu_q, cu_qp, cu_t, cu_tp, max_q, max_kv}, NULL};
         st = dit_reserve(model, S_all, g.pack.n_text, B);
     }
     /* initial noise: each sample's own, in its canonical latent layout, then patchified */

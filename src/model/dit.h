@@ -84,6 +84,9 @@ typedef struct DiTInputs {
     const Tensor *pos;        /* [S, 3] i32 (t, h, w) token grid position */
     VarlenLayout self_layout; /* tokens vs tokens */
     VarlenLayout cross_layout;/* tokens vs text rows */
+    /* [B] i32 class label per sample for class-conditional variants (model.num_classes is the
+     * null class: dropped or unlabelled); NULL when the model takes no class. */
+    const Tensor *class_labels;
 } DiTInputs;
 
 /* out[S, out_dim] = F(x; c_noise, fps, text). Keeps the activations for dit_backward. */
