@@ -1,9 +1,9 @@
 #!/bin/sh
 # vfm prepare images|videos end to end, on inputs made here with Debian's ffmpeg: 200 captioned
-# pictures of five sizes (PNG and JPEG) and 3 short videos (H.264 in MP4, MPEG-4 in MKV, VP9 in
-# WebM) become pixel-space shards that `vfm data inspect` describes with the right shapes, that
-# train a few steps of the tiny demo model, and that sample (an MP4 beside the GIF for the video
-# run). A broken picture stops `prepare images` naming it and leaves nothing behind.
+# pictures of five sizes (PNG and JPEG) and 3 short videos (H.264 in MP4 with a 90-degree rotation,
+# MPEG-4 in MKV, VP9 in WebM) become pixel-space shards that `vfm data inspect` describes with the
+# right shapes, that train a few steps of the tiny demo model, and that sample (an MP4 beside the
+# GIF for the video run). A broken picture stops `prepare images` naming it and leaves nothing behind.
 cd "$(dirname "$0")/../.." || exit 1
 . tests/e2e/common.inc
 if ! command -v ffmpeg >/dev/null 2>&1 || ! command -v ffprobe >/dev/null 2>&1; then
@@ -53,16 +53,17 @@ check "sample a picture" sh -c "test -f $T/img_samples/sample_000.png && test -f
 
 # ---- videos ----
 mkdir -p $T/vids
-$FF -f lavfi -i testsrc2=size=64x48:rate=24 -t 1 -pix_fmt yuv420p -c:v libx264 $T/vids/a.mp4
+$FF -f lavfi -i testsrc2=size=64x48:rate=24 -t 1 -pix_fmt yuv420p -c:v libx264 $T/a.mp4
+$FF -i $T/a.mp4 -c copy -metadata:s:v:0 rotate=90 $T/vids/a.mp4   # shown turned: 48 wide, 64 high
 $FF -f lavfi -i testsrc=size=48x64:rate=10 -t 1 -c:v mpeg4 $T/vids/b.mkv
 $FF -f lavfi -i mandelbrot=size=40x40:rate=30 -t 0.5 -c:v libvpx-vp9 -deadline realtime $T/vids/c.webm
 for v in a b c; do echo "a moving test pattern $v" > $T/vids/$v.txt; done
 check "ffmpeg made 3 short videos" test "$(ls $T/vids/*.mp4 $T/vids/*.mkv $T/vids/*.webm | wc -l)" = 3
 $VFM prepare videos $T/vids --out $T/vid --buckets 32x32,32x48,48x32 --fps 8 --frames 6 > $T/vid.log 2>&1
-check "prepare videos: 16 frames at 8 fps (6 + 6 + 4 of a half-second clip)" \
-    grep -q "^prepared 3 samples (3 videos, 16 frames at 8 fps; buckets 32x32: 1, 32x48: 1, 48x32: 1) in 1 shard" $T/vid.log
+check "prepare videos: 16 frames at 8 fps (6 + 6 + 4 of a half-second clip), the turned clip upright" \
+    grep -q "^prepared 3 samples (3 videos, 16 frames at 8 fps; buckets 32x32: 1, 48x32: 2) in 1 shard" $T/vid.log
 $VFM data inspect $T/vid --config configs/demo.yaml > $T/vid_inspect.log 2>&1
-check "inspect: video latent shapes" sh -c "grep -q '    latent.npy  3 samples  npy  float32  shapes \[3,4,16,16\] x1, \[3,6,16,24\] x1, \[3,6,24,16\] x1' $T/vid_inspect.log"
+check "inspect: video latent shapes" sh -c "grep -q '    latent.npy  3 samples  npy  float32  shapes \[3,6,24,16\] x2, \[3,4,16,16\] x1' $T/vid_inspect.log"
 $VFM train $TRAIN dataset.path=$T/vid checkpoint.save=$T/vid_run > $T/vid_train.log 2>&1
 check "train on the videos (3 steps)" test -f $T/vid_run/iter_0000003/DONE
 $VFM sample --checkpoint $T/vid_run --out $T/vid_samples --prompt "a moving test pattern" --steps 3 --threads 1 > $T/vid_sample.log 2>&1
