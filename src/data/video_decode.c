@@ -6,16 +6,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <libavcodec/avcodec.h>
-#include <libavformat/avformat.h>
-#include <libavutil/display.h>
-#include <libavutil/pixdesc.h>
-#include <libswscale/swscale.h>
-
 #include "data/av_util.h"
 #include "data/image_decode.h"
 
 struct VideoReader {
+    const AvApi *A;
     char path[1024];
     AVFormatContext *fmt;
     AVCodecContext *dec;
@@ -40,21 +35,22 @@ static vfm_status av_fail(const VideoReader *r, int err, const char *what) {
 
 void video_close(VideoReader *r) {
     if (!r) return;
-    av_frame_free(&r->cur);
-    av_frame_free(&r->next);
-    av_packet_free(&r->pkt);
-    avcodec_free_context(&r->dec);
-    avformat_close_input(&r->fmt);
-    sws_freeContext(r->sws);
+    const AvApi *A = r->A;
+    A->av_frame_free(&r->cur);
+    A->av_frame_free(&r->next);
+    A->av_packet_free(&r->pkt);
+    A->avcodec_free_context(&r->dec);
+    A->avformat_close_input(&r->fmt);
+    A->sws_freeContext(r->sws);
     pixel_image_free(&r->rgb);
     free(r);
 }
 
 /* Clockwise degrees a viewer turns the frames by (from the stream's display matrix). */
-static int stream_rotation(const AVStream *st) {
-    const uint8_t *m = av_stream_get_side_data(st, AV_PKT_DATA_DISPLAYMATRIX, NULL);
+static int stream_rotation(const AvApi *A, const AVStream *st) {
+    const uint8_t *m = A->av_stream_get_side_data(st, AV_PKT_DATA_DISPLAYMATRIX, NULL);
     if (!m) return 0;
-    double ccw = av_display_rotation_get((const int32_t *)(const void *)m);
+    double ccw = A->av_display_rotation_get((const int32_t *)(const void *)m);
     if (isnan(ccw)) return 0;
     int cw = (int)lrint(-ccw);
     cw = ((cw % 360) + 360) % 360;
@@ -64,25 +60,28 @@ static int stream_rotation(const AVStream *st) {
 vfm_status video_open(VideoReader **out, const char *path, VideoInfo *info) {
     *out = NULL;
     memset(info, 0, sizeof *info);
-    av_util_init();
+    const AvApi *A = av_api();
+    if (!A) return vfm_fail_context(VFM_ERR_UNSUPPORTED, "%s", path);
     av_util_clear();
     VideoReader *r = calloc(1, sizeof *r);
     if (!r) return vfm_fail(VFM_ERR_NOMEM, "%s: out of memory", path);
+    r->A = A;
     snprintf(r->path, sizeof r->path, "%s", path);
     r->converted = -1;
-    int err = avformat_open_input(&r->fmt, path, NULL, NULL);
+    int err = A->avformat_open_input(&r->fmt, path, NULL, NULL);
     vfm_status s = VFM_OK;
     if (err < 0) {
-        s = err == AVERROR(ENOENT) || err == AVERROR(EACCES) ? vfm_fail(VFM_ERR_IO, "%s: cannot open: %s", path, av_err2str(err))
+        char text[512];
+        s = err == AVERROR(ENOENT) || err == AVERROR(EACCES) ? vfm_fail(VFM_ERR_IO, "%s: cannot open: %s", path, av_util_error(err, text, sizeof text))
                                                               : av_fail(r, err, "not a readable video");
         goto fail;
     }
-    if ((err = avformat_find_stream_info(r->fmt, NULL)) < 0) {
+    if ((err = A->avformat_find_stream_info(r->fmt, NULL)) < 0) {
         s = av_fail(r, err, "cannot read the stream information");
         goto fail;
     }
     const AVCodec *codec = NULL;
-    int si = av_find_best_stream(r->fmt, AVMEDIA_TYPE_VIDEO, -1, -1, &codec, 0);
+    int si = A->av_find_best_stream(r->fmt, AVMEDIA_TYPE_VIDEO, -1, -1, &codec, 0);
     if (si < 0) {
         s = si == AVERROR_DECODER_NOT_FOUND ? vfm_fail(VFM_ERR_FORMAT, "%s: no decoder for its video stream", path)
                                             : vfm_fail(VFM_ERR_FORMAT, "%s: holds no video stream", path);
@@ -91,16 +90,16 @@ vfm_status video_open(VideoReader **out, const char *path, VideoInfo *info) {
     for (unsigned i = 0; i < r->fmt->nb_streams; i++)
         r->fmt->streams[i]->discard = (int)i == si ? AVDISCARD_DEFAULT : AVDISCARD_ALL;
     AVStream *st = r->fmt->streams[si];
-    r->dec = avcodec_alloc_context3(codec);
-    r->pkt = av_packet_alloc();
-    r->cur = av_frame_alloc();
-    r->next = av_frame_alloc();
+    r->dec = A->avcodec_alloc_context3(codec);
+    r->pkt = A->av_packet_alloc();
+    r->cur = A->av_frame_alloc();
+    r->next = A->av_frame_alloc();
     if (!r->dec || !r->pkt || !r->cur || !r->next) {
         s = vfm_fail(VFM_ERR_NOMEM, "%s: out of memory", path);
         goto fail;
     }
-    if ((err = avcodec_parameters_to_context(r->dec, st->codecpar)) < 0 || (r->dec->thread_count = 1, 0) ||
-        (err = avcodec_open2(r->dec, codec, NULL)) < 0) {
+    if ((err = A->avcodec_parameters_to_context(r->dec, st->codecpar)) < 0 || (r->dec->thread_count = 1, 0) ||
+        (err = A->avcodec_open2(r->dec, codec, NULL)) < 0) {
         s = av_fail(r, err, "cannot open the decoder");
         goto fail;
     }
@@ -109,9 +108,9 @@ vfm_status video_open(VideoReader **out, const char *path, VideoInfo *info) {
     info->fps = fr.num > 0 && fr.den > 0 ? av_q2d(fr) : 0;
     r->frame_dur = info->fps > 0 ? 1.0 / info->fps : 0;
     info->duration = r->fmt->duration > 0 ? r->fmt->duration / (double)AV_TIME_BASE : 0;
-    AVRational sar = av_guess_sample_aspect_ratio(r->fmt, st, NULL);
+    AVRational sar = A->av_guess_sample_aspect_ratio(r->fmt, st, NULL);
     info->pixel_aspect = sar.num > 0 && sar.den > 0 ? av_q2d(sar) : 1.0;
-    r->rotation = info->rotation = stream_rotation(st);
+    r->rotation = info->rotation = stream_rotation(A, st);
     int w = st->codecpar->width, h = st->codecpar->height;
     if (w < 1 || h < 1) {
         s = vfm_fail(VFM_ERR_FORMAT, "%s: the video stream has no frame size", path);
@@ -133,8 +132,9 @@ fail:
 
 /* Decodes the next frame into r->next (have_next); sets eof at the end. */
 static vfm_status decode_next(VideoReader *r) {
+    const AvApi *A = r->A;
     for (;;) {
-        int err = avcodec_receive_frame(r->dec, r->next);
+        int err = A->avcodec_receive_frame(r->dec, r->next);
         if (err == 0) {
             int64_t ts = r->next->best_effort_timestamp;
             double t = ts != AV_NOPTS_VALUE ? ts * r->time_base
@@ -160,19 +160,19 @@ static vfm_status decode_next(VideoReader *r) {
             r->eof = 1;
             return VFM_OK;
         }
-        err = av_read_frame(r->fmt, r->pkt);
+        err = A->av_read_frame(r->fmt, r->pkt);
         if (err == AVERROR_EOF) {
-            avcodec_send_packet(r->dec, NULL);
+            A->avcodec_send_packet(r->dec, NULL);
             r->sent_flush = 1;
             continue;
         }
         if (err < 0) return av_fail(r, err, "cannot read");
         if (r->fmt->streams[r->pkt->stream_index]->discard == AVDISCARD_ALL) {
-            av_packet_unref(r->pkt);
+            A->av_packet_unref(r->pkt);
             continue;
         }
-        err = avcodec_send_packet(r->dec, r->pkt);
-        av_packet_unref(r->pkt);
+        err = A->avcodec_send_packet(r->dec, r->pkt);
+        A->av_packet_unref(r->pkt);
         if (err < 0 && err != AVERROR(EAGAIN)) {
             char what[64];
             snprintf(what, sizeof what, "cannot decode frame %lld", (long long)r->decoded);
@@ -183,10 +183,11 @@ static vfm_status decode_next(VideoReader *r) {
 
 /* cur := next. */
 static void advance(VideoReader *r) {
+    const AvApi *A = r->A;
     AVFrame *t = r->cur;
     r->cur = r->next;
     r->next = t;
-    av_frame_unref(r->next);
+    A->av_frame_unref(r->next);
     r->cur_t = r->next_t;
     r->cur_index = r->decoded - 1;
     r->have_cur = 1;
@@ -194,15 +195,16 @@ static void advance(VideoReader *r) {
 }
 
 static vfm_status convert(VideoReader *r) {
+    const AvApi *A = r->A;
     if (r->converted == r->cur_index) return VFM_OK;
     AVFrame *f = r->cur;
-    const AVPixFmtDescriptor *d = av_pix_fmt_desc_get(f->format);
+    const AVPixFmtDescriptor *d = A->av_pix_fmt_desc_get(f->format);
     const int deep = d && d->comp[0].depth > 8;
     if (r->rgb.width != f->width || r->rgb.height != f->height || r->rgb.depth != (deep ? 16 : 8)) {
         pixel_image_free(&r->rgb);
         VFM_TRY(pixel_image_alloc(&r->rgb, f->width, f->height, deep ? 16 : 8));
     }
-    r->sws = sws_getCachedContext(r->sws, f->width, f->height, f->format, f->width, f->height,
+    r->sws = A->sws_getCachedContext(r->sws, f->width, f->height, f->format, f->width, f->height,
                                   deep ? AV_PIX_FMT_RGB48 : AV_PIX_FMT_RGB24,
                                   SWS_BICUBIC | SWS_ACCURATE_RND | SWS_FULL_CHR_H_INT | SWS_FULL_CHR_H_INP, NULL, NULL, NULL);
     if (!r->sws) return vfm_fail(VFM_ERR_FORMAT, "%s: cannot convert pixel format %s to RGB", r->path, d ? d->name : "?");
@@ -213,11 +215,11 @@ static vfm_status convert(VideoReader *r) {
                                                 : SWS_CS_ITU601;
     int full = f->color_range == AVCOL_RANGE_JPEG || f->format == AV_PIX_FMT_YUVJ420P || f->format == AV_PIX_FMT_YUVJ422P ||
                f->format == AV_PIX_FMT_YUVJ444P;
-    sws_setColorspaceDetails(r->sws, sws_getCoefficients(cs), full, sws_getCoefficients(SWS_CS_DEFAULT), 1, 0, 1 << 16,
+    A->sws_setColorspaceDetails(r->sws, A->sws_getCoefficients(cs), full, A->sws_getCoefficients(SWS_CS_DEFAULT), 1, 0, 1 << 16,
                              1 << 16);
     uint8_t *dst[4] = {r->rgb.data, NULL, NULL, NULL};
     int dst_stride[4] = {(int)r->rgb.stride, 0, 0, 0};
-    if (sws_scale(r->sws, (const uint8_t *const *)f->data, f->linesize, 0, f->height, dst, dst_stride) != f->height)
+    if (A->sws_scale(r->sws, (const uint8_t *const *)f->data, f->linesize, 0, f->height, dst, dst_stride) != f->height)
         return vfm_fail(VFM_ERR_FORMAT, "%s: frame %lld: conversion to RGB failed", r->path, (long long)r->cur_index);
     if (r->rotation) VFM_TRY(pixel_image_orient(&r->rgb, r->rotation == 90 ? 6 : r->rotation == 180 ? 3 : 8));
     r->converted = r->cur_index;

@@ -1,5 +1,5 @@
-/* Reading video files through Debian's FFmpeg libraries (libavformat demuxes, libavcodec decodes,
- * libswscale converts to RGB), resampled in time to a target frame rate: output frame k is the
+/* Reading video files through Debian's FFmpeg libraries (loaded at run time, av_util.h: libavformat
+ * demuxes, libavcodec decodes, libswscale converts to RGB), resampled in time to a target frame rate: output frame k is the
  * source frame on screen at t = k / fps after the first frame (the last one whose timestamp is at
  * or before t), so a faster source drops frames and a slower one repeats them. The clip ends with
  * the last source frame's display time. Frames come out as interleaved RGB, 8-bit (16-bit for

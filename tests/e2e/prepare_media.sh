@@ -74,6 +74,9 @@ frames=$(tr -d ' \n' < $T/vid_samples/samples.json | sed -nE 's/.*"shape":\[3,([
 check "the MP4 is H.264 at the data's 8 fps with every frame ($probe; T=$frames)" \
     sh -c "echo '$probe' | grep -Eq '^h264,8/1,$frames\$'"
 
+check "vfm loads FFmpeg at run time (not linked: the GPU bundle stays small)" \
+    sh -c "! ldd $VFM | grep -q libavcodec && $VFM version | grep -q '^video: FFmpeg (libavformat.so.'"
+
 # ---- a broken picture: named, nothing left behind ----
 head -c 300 $T/pics/png/wide_001.png > $T/pics/png/wide_002.png
 $VFM prepare images $T/pics --out $T/broken --buckets 32x32 > $T/broken.log 2>&1
