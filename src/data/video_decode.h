@@ -1,10 +1,11 @@
-/* Reading video files through Debian's FFmpeg libraries (loaded at run time, av_util.h: libavformat
- * demuxes, libavcodec decodes, libswscale converts to RGB), resampled in time to a target frame rate: output frame k is the
- * source frame on screen at t = k / fps after the first frame (the last one whose timestamp is at
- * or before t), so a faster source drops frames and a slower one repeats them. The clip ends with
- * the last source frame's display time. Frames come out as interleaved RGB, 8-bit (16-bit for
- * sources of more than 8 bits), in the stream's colour matrix and range (BT.601 when unspecified),
- * turned upright when the stream has a rotation (display matrix) of a multiple of 90 degrees. */
+/* Reading video files through Debian's FFmpeg libraries (loaded at run time, av_util.h:
+ * libavformat demuxes, libavcodec decodes, libswscale converts to RGB), resampled in time to a
+ * target frame rate: output frame k is the source frame on screen at t = k / fps after the first
+ * frame (the last one whose timestamp is at or before t), so a faster source drops frames and a
+ * slower one repeats them. The clip ends with the last source frame's display time. Frames come
+ * out as interleaved RGB, 8-bit (16-bit for sources of more than 8 bits), in the stream's colour
+ * matrix and range (BT.601 when unspecified), turned upright when the stream has a rotation
+ * (display matrix) of a multiple of 90 degrees. */
 #ifndef VFM_DATA_VIDEO_DECODE_H
 #define VFM_DATA_VIDEO_DECODE_H
 

@@ -1,8 +1,9 @@
-/* MP4 files for people to watch, through Debian's FFmpeg libraries (loaded at run time, av_util.h):
- * H.264 from libx264 (Debian's FFmpeg has it; CRF 18, preset medium, yuv420p, one thread so the bytes are reproducible) and
- * MPEG-4 part 2 (FFmpeg's own encoder, qscale 2) when libx264 is missing. BT.601 limited range,
- * tagged as such. A frame of odd width or height is padded to even by repeating its last column or
- * row (4:2:0 needs even sides). Written to "<path>.tmp", fsynced and renamed over <path>. */
+/* MP4 files for people to watch, through Debian's FFmpeg libraries (loaded at run time,
+ * av_util.h): H.264 from libx264 (Debian's FFmpeg has it; CRF 18, preset medium, yuv420p, one
+ * thread so the bytes are reproducible) and MPEG-4 part 2 (FFmpeg's own encoder, qscale 2) when
+ * libx264 is missing. BT.601 limited range, tagged as such. A frame of odd width or height is
+ * padded to even by repeating its last column or row (4:2:0 needs even sides). Written to
+ * "<path>.tmp", fsynced and renamed over <path>. */
 #ifndef VFM_DATA_VIDEO_ENCODE_H
 #define VFM_DATA_VIDEO_ENCODE_H
 
