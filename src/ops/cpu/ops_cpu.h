@@ -36,6 +36,8 @@ CPU_DECL(attention_forward, (Tensor *o, Tensor *lse, const Tensor *q, const Tens
 CPU_DECL(attention_backward, (Tensor *dq, Tensor *dk, Tensor *dv, const Tensor *dout, const Tensor *q,
                               const Tensor *k, const Tensor *v, const Tensor *o, const Tensor *lse,
                               const VarlenLayout *layout))
+CPU_DECL(attention_merge, (Tensor *o, Tensor *lse, const Tensor *o_part, const Tensor *lse_part,
+                           const VarlenLayout *layout))
 CPU_DECL(timestep_embedding_forward, (Tensor *out, const Tensor *t, int flip_sin_to_cos, float shift,
                                       float max_period))
 CPU_DECL(timestep_embedding_backward, (Tensor *dt, const Tensor *dout, const Tensor *t, int flip_sin_to_cos,
