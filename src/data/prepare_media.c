@@ -118,7 +118,7 @@ static vfm_status make_json(const Ctx *c, int64_t n, const char *rel, const Medi
     json_t *j = json_object();
     if (caption) json_object_set_new(j, "caption", json_string(caption));
     json_object_set_new(j, "fps", c->kind == MEDIA_VIDEOS ? json_real(c->o->fps) : json_integer(IMAGE_FPS));
-    json_object_set(j, "pixel_space", c->pixel_space);
+    json_object_set_new(j, "pixel_space", json_deep_copy(c->pixel_space)); /* workers share no json value */
     json_object_set_new(j, "source", json_string(rel));
     json_object_set_new(j, "source_size", json_pack("[i,i]", src_h, src_w));
     json_object_set_new(j, "bucket", json_string(bucket));

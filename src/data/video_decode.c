@@ -98,8 +98,10 @@ vfm_status video_open(VideoReader **out, const char *path, VideoInfo *info) {
         s = vfm_fail(VFM_ERR_NOMEM, "%s: out of memory", path);
         goto fail;
     }
-    if ((err = A->avcodec_parameters_to_context(r->dec, st->codecpar)) < 0 || (r->dec->thread_count = 1, 0) ||
-        (err = A->avcodec_open2(r->dec, codec, NULL)) < 0) {
+    err = A->avcodec_parameters_to_context(r->dec, st->codecpar);
+    r->dec->thread_count = 1; /* files are decoded in parallel, one thread each */
+    if (err >= 0) err = A->avcodec_open2(r->dec, codec, NULL);
+    if (err < 0) {
         s = av_fail(r, err, "cannot open the decoder");
         goto fail;
     }
