@@ -1,6 +1,6 @@
 #!/bin/sh
 # vfm prepare images|videos end to end, on inputs made here with Debian's ffmpeg: 200 captioned
-# pictures of five sizes (PNG and JPEG) and 3 short videos (H.264 in MP4 with a 90-degree rotation,
+# PNG pictures of five sizes and 3 short videos (H.264 in MP4 with a 90-degree rotation,
 # MPEG-4 in MKV, VP9 in WebM) become pixel-space shards that `vfm data inspect` describes with the
 # right shapes, that train a few steps of the tiny demo model, and that sample (an MP4 beside the
 # GIF for the video run). A broken picture stops `prepare images` naming it and leaves nothing behind.
@@ -17,20 +17,20 @@ FF="ffmpeg -hide_banner -loglevel error -nostdin"
 TRAIN="--config configs/demo.yaml train.train_iters=3 checkpoint.save_interval=3 train.threads=1 logger.level=warn
        dataset.task_encoder_seq_length=512 dataset.num_workers=1"
 
-# ---- pictures: 5 sizes x 40, each with a caption (every tenth in a .json with a class) ----
-mkdir -p $T/pics/png $T/pics/jpg
+# ---- pictures: 5 sizes x 40 PNGs, each with a caption (every tenth in a .json with a class) ----
+mkdir -p $T/pics/png $T/pics/more
 $FF -f lavfi -i testsrc2=size=64x48:rate=1 -frames:v 40 $T/pics/png/wide_%03d.png
 $FF -f lavfi -i testsrc2=size=48x64:rate=1 -frames:v 40 $T/pics/png/tall_%03d.png
 $FF -f lavfi -i testsrc2=size=40x40:rate=1 -frames:v 40 $T/pics/png/square_%03d.png
-$FF -f lavfi -i testsrc=size=100x30:rate=1 -frames:v 40 $T/pics/jpg/strip_%03d.jpg
-$FF -f lavfi -i testsrc=size=30x90:rate=1 -frames:v 40 $T/pics/jpg/column_%03d.jpg
+$FF -f lavfi -i testsrc=size=100x30:rate=1 -frames:v 40 $T/pics/more/strip_%03d.png
+$FF -f lavfi -i testsrc=size=30x90:rate=1 -frames:v 40 $T/pics/more/column_%03d.png
 i=0
-for f in $T/pics/png/*.png $T/pics/jpg/*.jpg; do
+for f in $T/pics/png/*.png $T/pics/more/*.png; do
     i=$((i + 1))
     if [ $((i % 10)) = 0 ]; then echo "{\"caption\": \"test pattern $i\", \"class\": $((i % 4))}" > "${f%.*}.json"
     else echo "a test pattern, picture $i" > "${f%.*}.txt"; fi
 done
-check "ffmpeg made 200 captioned pictures" test "$(ls $T/pics/png/*.png $T/pics/jpg/*.jpg | wc -l)" = 200
+check "ffmpeg made 200 captioned PNGs of 5 sizes" test "$(ls $T/pics/png/*.png $T/pics/more/*.png | wc -l)" = 200
 
 $VFM prepare images $T/pics --out $T/img --buckets 32x32,32x48,48x32 --samples-per-shard 64 > $T/img.log 2> $T/img.err
 check "prepare images: 200 samples in 4 shards, buckets by aspect" \
