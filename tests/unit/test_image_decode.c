@@ -244,3 +244,52 @@ TEST(image_decode_refuses_damaged_files_naming_them) {
     free(rgb);
     rgb_image_free(&img);
 }
+
+/* Corrupted pictures (bytes flipped, cut, inserted at seeded random places) either decode or fail
+ * with VFM_ERR_FORMAT; never crash, never leave a half image. 600 of each format. */
+TEST(image_decode_survives_corrupted_files) {
+    RgbImage img;
+    REQUIRE_OK(rgb_image_alloc(&img, 24, 20));
+    for (int i = 0; i < 24 * 20 * 3; i++) img.pixels[i] = (uint8_t)(i * 13);
+    char png_path[1200], jpg_path[1200];
+    tmp_path(png_path, sizeof png_path, "m.png");
+    tmp_path(jpg_path, sizeof jpg_path, "m.jpg");
+    REQUIRE_OK(png_write_rgb(png_path, &img));
+    REQUIRE(fixture_write_jpeg(jpg_path, 24, 20, 3, img.pixels, 80, 6) == 0);
+    const char *paths[2] = {png_path, jpg_path};
+    for (int f = 0; f < 2; f++) {
+        size_t n;
+        uint8_t *orig = slurp(paths[f], &n), *buf = malloc(n + 64);
+        int ok = 0, refused = 0, other = 0;
+        for (int trial = 0; trial < 600; trial++) {
+            float u[6];
+            test_fill_uniform_f32(u, 6, (uint64_t)(trial * 2 + f), 0.0f, 1.0f);
+            memcpy(buf, orig, n);
+            size_t len = n, at = (size_t)(u[0] * (float)n) % n;
+            switch (trial % 3) {
+            case 0: buf[at] ^= (uint8_t)(1 + u[1] * 254); buf[(size_t)(u[2] * (float)n) % n] ^= 0x80; break;
+            case 1: len = at; break; /* cut */
+            default: /* insert junk */
+                memmove(buf + at + 8, buf + at, n - at);
+                for (int k = 0; k < 8; k++) buf[at + k] = (uint8_t)(u[3 + k % 3] * 255);
+                len = n + 8;
+            }
+            PixelImage out;
+            ImageInfo info;
+            vfm_status s = image_probe(buf, len, "m", &info);
+            if (s == VFM_OK) s = image_decode(buf, len, "m", trial % 2 ? 2 : 1, &out);
+            if (s == VFM_OK) {
+                ok += out.data != NULL && out.width > 0;
+                pixel_image_free(&out);
+            } else if (s == VFM_ERR_FORMAT) {
+                refused++;
+            } else {
+                other++;
+            }
+        }
+        CHECK_MSG(other == 0 && ok + refused == 600 && refused > 100, "%s: %d decoded, %d refused, %d other", paths[f], ok, refused, other);
+        free(orig);
+        free(buf);
+    }
+    rgb_image_free(&img);
+}
