@@ -7,7 +7,7 @@ CC       ?= gcc
 BUILD    ?= build
 CFLAGS   ?= -O2
 CFLAGS   += -std=c11 -Wall -Wextra -Werror -Wno-format-truncation -fopenmp -ffp-contract=off -D_GNU_SOURCE -Isrc -MMD -MP
-LDLIBS   += -lopenblas -lyaml -ljansson -lm -lpthread
+LDLIBS   += -lopenblas -lyaml -ljansson -lsqlite3 -lm -lpthread
 # pictures (libpng, libjpeg) for vfm prepare images; FFmpeg (video) is loaded at run time (dlopen)
 LDLIBS   += -lpng16 -ljpeg -ldl
 LDFLAGS  += -fopenmp

@@ -11,18 +11,21 @@
 #include "core/timer.h"
 #include "core/fileutil.h"
 #include "data/encode.h"
+#include "data/energon_meta.h"
+#include "data/energon_write.h"
 #include "data/inspect.h"
 #include "data/length_index.h"
 #include "data/loader.h"
 #include "data/plan.h"
 #include "data/source.h"
 
-static const char *const k_data_usage = "data index PATH [--threads N]\n"
+static const char *const k_data_usage = "data index PATH [--split T,V,S] [--force] [--threads N]\n"
                                         "       vfm data inspect PATH [--config FILE] [--quick] [--all] [a.b.c=value ...]\n"
                                         "       vfm data bench PATH [--seconds N] [--config FILE] [a.b.c=value ...]";
 static const char *const k_data_about =
     "index:   reads every shard (*.tar) under PATH and writes the length index PATH/.vfm/length_index.bin\n"
-    "         (and each shard's Energon .tar.idx); lists the samples that cannot be read.\n"
+    "         and the Energon metadata energon prepare writes (.tar.idx, .nv-meta/: .info.json, index.sqlite,\n"
+    "         index.uuid, split.yaml by the --split ratio, dataset.yaml); lists the samples that cannot be read.\n"
     "inspect: shards and samples per shard, the split, every part's format, dtypes and shapes, every problem\n"
     "         (shard:key: reason), latent shapes, text lengths and a histogram of tokens against the pack\n"
     "         budget, under the model and dataset keys of the config.\n"
@@ -78,16 +81,23 @@ static const char *origin_text(int origin) {
 /* ---- index ---- */
 
 static int data_index(int argc, char **argv) {
-    ArgFlag flags[] = {{"--threads", "N", "shards read in parallel (default 4)", NULL, 0}};
-    int nflags = 1, help;
+    ArgFlag flags[] = {{"--threads", "N", "shards read in parallel (default 4)", NULL, 0},
+                       {"--split", "T,V,S", "train,val,test shard ratio for .nv-meta/split.yaml, e.g. 8,1,1", NULL, 0},
+                       {"--force", NULL, "replace an existing split.yaml (split.json) and dataset.yaml", NULL, 0}};
+    int nflags = 3, help;
     ArgList pos;
     vfm_status s = args_parse("data index", argc, argv, flags, nflags, &pos, &help);
     if (s != VFM_OK) return cli_report(s);
     if (help) {
-        args_print_help("data index PATH [--threads N]",
+        args_print_help("data index PATH [--split T,V,S] [--force] [--threads N]",
                         "Reads every shard (*.tar) under PATH again and writes the length index\n"
-                        "PATH/.vfm/length_index.bin (kept in memory when PATH is read-only), plus each shard's\n"
-                        "Energon .tar.idx. Lists the samples that cannot be read, with their reasons.",
+                        "PATH/.vfm/length_index.bin (kept in memory when PATH is read-only) and the Energon\n"
+                        "metadata `energon prepare` writes, so Energon and vfm both read the dataset: each shard's\n"
+                        ".tar.idx, and .nv-meta/.info.json, index.sqlite, index.uuid, split.yaml (shards in sorted\n"
+                        "order cut by the --split ratio; 1,0,0 when absent and no ratio is given) and dataset.yaml\n"
+                        "(CrudeWebdataset). An existing split.yaml or dataset.yaml is kept unless --force is given\n"
+                        "(with --split and an existing split file, --force is required). Lists the samples that\n"
+                        "cannot be read, with their reasons.",
                         flags, nflags);
         return 0;
     }
@@ -97,6 +107,11 @@ static int data_index(int argc, char **argv) {
     double threads = 4;
     const char *tv = args_value(flags, nflags, "--threads", NULL);
     if (tv && (rc = parse_positive("index", "--threads", tv, &threads))) return rc;
+    EnergonWriteOptions opt = {0};
+    const char *sv = args_value(flags, nflags, "--split", NULL);
+    if (sv && (s = energon_parse_split(sv, opt.split)) != VFM_OK) return cli_report(s);
+    opt.has_split = sv != NULL;
+    opt.force = args_flag(flags, nflags, "--force")->present;
     double t0 = time_now();
     LengthIndex *li;
     s = length_index_open(&li, path, 1, (int)threads);
@@ -114,7 +129,26 @@ static int data_index(int argc, char **argv) {
     if (li->origin == LENGTH_INDEX_WRITTEN) printf("wrote %s\n", li->cache_path);
     else printf("could not write %s: the index was kept in memory only\n", li->cache_path);
     rc = li->origin == LENGTH_INDEX_WRITTEN ? 0 : 1;
+    const char **rels = malloc((size_t)li->n_shards * sizeof *rels);
+    for (int i = 0; rels && i < li->n_shards; i++) rels[i] = li->shards[i].rel;
+    EnergonWriteReport rep;
+    s = rels ? energon_write_index(path, rels, li->n_shards, &opt, &rep) : vfm_fail(VFM_ERR_NOMEM, "out of memory");
+    free(rels);
     length_index_free(li);
+    if (s != VFM_OK) {
+        int code = cli_report(s);
+        return code > rc ? code : rc;
+    }
+    printf("Energon metadata (format of megatron-energon %s): %s/%s/.info.json, index.sqlite, index.uuid "
+           "(%d shards, %lld samples; %d .tar.idx rewritten)\n", ENERGON_FORMAT_VERSION, path, ENERGON_META_DIR,
+           rep.n_shards, rep.n_samples, rep.idx_rewritten);
+    if (rep.split_written)
+        printf("wrote split.yaml: train %lld, val %lld, test %lld shards\n", rep.split_shards[0], rep.split_shards[1],
+               rep.split_shards[2]);
+    else
+        printf("kept the existing split file (--split R --force replaces it)\n");
+    printf(rep.dataset_written ? "wrote dataset.yaml (CrudeWebdataset)\n"
+                               : "kept the existing dataset.yaml (--force replaces it with CrudeWebdataset)\n");
     return rc;
 }
 
@@ -176,16 +210,61 @@ static void print_shards(const LengthIndex *li, int all) {
     if (limit < li->n_shards) printf("    ... %d more shards (--all lists them)\n", li->n_shards - limit);
 }
 
-/* Which split is read. */
-static void print_split(const char *path, const Config *cfg) {
-    char split_yaml[1200];
-    snprintf(split_yaml, sizeof split_yaml, "%s/.nv-meta/split.yaml", path);
-    if (path_exists(split_yaml))
-        printf("  split: dataset.split = %s; %s is present, but this version reads every shard (Energon splits are "
-               "not read yet)\n", cfg_str(cfg, "dataset.split"), split_yaml);
-    else
-        printf("  split: dataset.split = %s; no Energon split file (.nv-meta/split.yaml): every shard is in it\n",
-               cfg_str(cfg, "dataset.split"));
+/* The Energon split parts with their shards and samples, and which one dataset.split trains on.
+ * Returns 1 when training would refuse the split (a problem), else 0. */
+static int print_split(const char *path, const Config *cfg, const LengthIndex *li) {
+    const char *want = cfg_str(cfg, "dataset.split");
+    EnergonMeta *m = NULL;
+    if (energon_meta_read(&m, path, NULL, NULL) != VFM_OK) {
+        printf("  split: problem: %s\n", vfm_last_error());
+        return 1;
+    }
+    int bad = 0;
+    if (!m->has_split) {
+        bad = strcmp(want, "train") != 0;
+        printf("  split: no Energon split file (%s/split.yaml): every shard is in \"train\"; dataset.split = %s%s\n",
+               ENERGON_META_DIR, want, bad ? ": problem: there is no such split" : "");
+        energon_meta_free(m);
+        return bad;
+    }
+    printf("  split (%s/%s), dataset.split = %s:\n", ENERGON_META_DIR, m->split_file, want);
+    int found = 0;
+    for (int p = 0; p < m->n_parts; p++) {
+        const EnergonSplitPart *part = &m->parts[p];
+        int64_t shards = 0, samples = 0, missing = 0;
+        for (int64_t k = 0; k < part->shards.n; k++) {
+            const char *rel = part->shards.items[k];
+            int excluded = 0;
+            for (int64_t x = 0; x < m->excluded_shards.n && !excluded; x++) excluded = strcmp(m->excluded_shards.items[x], rel) == 0;
+            if (excluded) continue;
+            int s = 0;
+            while (s < li->n_shards && strcmp(li->shards[s].rel, rel) != 0) s++;
+            if (s == li->n_shards) {
+                missing++;
+                continue;
+            }
+            shards++;
+            for (int64_t e = li->shards[s].first; e < li->shards[s].first + li->shards[s].count; e++)
+                samples += !energon_sample_excluded(m, rel, li->samples[e].key);
+        }
+        const int chosen = strcmp(part->name, want) == 0;
+        found |= chosen;
+        printf("    %-8s %lld shard%s, %lld samples%s", part->name, (long long)shards, shards == 1 ? "" : "s", (long long)samples,
+               chosen ? "  <- trained on" : "");
+        if (missing) printf("  (problem: %lld listed shard%s not found)", (long long)missing, missing == 1 ? "" : "s");
+        printf("\n");
+        bad |= chosen && missing;
+    }
+    if (m->excluded_shards.n || m->excluded_samples.n)
+        printf("    excluded: %lld shard%s, %lld single sample%s\n", (long long)m->excluded_shards.n,
+               m->excluded_shards.n == 1 ? "" : "s", (long long)m->excluded_samples.n, m->excluded_samples.n == 1 ? "" : "s");
+    if (!found) {
+        printf("    problem: dataset.split = %s is not a part of %s\n", want, m->split_file);
+        bad = 1;
+    }
+    printf("    (the rest of this report covers every shard, whatever its split)\n");
+    energon_meta_free(m);
+    return bad;
 }
 
 static void print_parts(const InspectReport *r, int all) {
@@ -296,7 +375,7 @@ static int data_inspect(int argc, char **argv) {
     int64_t n_shapes = 0;
     printf("dataset %s (%s)\n", path, ec.dataset);
     print_shards(li, all);
-    print_split(path, cfg);
+    const int split_problem = print_split(path, cfg, li);
     if (!quick) print_parts(&rep, all);
     int printed_header = 0;
     for (int64_t i = 0; i < ns; i++) {
@@ -381,7 +460,7 @@ static int data_inspect(int argc, char **argv) {
     inspect_report_free(&rep);
     length_index_free(li);
     config_free(cfg);
-    return usable == ns && !unreadable_shards ? 0 : 1;
+    return usable == ns && !unreadable_shards && !split_problem ? 0 : 1;
 }
 
 /* ---- bench ---- */

@@ -10,6 +10,7 @@
 #include "core/fileutil.h"
 #include "data/npy.h"
 #include "data/safetensors.h"
+#include "data/torch_tensor.h"
 
 /* ---- one part ---- */
 
@@ -72,6 +73,19 @@ static void describe_tensor_header(const TarPart *p, PartDesc *d) {
     safetensors_close(f);
 }
 
+/* pth / pickle: the whitelist unpickler rebuilds the tensor (nothing can run). */
+static void describe_torch(const TarPart *p, PartDesc *d) {
+    TorchTensor t;
+    if (torch_tensor_decode(p->data, p->size, p->name, &t) != VFM_OK) {
+        snprintf(d->error, sizeof d->error, "%s", vfm_last_error());
+        return;
+    }
+    snprintf(d->dtype, sizeof d->dtype, "%s", torch_dtype_name(t.dtype));
+    d->ndim = t.ndim > 16 ? 16 : t.ndim;
+    memcpy(d->shape, t.shape, (size_t)d->ndim * sizeof *d->shape);
+    torch_tensor_free(&t);
+}
+
 void inspect_describe_part(const TarPart *p, PartDesc *d) {
     static const char *const pth[] = {"pth", ".pth", "latent.pth", NULL}, *const pickle[] = {"pickle", ".pickle", "text.pickle", NULL},
                              *const json[] = {"json", ".json", NULL};
@@ -85,8 +99,7 @@ void inspect_describe_part(const TarPart *p, PartDesc *d) {
                                                         : "bytes";
     snprintf(d->format, sizeof d->format, "%s", f);
     if (strcmp(f, "npy") == 0 || strcmp(f, "safetensors") == 0) describe_tensor_header(p, d);
-    else if (strcmp(f, "torch.save") == 0 || strcmp(f, "pickle") == 0)
-        snprintf(d->error, sizeof d->error, "%s: %s parts are not read by this version", p->name, f);
+    else if (strcmp(f, "torch.save") == 0 || strcmp(f, "pickle") == 0) describe_torch(p, d);
 }
 
 /* ---- tallies ---- */

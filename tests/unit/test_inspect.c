@@ -31,7 +31,13 @@ static FixtureSample sample(const char *key, int c, int t, int h, int w, int tex
     return s;
 }
 
-/* good.tar: 3 fine samples; broken.tar: one fine (safetensors) and six broken; cut.tar: cut short. */
+static vfm_status latent_of_c1(void *ctx, const TarScanMember *m) {
+    if (strcmp(m->key, "c1") == 0 && strcmp(m->part, "latent.npy") == 0) *(int64_t *)ctx = m->data_offset;
+    return VFM_OK;
+}
+
+/* good.tar: 3 fine samples; broken.tar: one fine (safetensors) and six broken; cut.tar: cut inside
+ * its second sample's latent. */
 static void make_dataset(const char *dir) {
     char path[1400];
     FixtureSample good[3] = {sample("g0", 4, 1, 8, 8, 3), sample("g1", 4, 1, 8, 8, 5), sample("g2", 4, 2, 8, 16, 3)};
@@ -49,7 +55,7 @@ static void make_dataset(const char *dir) {
     b[4] = sample("nolatent", 4, 1, 8, 8, 2);
     b[4].latent_format = FIX_NONE;
     b[5] = sample("torch", 4, 1, 8, 8, 2);
-    b[5].latent_format = FIX_PTH;
+    b[5].latent_format = FIX_BAD_PTH;
     b[6] = sample("huge", 4, 1, 8, 8, 2);
     b[6].poison = 5000;
     path_join(path, sizeof path, dir, "broken.tar");
@@ -57,10 +63,12 @@ static void make_dataset(const char *dir) {
     FixtureSample c[2] = {sample("c0", 4, 1, 8, 8, 2), sample("c1", 4, 1, 8, 8, 2)};
     path_join(path, sizeof path, dir, "cut.tar");
     fixture_write_shard(path, c, 2);
+    int64_t cut = 0;
+    tar_scan(path, latent_of_c1, &cut, NULL, NULL);
     char *bytes;
     size_t len;
     read_file_all(path, &bytes, &len);
-    write_file_atomic(path, bytes, len / 2 + 100); /* inside a member, not at a block boundary */
+    write_file_atomic(path, bytes, (size_t)cut + 100); /* inside c1's latent */
     free(bytes);
     char idx[1500];
     snprintf(idx, sizeof idx, "%s.idx", path);
@@ -83,30 +91,30 @@ TEST(data_inspect_names_every_problem_and_reads_every_part) {
     char *out, *err;
     int rc = run_vfm(args, 6, &out, &err);
     CHECK_MSG(rc == 1, "rc %d (problems found must exit 1): %s", rc, err);
-    CHECK_MSG(has(out, "  shards: 3 (1 unreadable); samples per shard: min 3, median 7, max 7\n"), "%s", out);
-    CHECK(has(out, "    good.tar  3 samples\n") && has(out, "    broken.tar  7 samples\n"));
-    CHECK_MSG(has(out, "    cut.tar: unreadable: ") && has(out, "cut.tar"), "%s", out);
-    /* parts: every sample of the readable shards read (3 + 7) */
-    CHECK_MSG(has(out, "  parts (10 samples read whole):\n"), "%s", out);
-    CHECK_MSG(has(out, "    latent.npy          7 samples  npy  float32  shapes [4,1,8,8] x5, [4,1] x1, [4,2,8,16] x1\n"), "%s", out);
+    CHECK_MSG(has(out, "  shards: 3; samples per shard: min 2, median 3, max 7\n"), "%s", out);
+    CHECK(has(out, "    good.tar  3 samples\n") && has(out, "    broken.tar  7 samples\n") && has(out, "    cut.tar  2 samples\n"));
+    /* parts: every sample read whole except the cut one (3 + 7 + 1) */
+    CHECK_MSG(has(out, "  parts (11 samples read whole):\n"), "%s", out);
+    CHECK_MSG(has(out, "    latent.npy          8 samples  npy  float32  shapes [4,1,8,8] x6, [4,1] x1, [4,2,8,16] x1\n"), "%s", out);
     CHECK_MSG(has(out, "    latent.safetensors  1 sample  safetensors  float32  shapes [4,1,8,8] x1\n"), "%s", out);
-    CHECK_MSG(has(out, "    text.npy            10 samples  npy  float32  shapes [2,8] x7, [3,8] x2, [5,8] x1\n"), "%s", out);
-    CHECK_MSG(has(out, "    json                10 samples  json\n"), "%s", out);
-    CHECK_MSG(has(out, "    pth                 1 sample  torch.save"), "%s", out);
+    CHECK_MSG(has(out, "    text.npy            11 samples  npy  float32  shapes [2,8] x8, [3,8] x2, [5,8] x1\n"), "%s", out);
+    CHECK_MSG(has(out, "    json                11 samples  json\n"), "%s", out);
+    CHECK_MSG(has(out, "    pth                 1 sample  torch.save  (1 unreadable)\n"), "%s", out);
     /* every broken sample named exactly once, with its reason */
     const char *named[] = {"broken.tar:nan: nonfinite: latent has NaN/Inf values\n",
                            "broken.tar:badjson: json: ",
                            "broken.tar:shape: format: latent shape [4,1] is not [C,T,H,W]",
                            "broken.tar:nolatent: missing-part: no latent part",
-                           "broken.tar:torch: ",
-                           "broken.tar:huge: range: latent has |x| = 5000 > 1000\n"};
+                           "broken.tar:torch: format: pth: not a zip archive",
+                           "broken.tar:huge: range: latent has |x| = 5000 > 1000\n",
+                           "cut.tar:c1: read: the shard ends inside member 'c1.latent.npy'"};
     for (size_t i = 0; i < sizeof named / sizeof named[0]; i++)
         CHECK_MSG(occurrences(out, named[i]) == 1, "'%s' named %d times in\n%s", named[i], occurrences(out, named[i]), out);
     CHECK(!has(out, "broken.tar:fine") && !has(out, "good.tar:g"));
-    CHECK_MSG(has(out, "  samples: 10, 4 usable under this config, 6 skipped\n"), "%s", out);
-    /* histogram: 64 tokens (one padded block) for three 8x8 images, 128 for the 2-frame 8x16 video */
-    CHECK_MSG(has(out, "               16  ########################################  3\n") &&
-                  has(out, "               64  #############                             1\n"),
+    CHECK_MSG(has(out, "  samples: 12, 5 usable under this config, 7 skipped\n"), "%s", out);
+    /* histogram: 16 tokens for the four usable 8x8 images, 64 for the 2-frame 8x16 video */
+    CHECK_MSG(has(out, "               16  ########################################  4\n") &&
+                  has(out, "               64  ##########                                1\n"),
               "%s", out);
     free(out);
     free(err);
@@ -131,7 +139,12 @@ TEST(data_inspect_clean_dataset_exits_0) {
     int rc = run_vfm(args, 5, &out, &err);
     CHECK_MSG(rc == 0 && has(out, "  problems: none\n") && has(out, "  samples: 2, 2 usable under this config, 0 skipped\n"),
               "rc %d: %s", rc, out);
-    CHECK(has(out, "no Energon split file (.nv-meta/split.yaml)"));
+    CHECK(has(out, "  split: no Energon split file (.nv-meta/split.yaml): every shard is in \"train\"; dataset.split = train\n"));
+    free(out);
+    free(err);
+    const char *val[] = {"data", "inspect", dir, "model.in_channels=4", "model.crossattn_emb_size=8", "dataset.split=val"};
+    rc = run_vfm(val, 6, &out, &err);
+    CHECK_MSG(rc == 1 && has(out, "dataset.split = val: problem: there is no such split\n"), "rc %d: %s", rc, out);
     free(out);
     free(err);
 }
@@ -157,4 +170,87 @@ TEST(inspect_describe_part_formats) {
     CHECK(strcmp(d.format, "json") == 0 && d.ndim == -1 && !d.error[0]);
     inspect_describe_part(&o, &d);
     CHECK(strcmp(d.format, "bytes") == 0);
+}
+
+/* Copies tests/fixtures/torch/<name>/<file> for each file into dir (creating .nv-meta/ too). */
+static int copy_files(const char *name, const char *const *files, const char *dir) {
+    for (int i = 0; files[i]; i++) {
+        char rel[300], to[1500], sub[1500];
+        snprintf(rel, sizeof rel, "torch/%s/%s", name, files[i]);
+        path_join(to, sizeof to, dir, files[i]);
+        path_dirname(sub, sizeof sub, to);
+        char *bytes;
+        size_t len;
+        if (mkdir_p(sub) != VFM_OK || read_file_all(test_fixture(rel), &bytes, &len) != VFM_OK) return 0;
+        vfm_status s = write_file_atomic(to, bytes, len);
+        free(bytes);
+        if (s != VFM_OK) return 0;
+    }
+    return 1;
+}
+
+#define DFM_ARGS "model.in_channels=16", "model.crossattn_emb_size=32", "dataset.task_encoder_seq_length=256"
+
+/* DFM's own shards (made by torch 2.x / 1.13 and webdataset, tests/fixtures/torch): pth latents and
+ * pickled text embeddings described by dtype and shape (expected.json's values), the Energon split,
+ * and the five broken samples of dfm_broken named once each. */
+TEST(data_inspect_reads_dfm_pth_and_pickle_parts) {
+    char dir[1400];
+    static const char *const dfm[] = {"rank0-000000.tar", "rank1-000000.tar", ".nv-meta/split.yaml", ".nv-meta/dataset.yaml",
+                                      ".nv-meta/index.sqlite", ".nv-meta/index.uuid", NULL};
+    path_join(dir, sizeof dir, test_tmpdir(), "dfm");
+    REQUIRE(copy_files("dfm", dfm, dir));
+    const char *args[] = {"data", "inspect", dir, DFM_ARGS};
+    char *out, *err;
+    int rc = run_vfm(args, 6, &out, &err);
+    CHECK_MSG(rc == 0, "rc %d: %s", rc, err);
+    CHECK_MSG(has(out, "    pth     8 samples  torch.save  bfloat16  shapes [1,16,1,4,8] x2, [1,16,1,8,4] x2, [1,16,1,8,8] x2, "
+                       "[1,16,2,4,4] x2\n") &&
+                  has(out, "    pickle  8 samples  pickle  bfloat16  shapes [1,16,32] x8\n") && has(out, "    json    8 samples  json\n"),
+              "%s", out);
+    CHECK_MSG(has(out, "  split (.nv-meta/split.yaml), dataset.split = train:\n    train    2 shards, 8 samples  <- trained on\n"
+                       "    val      0 shards, 0 samples\n"),
+              "%s", out);
+    CHECK(has(out, "  samples: 8, 8 usable under this config, 0 skipped\n") && has(out, "    16 x 2 x 4 x 4  2\n"));
+    free(out);
+    free(err);
+    /* asking for a split the file does not have */
+    const char *val[] = {"data", "inspect", dir, DFM_ARGS, "dataset.split=validation"};
+    rc = run_vfm(val, 7, &out, &err);
+    CHECK_MSG(rc == 1 && has(out, "    problem: dataset.split = validation is not a part of split.yaml\n"), "rc %d: %s", rc, out);
+    free(out);
+    free(err);
+
+    /* torch 1.13's legacy spellings .pth / .pickle; one float16 embedding */
+    static const char *const t1[] = {"rank0-000000.tar", NULL};
+    path_join(dir, sizeof dir, test_tmpdir(), "dfm_torch1");
+    REQUIRE(copy_files("dfm_torch1", t1, dir));
+    const char *args1[] = {"data", "inspect", dir, DFM_ARGS};
+    rc = run_vfm(args1, 6, &out, &err);
+    CHECK_MSG(rc == 0 && has(out, "    .pth     3 samples  torch.save  bfloat16  shapes [1,16,1,4,8] x1, [1,16,1,8,8] x1, [1,16,2,4,4] x1\n") &&
+                  has(out, "    .pickle  3 samples  pickle  bfloat16, float16 (bfloat16 x2, float16 x1)  shapes [1,16,32] x3\n"),
+              "rc %d: %s", rc, out);
+    free(out);
+    free(err);
+
+    /* five broken samples, each named once; the os.system pickle is refused, not run */
+    static const char *const broken[] = {"rank0-000000.tar", "rank1-000000.tar", NULL};
+    path_join(dir, sizeof dir, test_tmpdir(), "dfm_broken");
+    REQUIRE(copy_files("dfm_broken", broken, dir));
+    unlink("/tmp/vfm-pickle-marker-os_system");
+    const char *args2[] = {"data", "inspect", dir, DFM_ARGS};
+    rc = run_vfm(args2, 6, &out, &err);
+    CHECK(rc == 1);
+    const char *named[] = {"rank0-000000.tar:000001: nonfinite: latent has NaN/Inf values\n",
+                           "rank0-000000.tar:000002: json: bad json",
+                           "rank0-000000.tar:000004: format: latent shape [16,16] is not",
+                           "rank1-000000.tar:000007: format: pickle: pickle: byte 28: global 'posix.system' is not allowed",
+                           "rank1-000000.tar:000009: read: the shard ends inside member '000009.pth'"};
+    for (size_t i = 0; i < sizeof named / sizeof named[0]; i++)
+        CHECK_MSG(occurrences(out, named[i]) == 1, "'%s' named %d times in\n%s", named[i], occurrences(out, named[i]), out);
+    CHECK_MSG(has(out, "  samples: 10, 5 usable under this config, 5 skipped\n"), "%s", out);
+    CHECK_MSG(has(out, "    pickle  9 samples  pickle  bfloat16  shapes [1,16,32] x8  (1 unreadable)\n"), "%s", out);
+    CHECK(!path_exists("/tmp/vfm-pickle-marker-os_system"));
+    free(out);
+    free(err);
 }
