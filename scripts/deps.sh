@@ -5,6 +5,7 @@
 #   scripts/deps.sh --goldens  also python3-torch and numpy, to regenerate golden files
 set -e
 PKGS="gcc make libopenblas-dev libopenblas-openmp-dev libyaml-dev libjansson-dev libsqlite3-dev libopenmpi-dev openmpi-bin"
+PKGS="$PKGS libpng-dev libjpeg62-turbo-dev libavformat-dev libavcodec-dev libswscale-dev libavutil-dev ffmpeg"
 if [ "$1" = "--goldens" ]; then PKGS="$PKGS python3-torch python3-numpy"; fi
 
 missing=""
@@ -23,6 +24,6 @@ if [ "$(id -u)" != "0" ]; then
     fi
 fi
 export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends $missing >/dev/null
+$SUDO apt-get -o DPkg::Lock::Timeout=900 update -qq
+$SUDO apt-get -o DPkg::Lock::Timeout=900 install -y -qq --no-install-recommends $missing >/dev/null
 echo "deps: done"

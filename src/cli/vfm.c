@@ -5,6 +5,8 @@
 #include "commands.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "data/av_util.h"
+#include "data/video_encode.h"
 
 #ifndef VFM_VERSION
 #define VFM_VERSION "0.1.0"
@@ -62,6 +64,9 @@ int cmd_version(int argc, char **argv) {
 #else
     printf("cuda: not built (nvcc was not found)\n");
 #endif
+    printf("pictures: PNG (libpng), JPEG (libjpeg)\n");
+    if (av_api()) printf("video: FFmpeg (%s), MP4 with %s\n", av_api_libraries(), mp4_encoder_name() ? mp4_encoder_name() : "no encoder");
+    else printf("video: unavailable: %s\n", vfm_last_error());
     return 0;
 }
 
