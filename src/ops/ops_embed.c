@@ -1,12 +1,13 @@
 /* Dispatchers of the embedding ops (sinusoidal timestep embedding, 3-D sin-cos position
- * embedding) and of patchify / unpatchify: argument checks, then the CPU backend. */
+ * embedding) and of patchify / unpatchify: argument checks, then the backend (t and dt are f32 on
+ * CUDA, the embedding in the activation dtype). */
 #include "ops_check.h"
 
 static vfm_status check_timestep_args(const char *op, const char *emb_name, const Tensor *emb, const Tensor *t, float shift,
                                       float max_period) {
     VFM_TRY(ops_float_dtype(op, t));
-    OPS_EXPECT(op, "t", t, t->dtype, t->device, -1);
-    OPS_EXPECT(op, emb_name, emb, t->dtype, t->device, t->shape[0], -1);
+    OPS_EXPECT(op, "t", t, ops_f32_dtype(t), t->device, -1);
+    OPS_EXPECT(op, emb_name, emb, ops_act_dtype(emb, t), t->device, t->shape[0], -1);
     int64_t dim = emb->shape[1];
     if (dim < 2 || dim % 2)
         return vfm_fail(VFM_ERR_SHAPE, "%s: embedding dim %lld must be even and >= 2", op, (long long)dim);
@@ -19,15 +20,15 @@ static vfm_status check_timestep_args(const char *op, const char *emb_name, cons
 vfm_status op_timestep_embedding_forward(Tensor *out, const Tensor *t, int flip_sin_to_cos, float shift,
                                          float max_period) {
     VFM_TRY(check_timestep_args("timestep_embedding_forward", "out", out, t, shift, max_period));
-    OPS_DISPATCH(timestep_embedding_forward, t, out, t, flip_sin_to_cos, shift, max_period);
+    OPS_DISPATCH_WITH_CUDA(timestep_embedding_forward, t, out, t, flip_sin_to_cos, shift, max_period);
 }
 
 vfm_status op_timestep_embedding_backward(Tensor *dt, const Tensor *dout, const Tensor *t, int flip_sin_to_cos,
                                           float shift, float max_period) {
     const char *op = "timestep_embedding_backward";
     VFM_TRY(check_timestep_args(op, "dout", dout, t, shift, max_period));
-    OPS_EXPECT(op, "dt", dt, t->dtype, t->device, t->shape[0]);
-    OPS_DISPATCH(timestep_embedding_backward, t, dt, dout, t, flip_sin_to_cos, shift, max_period);
+    OPS_EXPECT(op, "dt", dt, ops_f32_dtype(t), t->device, t->shape[0]);
+    OPS_DISPATCH_WITH_CUDA(timestep_embedding_backward, t, dt, dout, t, flip_sin_to_cos, shift, max_period);
 }
 
 vfm_status op_pos_embed_3d_add(Tensor *x, const Tensor *pos, const Tensor *tok2sample) {
@@ -40,7 +41,7 @@ vfm_status op_pos_embed_3d_add(Tensor *x, const Tensor *pos, const Tensor *tok2s
                         (long long)D);
     OPS_EXPECT(op, "pos", pos, DT_I32, x->device, S, 3);
     OPS_EXPECT(op, "tok2sample", tok2sample, DT_I32, x->device, S);
-    OPS_DISPATCH(pos_embed_3d_add, x, x, pos, tok2sample);
+    OPS_DISPATCH_WITH_CUDA(pos_embed_3d_add, x, x, pos, tok2sample);
 }
 
 /* latent [C, T'·pt, H'·ph, W'·pw] and tokens [T'·H'·W', ph·pw·pt·C] fit together. */
@@ -63,10 +64,10 @@ static vfm_status check_patchify_args(const char *op, const Tensor *tokens, cons
 
 vfm_status op_patchify(Tensor *tokens, const Tensor *latent, int pt, int ph, int pw) {
     VFM_TRY(check_patchify_args("patchify", tokens, latent, pt, ph, pw));
-    OPS_DISPATCH(patchify, latent, tokens, latent, pt, ph, pw);
+    OPS_DISPATCH_WITH_CUDA(patchify, latent, tokens, latent, pt, ph, pw);
 }
 
 vfm_status op_unpatchify(Tensor *latent, const Tensor *tokens, int pt, int ph, int pw) {
     VFM_TRY(check_patchify_args("unpatchify", tokens, latent, pt, ph, pw));
-    OPS_DISPATCH(unpatchify, latent, latent, tokens, pt, ph, pw);
+    OPS_DISPATCH_WITH_CUDA(unpatchify, latent, latent, tokens, pt, ph, pw);
 }
