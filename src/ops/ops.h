@@ -110,7 +110,8 @@ vfm_status op_rmsnorm_backward(Tensor *dx, Tensor *dw, const Tensor *dy, const T
 typedef struct VarlenLayout {
     int n_samples;
     Tensor cu_q, cu_q_padded, cu_kv, cu_kv_padded;
-    int max_q, max_kv; /* longest real sequence (kernels size their tiles with it) */
+    int max_q, max_kv; /* longest real sequence, or more (kernels size their tiles and grids with it;
+                        * checked on the CPU, trusted on CUDA where the offsets live on the GPU) */
 } VarlenLayout;
 
 /* o[Sq,H,hd] = softmax(q·kᵀ/√hd)·v per sample and head; q[Sq,H,hd], k,v[Skv,Hkv,hd] with Hkv
@@ -118,7 +119,11 @@ typedef struct VarlenLayout {
  * scaled scores (0 on padding rows). A sample with no keys gives o = 0 and lse = -inf (the log of
  * an empty sum: a log-sum-exp merge gives it weight 0). lse [f32]; q, k, v, o ACT. On CUDA the
  * layout's cu arrays live on the GPU; bf16 runs cuDNN's fused attention (f32 and the shapes cuDNN
- * declines run a reference kernel); head_dim <= 256. */
+ * declines run a reference kernel); head_dim <= 256; cuDNN may read (never write) up to a tile
+ * past a sample's real rows, so CUDA buffers of q, k, v, o, dout and the gradients should have
+ * ATTN_SPARE_ROWS rows after the last sample's slot (padding rows; not checked: the offsets
+ * live on the GPU). */
+#define ATTN_SPARE_ROWS 128
 vfm_status op_attention_forward(Tensor *o, Tensor *lse, const Tensor *q, const Tensor *k, const Tensor *v,
                                 const VarlenLayout *layout);
 /* dq[Sq,H,hd], dk[Skv,Hkv,hd], dv[Skv,Hkv,hd] (all =), using the forward's o and lse [f32];

@@ -40,13 +40,17 @@ typedef struct {
     VarlenLayout cpu, gpu;
 } Layout;
 
+/* Rows after the last sample's slot: ops.h asks CUDA attention buffers for ATTN_SPARE_ROWS of them
+ * (cuDNN may read up to a tile past a sample's real rows); they are padding like any other. */
+#define TAIL_ROWS ATTN_SPARE_ROWS
+
 static void cumulate(const int *len, const int *pad, int n, int32_t *cu, int32_t *cu_padded, int64_t *rows) {
     cu[0] = cu_padded[0] = 0;
     for (int i = 0; i < n; i++) {
         cu[i + 1] = cu[i] + len[i];
         cu_padded[i + 1] = cu_padded[i] + len[i] + pad[i];
     }
-    *rows = cu_padded[n];
+    *rows = cu_padded[n] + TAIL_ROWS;
 }
 
 static int longest(const int *len, int n) {

@@ -85,7 +85,7 @@ static void linear_case(DType dt, int64_t N, int64_t in, int64_t out, Activation
     PAIR_CLOSE(what, &dx, 1e-5, TOL(dt, 1e-5, 1.5e-2));
     PAIR_CLOSE("linear dw (f32, +=)", &dw, 1e-5, TOL(dt, 1e-5, 1e-2));
     if (bias) PAIR_CLOSE("linear db (f32, +=)", &db, 1e-5, TOL(dt, 1e-5, 1e-2));
-    if (act != ACT_NONE) PAIR_CLOSE("linear dy -> dpre", &dy, 1e-6, TOL(dt, 1e-5, 6e-3));
+    if (act != ACT_NONE) PAIR_CLOSE("linear dy -> dpre", &dy, 1e-6, TOL(dt, 1e-5, 1e-2));
     /* the same backward again from the same inputs: the same bits */
     void *sdx = pair_snapshot(&dx), *sdw = pair_snapshot(&dw), *sdb = pair_snapshot(&db);
     pair_upload_values(&dy, dy0), pair_upload_values(&dx, dx0), pair_upload_values(&dw, dw0), pair_upload_values(&db, db0);
@@ -371,7 +371,7 @@ TEST(cuda_utilities_match_cpu) {
     NEED_GPU();
     for (int di = 0; di < 2; di++) {
         DType dt = DTS[di];
-        double rt = TOL(dt, 0, 4e-3); /* f32: the CPU's bits */
+        double rt = TOL(dt, 0, 1.2e-2); /* f32: the CPU's bits; bf16: a rounding per op of the chain */
         Pair a = PAIR_RAND(dt, 91, -1, 1, 17, 24), b = PAIR_RAND(dt, 92, -1, 1, 17, 24), out = PAIR_ZEROS(dt, 17, 24);
         BOTH(op_add(&out.cpu, &a.cpu, &b.cpu), op_add(&out.gpu, &a.gpu, &b.gpu));
         PAIR_CLOSE("add", &out, 0, rt);

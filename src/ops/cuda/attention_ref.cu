@@ -23,6 +23,20 @@ template <typename T> __device__ __forceinline__ void load_row(float *dst, const
     __syncthreads();
 }
 
+// acc[slot] += Σ_{jj < len} w[jj]·rows[(j0 + jj)·stride + d] for this thread's output elements
+// d = threadIdx.x + slot·ATTN_THREADS < hd, jj in order.
+template <typename T>
+__device__ __forceinline__ void accumulate_rows(float *acc, const float *w, const T *rows, int64_t stride, int j0, int len,
+                                                int hd) {
+    for (int slot = 0; slot < ATTN_SLOTS; slot++) {
+        int d = threadIdx.x + slot * ATTN_THREADS;
+        if (d >= hd) break;
+        float s = acc[slot];
+        for (int jj = 0; jj < len; jj++) s += w[jj] * to_f32(rows[(j0 + jj) * stride + d]);
+        acc[slot] = s;
+    }
+}
+
 // grid (max_q, n, H): o[row, h] and lse[row, h] of query row blockIdx.x of sample blockIdx.y.
 template <typename T>
 __global__ void __launch_bounds__(ATTN_THREADS) attn_ref_forward_kernel(AttnDims a, T *O, float *LSE, const T *Q, const T *K, const T *V) {
@@ -53,14 +67,7 @@ __global__ void __launch_bounds__(ATTN_THREADS) attn_ref_forward_kernel(AttnDims
         int j = j0 + threadIdx.x;
         p[threadIdx.x] = j < nkv ? expf(dot_row(qs, kbase + j * kv_stride, hd, a.scale) - m) / l : 0.f;
         __syncthreads();
-        int len = min(ATTN_THREADS, nkv - j0);
-        for (int slot = 0; slot < ATTN_SLOTS; slot++) {
-            int d = threadIdx.x + slot * ATTN_THREADS;
-            if (d >= hd) break;
-            float s = acc[slot];
-            for (int jj = 0; jj < len; jj++) s += p[jj] * to_f32(vbase[(j0 + jj) * kv_stride + d]);
-            acc[slot] = s;
-        }
+        accumulate_rows(acc, p, vbase, kv_stride, j0, min(ATTN_THREADS, nkv - j0), hd);
         __syncthreads();
     }
     for (int slot = 0; slot < ATTN_SLOTS; slot++) {
@@ -113,14 +120,7 @@ __global__ void __launch_bounds__(ATTN_THREADS) attn_ref_dq_kernel(AttnDims a, T
         }
         ds[threadIdx.x] = v;
         __syncthreads();
-        int len = min(ATTN_THREADS, nkv - j0);
-        for (int slot = 0; slot < ATTN_SLOTS; slot++) {
-            int d = threadIdx.x + slot * ATTN_THREADS;
-            if (d >= hd) break;
-            float s = acc[slot];
-            for (int jj = 0; jj < len; jj++) s += ds[jj] * to_f32(kbase[(j0 + jj) * kv_stride + d]);
-            acc[slot] = s;
-        }
+        accumulate_rows(acc, ds, kbase, kv_stride, j0, min(ATTN_THREADS, nkv - j0), hd);
         __syncthreads();
     }
     for (int slot = 0; slot < ATTN_SLOTS; slot++) {
@@ -162,17 +162,8 @@ __global__ void __launch_bounds__(ATTN_THREADS) attn_ref_dkdv_kernel(AttnDims a,
             dss[threadIdx.x] = dsv;
             __syncthreads();
             int len = min(ATTN_THREADS, nq - r0);
-            for (int slot = 0; slot < ATTN_SLOTS; slot++) {
-                int d = threadIdx.x + slot * ATTN_THREADS;
-                if (d >= hd) break;
-                float sv = acc_v[slot], sk = acc_k[slot];
-                for (int rr = 0; rr < len; rr++) {
-                    sv += ps[rr] * to_f32(dobase[(r0 + rr) * q_stride + d]);
-                    sk += dss[rr] * to_f32(qbase[(r0 + rr) * q_stride + d]);
-                }
-                acc_v[slot] = sv;
-                acc_k[slot] = sk;
-            }
+            accumulate_rows(acc_v, ps, dobase, q_stride, r0, len, hd);
+            accumulate_rows(acc_k, dss, qbase, q_stride, r0, len, hd);
             __syncthreads();
         }
     }

@@ -125,6 +125,22 @@ struct Gemm {
     void *aux;              // GELU_AUX: pre-activation output, ld = ldc
 };
 
+// A GEMM without epilogue: column-major C[m × n] = op(A)·op(B) + beta·C.
+Gemm plain_gemm(const char *op, const Tensor *desc, cublasOperation_t transa, cublasOperation_t transb, int64_t m,
+                int64_t n, int64_t k, int64_t lda, int64_t ldb, int64_t ldc, DType ab, DType c, const void *A,
+                const void *B, void *C, float beta) {
+    Gemm g;
+    memset(&g, 0, sizeof g);
+    g.op = op, g.desc = desc;
+    g.transa = transa, g.transb = transb;
+    g.m = m, g.n = n, g.k = k, g.lda = lda, g.ldb = ldb, g.ldc = ldc;
+    g.ab = ab, g.c = c;
+    g.A = A, g.B = B, g.C = C;
+    g.beta = beta;
+    g.epilogue = CUBLASLT_EPILOGUE_DEFAULT;
+    return g;
+}
+
 vfm_status gemm_fail(const Gemm &g, const char *what, cublasStatus_t s) {
     char d[128];
     return vfm_fail(VFM_ERR_INTERNAL, "%s (%s): cuBLASLt %s failed for m=%lld n=%lld k=%lld (%s in, %s out, epilogue %d): %s",
@@ -249,14 +265,8 @@ extern "C" vfm_status cuda_linear_forward(Tensor *y, Tensor *pre, const Tensor *
     int64_t n = tensor_rows(x), in = tensor_dim(x, -1), out = tensor_dim(w, 0);
     if (n == 0 || out == 0) return VFM_OK;
     if (in == 0) return vfm_fail(VFM_ERR_UNSUPPORTED, "%s: x has no columns (in = 0) on cuda", op);
-    Gemm g;
-    memset(&g, 0, sizeof g);
-    g.op = op, g.desc = x;
-    g.transa = CUBLAS_OP_T, g.transb = CUBLAS_OP_N;
-    g.m = out, g.n = n, g.k = in, g.lda = in, g.ldb = in, g.ldc = out;
-    g.ab = x->dtype, g.c = x->dtype;
-    g.A = w->data, g.B = x->data;
-    g.beta = 0.f;
+    Gemm g = plain_gemm(op, x, CUBLAS_OP_T, CUBLAS_OP_N, out, n, in, in, in, out, x->dtype, x->dtype, w->data, x->data,
+                        NULL, 0.f);
     g.bias = b ? b->data : NULL;
     g.bias_type = b ? b->dtype : x->dtype;
     if (act == ACT_GELU_TANH && out % 8 == 0) {  // cuBLASLt's GELU (tanh form) writes y, pre goes to aux
@@ -286,30 +296,14 @@ extern "C" vfm_status cuda_linear_backward(Tensor *dx, Tensor *dw, Tensor *db, T
     int64_t n = tensor_rows(x), in = tensor_dim(x, -1), out = tensor_dim(w, 0);
     if (act != ACT_NONE) VFM_TRY(cuda_gelu_backward(dy, dy, pre, act));  // dy becomes dpre
     if (n == 0 || out == 0) return VFM_OK;
-    if (dx && in > 0) {  // dx[N,in] = dpre[N,out]·w[out,in]: column-major [in × N] = w[in × out]·dpre[out × N]
-        Gemm g;
-        memset(&g, 0, sizeof g);
-        g.op = op, g.desc = dx;
-        g.transa = CUBLAS_OP_N, g.transb = CUBLAS_OP_N;
-        g.m = in, g.n = n, g.k = out, g.lda = in, g.ldb = out, g.ldc = in;
-        g.ab = x->dtype, g.c = dx->dtype;
-        g.A = w->data, g.B = dy->data, g.C = dx->data;
-        g.beta = dx_accumulate ? 1.f : 0.f;
-        g.epilogue = CUBLASLT_EPILOGUE_DEFAULT;
-        VFM_TRY(gemm_run(g, 0, NULL));
-    }
-    if (dw && in > 0) {  // dw[out,in] += dpreᵀ·x: column-major [in × out] += x[in × N]·dpre[out × N]ᵀ
-        Gemm g;
-        memset(&g, 0, sizeof g);
-        g.op = op, g.desc = dw;
-        g.transa = CUBLAS_OP_N, g.transb = CUBLAS_OP_T;
-        g.m = in, g.n = out, g.k = n, g.lda = in, g.ldb = out, g.ldc = in;
-        g.ab = x->dtype, g.c = dw->dtype;
-        g.A = x->data, g.B = dy->data, g.C = dw->data;
-        g.beta = 1.f;
-        g.epilogue = CUBLASLT_EPILOGUE_DEFAULT;
-        VFM_TRY(gemm_run(g, 0, NULL));
-    }
+    if (dx && in > 0)  // dx[N,in] = dpre[N,out]·w[out,in]: column-major [in × N] = w[in × out]·dpre[out × N]
+        VFM_TRY(gemm_run(plain_gemm(op, dx, CUBLAS_OP_N, CUBLAS_OP_N, in, n, out, in, out, in, x->dtype, dx->dtype,
+                                    w->data, dy->data, dx->data, dx_accumulate ? 1.f : 0.f),
+                         0, NULL));
+    if (dw && in > 0)  // dw[out,in] += dpreᵀ·x: column-major [in × out] += x[in × N]·dpre[out × N]ᵀ
+        VFM_TRY(gemm_run(plain_gemm(op, dw, CUBLAS_OP_N, CUBLAS_OP_T, in, out, n, in, out, in, x->dtype, dw->dtype,
+                                    x->data, dy->data, dw->data, 1.f),
+                         0, NULL));
     if (db) {
         if (db->dtype != DT_F32) return cuda_bad_dtype(op, "db", db);
         FLOAT_DISPATCH(op, "dy", dy, T, {
