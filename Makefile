@@ -7,7 +7,7 @@ CC       ?= gcc
 BUILD    ?= build
 CFLAGS   ?= -O2
 CFLAGS   += -std=c11 -Wall -Wextra -Werror -Wno-format-truncation -fopenmp -ffp-contract=off -D_GNU_SOURCE -Isrc -MMD -MP
-LDLIBS   += -lopenblas -lyaml -ljansson -lm -lpthread
+LDLIBS   += -lopenblas -lyaml -ljansson -lsqlite3 -lm -lpthread
 LDFLAGS  += -fopenmp
 # OpenBLAS built for OpenMP shares our OpenMP threads; the pthread build would run its own pool
 # next to ours and oversubscribe the cores (scripts/deps.sh installs libopenblas-openmp-dev).
@@ -36,6 +36,7 @@ endif
 
 CORE_SRC  := $(wildcard src/core/*.c) $(wildcard src/ops/*.c) $(wildcard src/model/*.c) \
              $(wildcard src/diffusion/*.c) $(wildcard src/train/*.c) $(wildcard src/data/*.c) \
+             $(wildcard src/optim/*.c) \
              $(wildcard src/parallel/*.c)
 CPU_OPS   := $(wildcard src/ops/cpu/*.c)
 CLI_SRC   := $(wildcard src/cli/*.c)

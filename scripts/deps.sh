@@ -59,7 +59,7 @@ if [ "$1" = "--cudnn-frontend" ]; then
     exit $?
 fi
 
-PKGS="gcc g++ make unzip libopenblas-dev libopenblas-openmp-dev libyaml-dev libjansson-dev libopenmpi-dev openmpi-bin"
+PKGS="gcc g++ make unzip libopenblas-dev libopenblas-openmp-dev libyaml-dev libjansson-dev libsqlite3-dev libopenmpi-dev openmpi-bin"
 if [ "$1" = "--goldens" ]; then PKGS="$PKGS python3-torch python3-numpy"; fi
 
 missing=""

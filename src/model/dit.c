@@ -173,14 +173,14 @@ static void build_table(DiT *m) {
         DiTBlockParams *b = &m->blocks[l];
 #define NAME(suffix) (snprintf(name, sizeof name, "blocks.%d.%s", l, suffix), name)
         /* adaLN and norm weights see every token of a sample: under SP they reduce over TP. */
-        b->ada_l1 = add_linear(t, INIT_UNIFORM_FANIN, (float)D, R, D, REDUCE_TP, -1, NAME("adaln.linear_1"));
-        b->ada_l2 = add_linear(t, INIT_ZERO, 0, N_CHUNKS * D, R, REDUCE_TP, -1, NAME("adaln.linear_2"));
+        b->ada_l1 = add_linear(t, INIT_UNIFORM_FANIN, (float)D, R, D, REDUCE_TP_SP, -1, NAME("adaln.linear_1"));
+        b->ada_l2 = add_linear(t, INIT_ZERO, 0, N_CHUNKS * D, R, REDUCE_TP_SP, -1, NAME("adaln.linear_2"));
         b->sa_q = add_linear(t, INIT_NORMAL, std, D, D, 0, 0, NAME("self_attn.q"));
         b->sa_k = add_linear(t, INIT_NORMAL, std, Dkv, D, 0, 0, NAME("self_attn.k"));
         b->sa_v = add_linear(t, INIT_NORMAL, std, Dkv, D, 0, 0, NAME("self_attn.v"));
         if (c->qk_norm) {
-            b->sa_qn = param_table_add(t, INIT_ONE, 0, 1, hd, REDUCE_TP, -1, "blocks.%d.self_attn.q_norm.weight", l);
-            b->sa_kn = param_table_add(t, INIT_ONE, 0, 1, hd, REDUCE_TP, -1, "blocks.%d.self_attn.k_norm.weight", l);
+            b->sa_qn = param_table_add(t, INIT_ONE, 0, 1, hd, REDUCE_TP_HEADS, -1, "blocks.%d.self_attn.q_norm.weight", l);
+            b->sa_kn = param_table_add(t, INIT_ONE, 0, 1, hd, REDUCE_TP_HEADS, -1, "blocks.%d.self_attn.k_norm.weight", l);
         } else {
             b->sa_qn = b->sa_kn = -1;
         }
@@ -189,8 +189,8 @@ static void build_table(DiT *m) {
         b->ca_k = add_linear(t, INIT_NORMAL, std, D, c->d_text, 0, 0, NAME("cross_attn.k"));
         b->ca_v = add_linear(t, INIT_NORMAL, std, D, c->d_text, 0, 0, NAME("cross_attn.v"));
         if (c->qk_norm) {
-            b->ca_qn = param_table_add(t, INIT_ONE, 0, 1, hd, REDUCE_TP, -1, "blocks.%d.cross_attn.q_norm.weight", l);
-            b->ca_kn = param_table_add(t, INIT_ONE, 0, 1, hd, REDUCE_TP, -1, "blocks.%d.cross_attn.k_norm.weight", l);
+            b->ca_qn = param_table_add(t, INIT_ONE, 0, 1, hd, REDUCE_TP_HEADS, -1, "blocks.%d.cross_attn.q_norm.weight", l);
+            b->ca_kn = param_table_add(t, INIT_ONE, 0, 1, hd, REDUCE_TP_HEADS, -1, "blocks.%d.cross_attn.k_norm.weight", l);
         } else {
             b->ca_qn = b->ca_kn = -1;
         }

@@ -20,9 +20,11 @@ typedef enum {
 
 /* Reduce groups: which process groups a gradient is summed over (design §3). */
 enum {
-    REDUCE_DP_CP = 1u, /* every parameter: data- and context-parallel replicas */
-    REDUCE_TP = 2u,    /* replicated across TP ranks that see different tokens under SP */
-    REDUCE_PP = 4u,    /* conditioning embedders every pipeline stage holds */
+    REDUCE_DP_CP = 1u,    /* every parameter: data- and context-parallel replicas */
+    REDUCE_TP_HEADS = 2u, /* shared by the heads TP splits (QK-norm): over TP whenever TP > 1 */
+    REDUCE_PP = 4u,       /* conditioning embedders every pipeline stage holds */
+    REDUCE_TP_SP = 8u,    /* replicated, summed over tokens (adaLN, embedders, norms): over TP
+                             only under sequence parallelism, where each TP rank sees other tokens */
 };
 
 typedef struct ParamEntry {

@@ -132,6 +132,18 @@ vfm_status op_attention_backward(Tensor *dq, Tensor *dk, Tensor *dv, const Tenso
                                  const Tensor *k, const Tensor *v, const Tensor *o, const Tensor *lse,
                                  const VarlenLayout *layout);
 
+/* Exact log-sum-exp merge of two attentions of the same queries over disjoint key sets (ring
+ * attention, design §4): per real query row and head, with m = max(lse, lse_part),
+ *   w = e^(lse-m), w_p = e^(lse_part-m),  o <- (w·o + w_p·o_part) / (w + w_p),  lse <- m + log(w + w_p)
+ * in place into o[Sq,H,hd] and lse[Sq,H]; o_part[Sq,H,hd], lse_part[Sq,H] as op_attention_forward
+ * writes them. A side with lse = -inf (no keys) gets weight 0; when both are -inf, o = 0 and
+ * lse = -inf. Only the real query rows of layout's q side (cu_q, cu_q_padded) are read; padding
+ * rows are written 0. No backward: ring attention's backward runs each block's
+ * op_attention_backward with the merged o and lse, which gives the exact gradient directly.
+ * lse, lse_part [f32]; o, o_part ACT (merged in f32, rounded once). */
+vfm_status op_attention_merge(Tensor *o, Tensor *lse, const Tensor *o_part, const Tensor *lse_part,
+                              const VarlenLayout *layout);
+
 /* ---- embeddings ----------------------------------------------------------------------- */
 /* Sinusoidal timestep embedding (diffusers' get_timestep_embedding): half = dim/2,
  * f_i = exp(-ln(max_period)·i/(half - shift)), out[b] = [sin(t_b f) | cos(t_b f)] or, with

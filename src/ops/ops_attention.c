@@ -1,6 +1,7 @@
-/* Dispatchers of varlen (THD) attention: checks of the q/k/v shapes and of the VarlenLayout
- * (cu arrays, padded offsets within the tensors, declared longest lengths), then the backend.
- * lse is f32 on CUDA; there the offsets live on the GPU and only their shapes are checked. */
+/* Dispatchers of varlen (THD) attention and of the log-sum-exp merge of partial attentions:
+ * checks of the q/k/v shapes and of the VarlenLayout (cu arrays, padded offsets within the
+ * tensors, declared longest lengths), then the backend. lse is f32 on CUDA; there the offsets
+ * live on the GPU and only their shapes are checked. */
 #include "ops_check.h"
 
 /* q[Sq,H,hd], k and v [Skv,Hkv,hd], Hkv dividing H. */
@@ -87,4 +88,22 @@ vfm_status op_attention_backward(Tensor *dq, Tensor *dk, Tensor *dv, const Tenso
     OPS_EXPECT(op, "dv", dv, q->dtype, q->device, k->shape[0], k->shape[1], k->shape[2]);
     VFM_TRY(check_layout(op, layout, q, k));
     OPS_DISPATCH_WITH_CUDA(attention_backward, q, dq, dk, dv, dout, q, k, v, o, lse, layout);
+}
+
+vfm_status op_attention_merge(Tensor *o, Tensor *lse, const Tensor *o_part, const Tensor *lse_part,
+                              const VarlenLayout *layout) {
+    const char *op = "attention_merge";
+    VFM_TRY(ops_float_dtype(op, o));
+    OPS_EXPECT(op, "o", o, o->dtype, o->device, -1, -1, -1);
+    OPS_EXPECT(op, "o_part", o_part, o->dtype, o->device, o->shape[0], o->shape[1], o->shape[2]);
+    OPS_EXPECT(op, "lse", lse, ops_f32_dtype(o), o->device, o->shape[0], o->shape[1]);
+    OPS_EXPECT(op, "lse_part", lse_part, ops_f32_dtype(o), o->device, o->shape[0], o->shape[1]);
+    if (!layout) return vfm_fail(VFM_ERR_SHAPE, "%s: layout is missing", op);
+    int n = layout->n_samples;
+    if (n < 0) return vfm_fail(VFM_ERR_SHAPE, "%s: layout n_samples = %d", op, n);
+    OPS_EXPECT(op, "layout cu_q", &layout->cu_q, DT_I32, o->device, n + 1);
+    OPS_EXPECT(op, "layout cu_q_padded", &layout->cu_q_padded, DT_I32, o->device, n + 1);
+    if (o->device == DEV_CPU)
+        VFM_TRY(check_side(op, "q", &layout->cu_q, &layout->cu_q_padded, n, o->shape[0], layout->max_q));
+    OPS_DISPATCH_WITH_CUDA(attention_merge, o, o, lse, o_part, lse_part, layout);
 }

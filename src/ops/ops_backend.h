@@ -33,6 +33,8 @@
           const VarlenLayout *layout)) \
     X(attention_backward, (Tensor *dq, Tensor *dk, Tensor *dv, const Tensor *dout, const Tensor *q, \
           const Tensor *k, const Tensor *v, const Tensor *o, const Tensor *lse, const VarlenLayout *layout)) \
+    X(attention_merge, (Tensor *o, Tensor *lse, const Tensor *o_part, const Tensor *lse_part, \
+          const VarlenLayout *layout)) \
     X(timestep_embedding_forward, (Tensor *out, const Tensor *t, int flip_sin_to_cos, float shift, \
           float max_period)) \
     X(timestep_embedding_backward, (Tensor *dt, const Tensor *dout, const Tensor *t, int flip_sin_to_cos, \

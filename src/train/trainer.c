@@ -23,7 +23,7 @@
 #include "parallel/groups.h"
 #include "parallel/launch.h"
 #include "train/checkpoint.h"
-#include "train/optimizer.h"
+#include "optim/optimizer.h"
 
 typedef struct Trainer {
     Config *cfg;

@@ -3,7 +3,8 @@
  * backward (dq, dk, dv): self and cross attention, grouped and multi-query heads, head dims 64, 72
  * and 128, lengths 1, primes and non-multiples of 64, NaN in every padding row (never read; written
  * 0), a sample without keys (o = 0, lse = -inf, dq = 0) and one without queries (dk = dv = 0).
- * Each backward runs twice and must give the same bits. Skipped without a CUDA device. */
+ * Each backward runs twice and must give the same bits. Also the log-sum-exp merge of partial
+ * attentions. Skipped without a CUDA device. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -205,5 +206,34 @@ TEST(cuda_attention_cudnn_matches_cpu_and_reference) {
         attention_case(&CASES[i], DT_BF16, 1, (ATol){8e-3, 1e-4, 1.5e-2}, ref, NULL);
         attention_case(&CASES[i], DT_BF16, 2, (ATol){2e-2, 2e-2, 3e-2}, NULL, ref);
         for (int j = 0; j < 5; j++) free(ref[j]);
+    }
+}
+
+/* The log-sum-exp merge (ring attention's combine step): GPU vs CPU on random partial results with
+ * sides that have no keys (lse = -inf on one side, on both) and NaN in the padding rows. */
+TEST(cuda_attention_merge_matches_cpu) {
+    if (device_cuda_count() == 0) SKIP("no CUDA device");
+    const ACase *c = &CASES[3];
+    for (int di = 0; di < 2; di++) {
+        DType dt = di ? DT_BF16 : DT_F32;
+        Layout l;
+        layout_make(&l, c);
+        int64_t S = l.Sq, row = (int64_t)c->H * c->hd;
+        Pair o = PAIR_RAND(dt, 111, -1, 1, S, c->H, c->hd), op = PAIR_RAND(dt, 112, -1, 1, S, c->H, c->hd);
+        Pair lse = PAIR_RAND(DT_F32, 113, -3, 5, S, c->H), lp = PAIR_RAND(DT_F32, 114, -3, 5, S, c->H);
+        /* row 0 head 0: only the part has keys; row 1 head 1: neither side has keys */
+        lse.h[0] = -INFINITY;
+        lse.h[1 * c->H + 1] = lp.h[1 * c->H + 1] = -INFINITY;
+        pair_upload(&lse), pair_upload(&lp);
+        nan_outside(&o, row, l.cu_q, l.cu_q_padded, c->n, S);
+        nan_outside(&op, row, l.cu_q, l.cu_q_padded, c->n, S);
+        nan_outside(&lse, c->H, l.cu_q, l.cu_q_padded, c->n, S);
+        nan_outside(&lp, c->H, l.cu_q, l.cu_q_padded, c->n, S);
+        REQUIRE_OK(op_attention_merge(&o.cpu, &lse.cpu, &op.cpu, &lp.cpu, &l.cpu));
+        REQUIRE_OK(op_attention_merge(&o.gpu, &lse.gpu, &op.gpu, &lp.gpu, &l.gpu));
+        PAIR_CLOSE("attention_merge o", &o, 1e-6, TOL(dt, 1e-6, 8e-3));
+        check_lse("attention_merge lse", &lse, 1e-6, 1e-6);
+        pair_free(&o), pair_free(&op), pair_free(&lse), pair_free(&lp);
+        layout_free(&l);
     }
 }

@@ -11,7 +11,7 @@
 #include "golden.h"
 #include "model/dit.h"
 #include "test.h"
-#include "train/optimizer.h"
+#include "optim/optimizer.h"
 
 typedef struct Case {
     const char *file;

@@ -1,4 +1,4 @@
-// CUDA backend: varlen (THD) attention dispatch. bf16 runs cuDNN's fused SDPA (cudnn_attention.cpp)
+// CUDA backend: varlen (THD) attention dispatch, and the log-sum-exp merge of partial attentions. bf16 runs cuDNN's fused SDPA (cudnn_attention.cpp)
 // with shapes bucketed so that few graphs are built (batch slots to a power of two, the per-sample
 // length bound to 64·{1,2,3} or 64·m·2^e with m in 4..7); f32, head dims cuDNN cannot take and
 // buckets it declines run the reference kernels (attention_ref.cu), each declined bucket logged
@@ -102,6 +102,49 @@ static vfm_status padding_pass(const char *op, Tensor *x, float *lse, int64_t ls
                    attn_padding_kernel<T><<<blocks, 256, 0, cuda_stream()>>>((T *)x->data, row_elems, lse, lse_elems,
                                                                              rows, a, side_q));
     return cuda_check_launch(op, x);
+}
+
+// ---- log-sum-exp merge ------------------------------------------------------------------------
+
+// One warp per (query row, head): o <- (w·o + w_p·o_part)/(w + w_p), lse <- m + log(w + w_p) with
+// m = max(lse, lse_part), w = e^(lse-m), w_p = e^(lse_part-m); both -inf: o = 0, lse = -inf;
+// padding rows: o = 0, lse = 0. The same expression order as the CPU.
+template <typename T>
+__global__ void attn_merge_kernel(T *o, float *lse, const T *o_part, const float *lse_part, int64_t rows, int H,
+                                  int hd, const int32_t *cu, const int32_t *cu_padded, int n) {
+    int64_t w = (int64_t)blockIdx.x * 8 + (threadIdx.x >> 5);
+    int lane = threadIdx.x & 31;
+    if (w >= rows * H) return;
+    int64_t r = w / H;
+    T *orow = o + w * hd;
+    const T *prow = o_part + w * hd;
+    float la = lse[w], lp = lse_part[w], m = fmaxf(la, lp);
+    bool padding = sample_of_row(r, cu, cu_padded, n) < 0;
+    __syncwarp();  // every lane has read lse[w] before lane 0 rewrites it
+    if (padding || m == -INFINITY) {
+        for (int d = lane; d < hd; d += 32) orow[d] = from_f32<T>(0.f);
+        if (lane == 0) lse[w] = padding ? 0.f : -INFINITY;
+        return;
+    }
+    float wa = expf(la - m), wb = expf(lp - m), sum = wa + wb;
+    float ca = wa / sum, cb = wb / sum;
+    for (int d = lane; d < hd; d += 32) orow[d] = from_f32<T>(ca * to_f32(orow[d]) + cb * to_f32(prow[d]));
+    __syncwarp();
+    if (lane == 0) lse[w] = m + logf(sum);
+}
+
+extern "C" vfm_status cuda_attention_merge(Tensor *o, Tensor *lse, const Tensor *o_part, const Tensor *lse_part,
+                                           const VarlenLayout *layout) {
+    int64_t rows = o->shape[0];
+    int H = (int)o->shape[1], hd = (int)o->shape[2];
+    if (rows * H == 0) return VFM_OK;
+    unsigned blocks = (unsigned)((rows * H + 7) / 8);
+    FLOAT_DISPATCH("attention_merge", "o", o, T,
+                   attn_merge_kernel<T><<<blocks, 256, 0, cuda_stream()>>>(
+                       (T *)o->data, (float *)lse->data, (const T *)o_part->data, (const float *)lse_part->data, rows,
+                       H, hd, (const int32_t *)layout->cu_q.data, (const int32_t *)layout->cu_q_padded.data,
+                       layout->n_samples));
+    return cuda_check_launch("attention_merge", o);
 }
 
 // ---- cuDNN ----------------------------------------------------------------------------------
