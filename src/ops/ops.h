@@ -122,7 +122,8 @@ typedef struct VarlenLayout {
  * declines run a reference kernel); head_dim <= 256; cuDNN may read (never write) up to a tile
  * past a sample's real rows, so CUDA buffers of q, k, v, o, dout and the gradients should have
  * ATTN_SPARE_ROWS rows after the last sample's slot (padding rows; not checked: the offsets
- * live on the GPU). */
+ * live on the GPU), and their padding rows should be finite, as the model's are (a NaN read
+ * there may leak through a zero probability; test cuda_attention_cudnn_nan_padding_unchanged). */
 #define ATTN_SPARE_ROWS 128
 vfm_status op_attention_forward(Tensor *o, Tensor *lse, const Tensor *q, const Tensor *k, const Tensor *v,
                                 const VarlenLayout *layout);
