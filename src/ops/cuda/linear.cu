@@ -1,11 +1,11 @@
 // CUDA backend: the linear layer on cuBLASLt (loaded at run time, cuda_libs.h). bf16 (or f32)
 // inputs, f32 accumulation (CUBLAS_COMPUTE_32F: no TF32), the bias added in the GEMM epilogue;
-// GELU-tanh also in the epilogue (cuBLASLt's GELU is the tanh form; the exact erf GELU, and the
-// tanh form where cuBLASLt has no algorithm for it, run activations.cu's kernel on pre). The
-// weight gradient is a GEMM with f32 output and beta = 1: it accumulates into the f32 gradient
-// buffer. The bias gradient is a deterministic column sum. For each GEMM shape (sizes, dtypes,
-// epilogue, pointer alignments) the descriptors and the heuristic's algorithm are made once and
-// cached; with one algorithm per shape the results are the same bits every run.
+// GELU-tanh also in the epilogue for bf16 outputs (cuBLASLt's GELU is the tanh form; the exact erf
+// GELU, f32 outputs, and the tanh form where cuBLASLt has no algorithm for it run activations.cu's
+// kernel on pre). The weight gradient is a GEMM with f32 output and beta = 1: it accumulates into
+// the f32 gradient buffer. The bias gradient is a deterministic column sum. For each GEMM shape
+// (sizes, dtypes, epilogue, pointer alignments) the descriptors and the heuristic's algorithm are
+// made once and cached; with one algorithm per shape the results are the same bits every run.
 //
 // Row-major y[N,out] = x[N,in]·wᵀ is computed as the column-major D[out × N] = op(A)·op(B) with A = w
 // ([in × out] column-major, transposed) and B = x ([in × N]).
@@ -269,7 +269,8 @@ extern "C" vfm_status cuda_linear_forward(Tensor *y, Tensor *pre, const Tensor *
                         NULL, 0.f);
     g.bias = b ? b->data : NULL;
     g.bias_type = b ? b->dtype : x->dtype;
-    if (act == ACT_GELU_TANH && out % 8 == 0) {  // cuBLASLt's GELU (tanh form) writes y, pre goes to aux
+    // cuBLASLt's GELU (tanh form, possibly a fast tanh: bf16 outputs only) writes y, pre goes to aux
+    if (act == ACT_GELU_TANH && x->dtype == DT_BF16 && out % 8 == 0) {
         g.C = y->data;
         g.aux = pre->data;
         g.epilogue = b ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX;
