@@ -8,6 +8,8 @@ BUILD    ?= build
 CFLAGS   ?= -O2
 CFLAGS   += -std=c11 -Wall -Wextra -Werror -Wno-format-truncation -fopenmp -ffp-contract=off -D_GNU_SOURCE -Isrc -MMD -MP
 LDLIBS   += -lopenblas -lyaml -ljansson -lsqlite3 -lm -lpthread
+# pictures (libpng, libjpeg) for vfm prepare images; FFmpeg (video) is loaded at run time (dlopen)
+LDLIBS   += -lpng16 -ljpeg -ldl
 LDFLAGS  += -fopenmp
 # OpenBLAS built for OpenMP shares our OpenMP threads; the pthread build would run its own pool
 # next to ours and oversubscribe the cores (scripts/deps.sh installs libopenblas-openmp-dev).
@@ -142,10 +144,11 @@ gpu-test:
 	@scripts/gpu_run.sh $(BUILD)/vfm version
 	VFM_CUDA_SYNC=$${VFM_CUDA_SYNC:-1} scripts/gpu_run.sh $(BUILD)/vfm_tests cuda_
 
-# Regenerates tests/fixtures/golden/*.bin with the PyTorch twin (needs python3-torch; not run by CI).
+# Regenerates tests/fixtures/golden/*.bin (ops and models) with the PyTorch twin (needs python3-torch; not run by CI).
 goldens:
 	@scripts/deps.sh --goldens
 	/usr/bin/python3 reference/ops_golden.py --out tests/fixtures/golden
+	/usr/bin/python3 reference/model_golden.py --out tests/fixtures/golden
 
 clean:
 	rm -rf $(BUILD)

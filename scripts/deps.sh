@@ -50,8 +50,8 @@ install_debs() {
         fi
     fi
     export DEBIAN_FRONTEND=noninteractive
-    $SUDO apt-get update -qq
-    $SUDO apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+    $SUDO apt-get -o DPkg::Lock::Timeout=900 update -qq
+    $SUDO apt-get -o DPkg::Lock::Timeout=900 install -y -qq --no-install-recommends "$@" >/dev/null
 }
 
 if [ "$1" = "--cudnn-frontend" ]; then
@@ -60,6 +60,7 @@ if [ "$1" = "--cudnn-frontend" ]; then
 fi
 
 PKGS="gcc g++ make unzip libopenblas-dev libopenblas-openmp-dev libyaml-dev libjansson-dev libsqlite3-dev libopenmpi-dev openmpi-bin"
+PKGS="$PKGS libpng-dev libjpeg62-turbo-dev libavformat-dev libavcodec-dev libswscale-dev libavutil-dev ffmpeg"
 if [ "$1" = "--goldens" ]; then PKGS="$PKGS python3-torch python3-numpy"; fi
 
 missing=""

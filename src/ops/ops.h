@@ -19,8 +19,9 @@
  *      F32  always f32 on CUDA, marked "[f32]" below: statistics (LayerNorm mean/rstd, RMSNorm
  *           rstd, attention lse), per-sample scalars [B] (σ, t, c_skip/c_out/c_in/c_noise, loss
  *           weights), the loss, its mask and per-sample sums, the EDM math (x0, noise, x_t,
- *           denoised and its gradient), parameter gradients (linear dw/db, RMSNorm dw: an fp32
- *           buffer that accumulates over micro-batches) and AdamW's param (fp32 master), m, v, grad.
+ *           denoised and its gradient), parameter gradients (linear dw/db, RMSNorm dw, the class
+ *           table's dtable: an fp32 buffer that accumulates over micro-batches) and AdamW's param
+ *           (fp32 master), m, v, grad.
  *    Kernels read ACT values as f32, compute and accumulate in f32 (or f64 where the CPU does), and
  *    round once on the store. On the CPU "[f32]" arguments simply have the call's dtype. A wrong
  *    dtype is an error naming the op and the argument.
@@ -159,6 +160,30 @@ vfm_status op_timestep_embedding_backward(Tensor *dt, const Tensor *dout, const 
  * [sin(p·ω) | cos(p·ω)], ω_k = 10000^(-k/(d/2)) for a part of width d (research/dfm.md §1.3,
  * diffusers' get_3d_sincos_pos_embed). Any (t,h,w): no table. D must be a multiple of 16. x ACT. */
 vfm_status op_pos_embed_3d_add(Tensor *x, const Tensor *pos, const Tensor *tok2sample);
+
+/* x[S,D] += fixed 2-D sin-cos position embedding of (h, w) = (pos[s,1], pos[s,2]) for rows with
+ * tok2sample >= 0 (pos[s,0], the frame, is not read). Layout per row, as the DiT reference
+ * (facebookresearch/DiT, MAE's get_2d_sincos_pos_embed): [w part D/2 | h part D/2], each part
+ * [sin(p·ω) | cos(p·ω)], ω_k = 10000^(-k/(D/4)), k < D/4 — the first half encodes the column
+ * because the reference builds its grid with meshgrid(w, h). D must be a multiple of 4. x ACT. */
+vfm_status op_pos_embed_2d_add(Tensor *x, const Tensor *pos, const Tensor *tok2sample);
+
+/* Row lookup (class-label embedding): out[B,D] = table[idx[b]], table[N,D], idx[B] i32 in [0, N)
+ * (an index outside is VFM_ERR_SHAPE, nothing written; on CUDA the check waits for the GPU).
+ * table, out ACT. */
+vfm_status op_embedding_forward(Tensor *out, const Tensor *table, const Tensor *idx);
+/* dtable[N,D] += Σ_{b: idx[b] = n} dout[b], each row's terms added in order of b (the same bits
+ * at any thread count, repeated indices included). dtable [f32] (a parameter gradient); dout ACT. */
+vfm_status op_embedding_backward(Tensor *dtable, const Tensor *dout, const Tensor *idx);
+
+/* ---- column permutation --------------------------------------------------------------- */
+/* out[N,K] = in[N, idx[k]] (in[N,M], idx[K] i32 in [0, M)): e.g. token columns (ph pw pt C) to
+ * the (C pt ph pw) order of a convolution weight [D, C, pt, ph, pw]. in, out: one float dtype (any
+ * on CUDA); an index outside is VFM_ERR_SHAPE (on CUDA the check waits for the GPU). */
+vfm_status op_gather_columns(Tensor *out, const Tensor *in, const Tensor *idx);
+/* din[N,M] += scatter of dout[N,K]: din[n, idx[k]] += dout[n,k], in order of k. din, dout: one
+ * float dtype. */
+vfm_status op_gather_columns_backward(Tensor *din, const Tensor *dout, const Tensor *idx);
 
 /* ---- patchify ------------------------------------------------------------------------- */
 /* latent[C, T'·pt, H'·ph, W'·pw] -> tokens[T'·H'·W', ph·pw·pt·C]: tokens t-major, then h, then

@@ -40,6 +40,11 @@
     X(timestep_embedding_backward, (Tensor *dt, const Tensor *dout, const Tensor *t, int flip_sin_to_cos, \
           float shift, float max_period)) \
     X(pos_embed_3d_add, (Tensor *x, const Tensor *pos, const Tensor *tok2sample)) \
+    X(pos_embed_2d_add, (Tensor *x, const Tensor *pos, const Tensor *tok2sample)) \
+    X(embedding_forward, (Tensor *out, const Tensor *table, const Tensor *idx)) \
+    X(embedding_backward, (Tensor *dtable, const Tensor *dout, const Tensor *idx)) \
+    X(gather_columns, (Tensor *out, const Tensor *in, const Tensor *idx)) \
+    X(gather_columns_backward, (Tensor *din, const Tensor *dout, const Tensor *idx)) \
     X(patchify, (Tensor *tokens, const Tensor *latent, int pt, int ph, int pw)) \
     X(unpatchify, (Tensor *latent, const Tensor *tokens, int pt, int ph, int pw)) \
     X(edm_precondition, (Tensor *c_skip, Tensor *c_out, Tensor *c_in, Tensor *c_noise, Tensor *weight, \

@@ -1,6 +1,7 @@
-/* Dispatchers of the embedding ops (sinusoidal timestep embedding, 3-D sin-cos position
- * embedding) and of patchify / unpatchify: argument checks, then the backend (t and dt are f32 on
- * CUDA, the embedding in the activation dtype). */
+/* Dispatchers of the embedding ops (sinusoidal timestep embedding, 3-D and 2-D sin-cos position
+ * embeddings, row lookup), of the column gather and of patchify / unpatchify: argument checks,
+ * then the backend (on CUDA t, dt and the class-table gradient are f32, the rest in the
+ * activation dtype). */
 #include "ops_check.h"
 
 static vfm_status check_timestep_args(const char *op, const char *emb_name, const Tensor *emb, const Tensor *t, float shift,
@@ -42,6 +43,55 @@ vfm_status op_pos_embed_3d_add(Tensor *x, const Tensor *pos, const Tensor *tok2s
     OPS_EXPECT(op, "pos", pos, DT_I32, x->device, S, 3);
     OPS_EXPECT(op, "tok2sample", tok2sample, DT_I32, x->device, S);
     OPS_DISPATCH_WITH_CUDA(pos_embed_3d_add, x, x, pos, tok2sample);
+}
+
+vfm_status op_pos_embed_2d_add(Tensor *x, const Tensor *pos, const Tensor *tok2sample) {
+    const char *op = "pos_embed_2d_add";
+    VFM_TRY(ops_float_dtype(op, x));
+    OPS_EXPECT(op, "x", x, x->dtype, x->device, -1, -1);
+    int64_t S = x->shape[0], D = x->shape[1];
+    if (D % 4)
+        return vfm_fail(VFM_ERR_SHAPE, "%s: x has %lld columns; the 2-D embedding needs a multiple of 4", op, (long long)D);
+    OPS_EXPECT(op, "pos", pos, DT_I32, x->device, S, 3);
+    OPS_EXPECT(op, "tok2sample", tok2sample, DT_I32, x->device, S);
+    OPS_DISPATCH_WITH_CUDA(pos_embed_2d_add, x, x, pos, tok2sample);
+}
+
+vfm_status op_embedding_forward(Tensor *out, const Tensor *table, const Tensor *idx) {
+    const char *op = "embedding_forward";
+    VFM_TRY(ops_float_dtype(op, table));
+    OPS_EXPECT(op, "table", table, table->dtype, table->device, -1, -1);
+    OPS_EXPECT(op, "idx", idx, DT_I32, table->device, -1);
+    OPS_EXPECT(op, "out", out, table->dtype, table->device, idx->shape[0], table->shape[1]);
+    OPS_DISPATCH_WITH_CUDA(embedding_forward, table, out, table, idx);
+}
+
+vfm_status op_embedding_backward(Tensor *dtable, const Tensor *dout, const Tensor *idx) {
+    const char *op = "embedding_backward";
+    VFM_TRY(ops_float_dtype(op, dtable));
+    OPS_EXPECT(op, "dtable", dtable, ops_f32_dtype(dtable), dtable->device, -1, -1);
+    OPS_EXPECT(op, "idx", idx, DT_I32, dtable->device, -1);
+    OPS_EXPECT(op, "dout", dout, ops_act_dtype(dout, dtable), dtable->device, idx->shape[0], dtable->shape[1]);
+    OPS_DISPATCH_WITH_CUDA(embedding_backward, dtable, dtable, dout, idx);
+}
+
+/* out [N,K], in [N,M], idx [K]. */
+static vfm_status check_gather_args(const char *op, const Tensor *narrow, const Tensor *wide, const Tensor *idx) {
+    VFM_TRY(ops_float_dtype(op, wide));
+    OPS_EXPECT(op, "in", wide, wide->dtype, wide->device, -1, -1);
+    OPS_EXPECT(op, "idx", idx, DT_I32, wide->device, -1);
+    OPS_EXPECT(op, "out", narrow, wide->dtype, wide->device, wide->shape[0], idx->shape[0]);
+    return VFM_OK;
+}
+
+vfm_status op_gather_columns(Tensor *out, const Tensor *in, const Tensor *idx) {
+    VFM_TRY(check_gather_args("gather_columns", out, in, idx));
+    OPS_DISPATCH_WITH_CUDA(gather_columns, in, out, in, idx);
+}
+
+vfm_status op_gather_columns_backward(Tensor *din, const Tensor *dout, const Tensor *idx) {
+    VFM_TRY(check_gather_args("gather_columns_backward", dout, din, idx));
+    OPS_DISPATCH_WITH_CUDA(gather_columns_backward, din, din, dout, idx);
 }
 
 /* latent [C, T'·pt, H'·ph, W'·pw] and tokens [T'·H'·W', ph·pw·pt·C] fit together. */

@@ -259,6 +259,50 @@ TEST(cuda_embeddings_and_patchify_match_cpu) {
     }
 }
 
+TEST(cuda_lookup_gather_and_2d_embedding_match_cpu) {
+    NEED_GPU();
+    for (int di = 0; di < 2; di++) {
+        DType dt = DTS[di];
+        /* class-label lookup with repeated labels; its table gradient is f32 and adds in b order: the
+         * CPU's bits even from bf16 dout (the same values, the same additions) */
+        const int32_t labels[6] = {3, 0, 3, 4, 1, 3};
+        IPair idx = IPAIR(labels, 6);
+        Pair table = PAIR_RAND(dt, 121, -1, 1, 5, 40), out = PAIR_ZEROS(dt, 6, 40);
+        BOTH(op_embedding_forward(&out.cpu, &table.cpu, &idx.cpu), op_embedding_forward(&out.gpu, &table.gpu, &idx.gpu));
+        PAIR_CLOSE("embedding_forward", &out, 0, 0);
+        Pair dout = PAIR_RAND(dt, 122, -1, 1, 6, 40), dtable = PAIR_RAND(DT_F32, 123, -1, 1, 5, 40);
+        BOTH(op_embedding_backward(&dtable.cpu, &dout.cpu, &idx.cpu),
+             op_embedding_backward(&dtable.gpu, &dout.gpu, &idx.gpu));
+        PAIR_CLOSE("embedding_backward (f32 table gradient)", &dtable, 0, 0);
+        const int32_t bad_labels[3] = {1, 4, 9};
+        IPair bad = IPAIR(bad_labels, 3);
+        Pair out3 = PAIR_ZEROS(dt, 3, 40);
+        vfm_status st = op_embedding_forward(&out3.gpu, &table.gpu, &bad.gpu);
+        CHECK_MSG(st == VFM_ERR_SHAPE && strstr(vfm_last_error(), "idx[2] = 9"), "bad label: %s: %s",
+                  vfm_status_name(st), vfm_last_error());
+        /* column gather with a repeated column, and its scatter-add backward */
+        const int32_t cols[9] = {11, 0, 5, 5, 3, 2, 7, 1, 10};
+        IPair cidx = IPAIR(cols, 9);
+        Pair in = PAIR_RAND(dt, 124, -1, 1, 7, 12), g = PAIR_ZEROS(dt, 7, 9);
+        BOTH(op_gather_columns(&g.cpu, &in.cpu, &cidx.cpu), op_gather_columns(&g.gpu, &in.gpu, &cidx.gpu));
+        PAIR_CLOSE("gather_columns", &g, 0, 0);
+        Pair dg = PAIR_RAND(dt, 125, -1, 1, 7, 9), din = PAIR_RAND(dt, 126, -1, 1, 7, 12);
+        BOTH(op_gather_columns_backward(&din.cpu, &dg.cpu, &cidx.cpu),
+             op_gather_columns_backward(&din.gpu, &dg.gpu, &cidx.gpu));
+        PAIR_CLOSE("gather_columns_backward (+=)", &din, 0, TOL(dt, 0, 1.2e-2));
+        /* 2-D sin-cos position embedding (DiT) */
+        int32_t pos[PACK_S * 3];
+        for (int i = 0; i < PACK_S * 3; i++) pos[i] = (i * 5 + 1) % 37;
+        IPair t2s = IPAIR(PACK_T2S, PACK_S), p = IPAIR(pos, PACK_S, 3);
+        Pair x = PAIR_RAND(dt, 127, -1, 1, PACK_S, 48);
+        BOTH(op_pos_embed_2d_add(&x.cpu, &p.cpu, &t2s.cpu), op_pos_embed_2d_add(&x.gpu, &p.gpu, &t2s.gpu));
+        PAIR_CLOSE("pos_embed_2d_add", &x, 1e-6, TOL(dt, 1e-6, 8e-3));
+        pair_free(&table), pair_free(&out), pair_free(&dout), pair_free(&dtable), pair_free(&out3), pair_free(&in);
+        pair_free(&g), pair_free(&dg), pair_free(&din), pair_free(&x);
+        ipair_free(&idx), ipair_free(&bad), ipair_free(&cidx), ipair_free(&t2s), ipair_free(&p);
+    }
+}
+
 TEST(cuda_edm_and_loss_match_cpu) {
     NEED_GPU();
     const int64_t S = PACK_S, B = PACK_B, C = 16;
@@ -448,6 +492,8 @@ TEST(cuda_dtype_contract_names_op_and_argument) {
     Tensor t16 = TENSOR(fake, DT_BF16, DEV_CUDA, 2), emb = TENSOR(fake, DT_BF16, DEV_CUDA, 2, 16);
     EXPECT_CONTRACT(op_timestep_embedding_forward(&emb, &t16, 1, 0.f, 10000.f), "timestep_embedding_forward",
                     "t is bf16[2]@cuda, expected f32");
+    Tensor dtab16 = TENSOR(fake, DT_BF16, DEV_CUDA, 5, 8), lab = TENSOR(fake, DT_I32, DEV_CUDA, 4);
+    EXPECT_CONTRACT(op_embedding_backward(&dtab16, &x, &lab), "embedding_backward", "dtable is bf16[5,8]@cuda, expected f32");
     /* the CPU stays strict: one float dtype per call */
     float xf[32] = {0}, rf[4] = {0};
     double md[4] = {0};

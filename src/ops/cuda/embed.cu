@@ -1,5 +1,5 @@
-// CUDA backend: the sinusoidal timestep embedding and its backward, the fixed 3-D sin-cos position
-// embedding, and patchify / unpatchify. Angles and their sines are taken in double, as on the CPU,
+// CUDA backend: the sinusoidal timestep embedding and its backward, the fixed 3-D and 2-D sin-cos
+// position embeddings, and patchify / unpatchify. Angles and their sines are taken in double, as on the CPU,
 // and rounded once; the embedding backward sums in double with a fixed-order block reduction.
 #include "cuda_common.h"
 
@@ -62,6 +62,22 @@ __global__ void pos_embed_3d_kernel(T *x, const int32_t *pos, const int32_t *t2s
     }
 }
 
+// x[S,D] += [w part D/2 | h part D/2] (DiT / MAE 2-D sin-cos) on rows with tok2sample >= 0; each
+// part [sin(p·ω_k) | cos(p·ω_k)], ω_k = 1/10000^(k/n), n = D/4; pos[s] = (t, h, w).
+template <typename T> __global__ void pos_embed_2d_kernel(T *x, const int32_t *pos, const int32_t *t2s, int64_t S, int64_t D) {
+    int64_t n = D / 4, pairs = 2 * n;
+    GRID_STRIDE(k, S * pairs) {
+        int64_t s = k / pairs, j = k % pairs;
+        if (t2s[s] < 0) continue;
+        int64_t part = j / n, kk = j % n;  // part 0: w (pos[s,2]), part 1: h (pos[s,1])
+        double omega = 1.0 / pow(10000.0, (double)kk / (double)n);
+        double angle = (double)pos[3 * s + (part == 0 ? 2 : 1)] * omega;
+        T *row = x + s * D + part * 2 * n;
+        row[kk] = from_f32<T>(to_f32(row[kk]) + (float)sin(angle));
+        row[n + kk] = from_f32<T>(to_f32(row[n + kk]) + (float)cos(angle));
+    }
+}
+
 // One thread per token element; to_tokens: tokens <- latent, else latent <- tokens. Elements are
 // moved as raw bits (E = the element's storage type), so any float dtype works.
 template <typename E>
@@ -112,6 +128,15 @@ extern "C" vfm_status cuda_pos_embed_3d_add(Tensor *x, const Tensor *pos, const 
                    pos_embed_3d_kernel<T><<<cuda_blocks(S * pairs), CUDA_THREADS, 0, cuda_stream()>>>(
                        (T *)x->data, (const int32_t *)pos->data, (const int32_t *)tok2sample->data, S, D));
     return cuda_check_launch("pos_embed_3d_add", x);
+}
+
+extern "C" vfm_status cuda_pos_embed_2d_add(Tensor *x, const Tensor *pos, const Tensor *tok2sample) {
+    int64_t S = tensor_dim(x, 0), D = tensor_dim(x, 1), pairs = 2 * (D / 4);
+    if (S * pairs == 0) return VFM_OK;
+    FLOAT_DISPATCH("pos_embed_2d_add", "x", x, T,
+                   pos_embed_2d_kernel<T><<<cuda_blocks(S * pairs), CUDA_THREADS, 0, cuda_stream()>>>(
+                       (T *)x->data, (const int32_t *)pos->data, (const int32_t *)tok2sample->data, S, D));
+    return cuda_check_launch("pos_embed_2d_add", x);
 }
 
 static vfm_status patch_copy(const char *op, Tensor *tokens, Tensor *latent, int pt, int ph, int pw, int to_tokens) {
