@@ -1,7 +1,8 @@
 """Goldens of the flow-matching and DDPM objectives for the C tests (tests/unit/test_model_golden.c):
-the DFM DiT of model_torch.py with random non-zero weights, a pack of 3 samples of different sizes
-(one with a dropped prompt) with given times and noise, the network output, the loss, every
-parameter gradient, and the losses of 10 AdamW steps with fresh times and noise.
+models of model_torch.py with random non-zero weights — the DFM DiT, and for DDPM also the DiT
+paper's setting (adaln-zero, class labels with a dropped one, learned sigma) — a pack of 3 samples
+of different sizes (a dropped prompt or label) with given times and noise, the network output, the
+loss, every parameter gradient, and the losses of 10 AdamW steps with fresh times and noise.
     /usr/bin/python3 reference/objectives_golden.py --out tests/fixtures/golden
 """
 import argparse
@@ -16,19 +17,22 @@ from model_golden import CLIP, LR, STEPS, WD, make_samples, randomize  # noqa: E
 from model_torch import DiT, DiTConfig  # noqa: E402
 from objectives_torch import ddpm_pack_loss, flow_pack_loss  # noqa: E402
 
-SPECS = [((4, 1, 4, 4), 3, 30.0, False), ((4, 2, 4, 4), 5, 24.0, False), ((4, 1, 6, 4), 2, 30.0, True)]
+# (latent shape C,T,H,W, text rows, fps, dropped prompt, class row)
+SPECS = [((4, 1, 4, 4), 3, 30.0, False, None), ((4, 2, 4, 4), 5, 24.0, False, None), ((4, 1, 6, 4), 2, 30.0, True, None)]
+# DiT: classes 2 and 4, and a dropped label (the null class 5)
+DIT_SPECS = [((4, 1, 4, 4), 3, 30.0, False, 2), ((4, 2, 4, 4), 5, 24.0, False, 4), ((4, 1, 6, 4), 2, 30.0, False, 5)]
 
 
-def tiny(out_channels):  # small, so the fixtures stay small
-    return DiTConfig(hidden=16, layers=1, heads=2, kv_heads=2, ffn=32, in_channels=4, out_channels=out_channels,
-                     patch_spatial=2, patch_temporal=1, d_text=8, adaln_lora=8, fps_dim=16)
+def tiny(**kw):  # small, so the fixtures stay small
+    return DiTConfig(hidden=16, layers=1, heads=2, kv_heads=2, ffn=32, in_channels=4, out_channels=4, patch_spatial=2,
+                     patch_temporal=1, d_text=8, adaln_lora=8, fps_dim=16, **kw)
 
 
 CASES = {
-    # name: (config, objective, times of the forward/backward case)
-    "objective_flow": (tiny(4), "flow", [0.15, 0.6, 0.93]),
-    "objective_ddpm_learned_sigma": (tiny(8), "ddpm", [0, 17, 640]),
-    "objective_ddpm_fixed_sigma": (tiny(4), "ddpm", [999, 3, 250]),
+    # name: (config, objective, samples, times of the forward/backward case)
+    "objective_flow": (tiny(), "flow", SPECS, [0.15, 0.6, 0.93]),
+    "objective_ddpm_dit": (tiny(variant="adaln-zero", num_classes=5, learn_sigma=True), "ddpm", DIT_SPECS, [0, 17, 640]),
+    "objective_ddpm_fixed_sigma": (tiny(), "ddpm", SPECS, [999, 3, 250]),
 }
 
 
@@ -42,12 +46,14 @@ def draw_times(objective, n, gen):
     return torch.randint(0, 1000, (n,), generator=gen).tolist()
 
 
-def write_case(outdir, name, cfg, objective, times):
+def write_case(outdir, name, cfg, objective, specs, times):
     gen = torch.Generator().manual_seed(20250611)
     model = DiT(cfg)
     randomize(model, gen)
-    samples = make_samples(cfg, SPECS, gen, times)
-    out = {"objective": torch.tensor([0 if objective == "flow" else 1], dtype=torch.int32)}
+    samples = make_samples(cfg, specs, gen, times)
+    out = {"objective": torch.tensor([0 if objective == "flow" else 1], dtype=torch.int32),
+           "config.ints": torch.tensor(cfg.c_ints(), dtype=torch.int32),
+           "config.floats": torch.tensor([cfg.ln_eps, cfg.class_dropout_prob], dtype=torch.float32)}
     for k, v in model.state_dict().items():
         out["param." + k] = v.clone()
     for i, s in enumerate(samples):
@@ -59,6 +65,8 @@ def write_case(outdir, name, cfg, objective, times):
         out[f"sample{i}.t"] = torch.tensor([times[i]], dtype=torch.float32)
         out[f"sample{i}.fps"] = torch.tensor([s["fps"]], dtype=torch.float32)
         out[f"sample{i}.dropped"] = torch.tensor([int(s["dropped"])], dtype=torch.int32)
+        if s["class_row"] is not None:
+            out[f"sample{i}.class_row"] = torch.tensor([s["class_row"]], dtype=torch.int32)
     loss, outs, per = pack_loss(model, objective, samples, cfg.in_channels)
     loss.backward()
     for i, f in enumerate(outs):
@@ -99,8 +107,8 @@ def main():
     ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "tests", "fixtures", "golden"))
     args = ap.parse_args()
     torch.set_num_threads(1)
-    for name, (cfg, objective, times) in CASES.items():
-        write_case(args.out, name, cfg, objective, times)
+    for name, (cfg, objective, specs, times) in CASES.items():
+        write_case(args.out, name, cfg, objective, specs, times)
 
 
 if __name__ == "__main__":

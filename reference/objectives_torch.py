@@ -98,12 +98,14 @@ def _text(s):
 
 
 def flow_pack_loss(model, samples):
-    """samples: dicts with latent_tokens, noise, t (sigma), fps, text, dropped, grid."""
+    """samples: dicts with latent_tokens, noise, t (sigma), fps, text, dropped, grid, class_row (None
+    without classes)."""
     total, count, outs, per = 0.0, 0, [], []
     for s in samples:
         x0, e, sig = s["latent_tokens"], s["noise"], torch.tensor(s["t"], dtype=torch.float32)
         x_t = (1 - sig) * x0 + sig * e
-        out = model.forward_sample(x_t, 1000 * sig, torch.as_tensor(s["fps"], dtype=torch.float32), _text(s), s["grid"])
+        out = model.forward_sample(x_t, 1000 * sig, torch.as_tensor(s["fps"], dtype=torch.float32), _text(s), s["grid"],
+                                   s.get("class_row"))
         err = ((out - (e - x0)) ** 2).mean(dim=-1)
         total, count = total + err.sum(), count + err.shape[0]
         outs.append(out)
@@ -113,7 +115,7 @@ def flow_pack_loss(model, samples):
 
 def ddpm_pack_loss(model, samples, C):
     """samples as flow_pack_loss with t an integer timestep; C = latent channels (learned sigma
-    when the model gives 2C values per position)."""
+    when the model gives 2C values per position: model.learn_sigma)."""
     total, count, outs, per = 0.0, 0, [], []
     for s in samples:
         t = int(s["t"])
@@ -121,7 +123,7 @@ def ddpm_pack_loss(model, samples, C):
         x0, e = s["latent_tokens"], s["noise"]
         x_t = k["sqrt_ab"] * x0 + k["sqrt_1m_ab"] * e
         out = model.forward_sample(x_t, torch.tensor(float(t)), torch.as_tensor(s["fps"], dtype=torch.float32), _text(s),
-                                   s["grid"])
+                                   s["grid"], s.get("class_row"))
         learned = out.shape[-1] == 2 * x0.shape[-1]
         eps, v = split_halves(out, C) if learned else (out, None)
         err = ((eps - e) ** 2).mean(dim=-1)

@@ -1,6 +1,6 @@
 /* vfm sample: generates latents from a checkpoint with the sampler of its objective (EDM Heun,
  * flow-matching Euler, DDPM/DDIM) and classifier-free guidance, and for checkpoints trained on a
- * pixel-space dataset also pictures (PNG for images, GIF for videos) and a grid; optionally beside
+ * pixel-space dataset also pictures (PNG for images, GIF and MP4 for videos) and a grid; optionally beside
  * real examples of the same captions and with the colour score of the synthetic set's judge. */
 #include <jansson.h>
 #include <math.h>
@@ -41,6 +41,7 @@ typedef struct SampleJob {
     char *prompts[MAX_PROMPTS];
     int n_prompts;
     int32_t shape[4];
+    double data_fps; /* the training data example's fps (30 when unknown) */
 } SampleJob;
 
 static void progress_bar(void *ctx, int step, int total) {
@@ -92,11 +93,14 @@ static vfm_status load_checkpoint(SampleJob *j, int use_ema) {
     VFM_TRY(load_named_tensors(path, &j->model.table, "", j->model.params));
     /* what the data looked like */
     j->shape[0] = mc.in_channels, j->shape[1] = 1, j->shape[2] = 16, j->shape[3] = 16;
+    j->data_fps = 30;
     if (j->meta.data_info) {
         json_error_t err;
         json_t *info = json_loads(j->meta.data_info, 0, &err);
         json_t *shape = json_object_get(info, "example_latent_shape");
         for (int k = 1; k < 4 && json_is_array(shape); k++) j->shape[k] = (int32_t)json_integer_value(json_array_get(shape, (size_t)k));
+        double fps = json_number_value(json_object_get(info, "fps"));
+        if (fps > 0 && fps < 1e6) j->data_fps = fps;
         json_t *pix = json_object_get(info, "pixel_space");
         if (json_is_object(pix)) {
             char *text = json_dumps(pix, JSON_COMPACT);
@@ -173,7 +177,7 @@ int cmd_sample(int argc, char **argv) {
         {"--guidance", "G", "classifier-free guidance g: c + g(c - u); DFM uses 7, DiT's scale s is g = s-1 (default sampler.guidance)", NULL, 0},
         {"--class", "K", "class label for class-conditional models (default: the null class, unguided)", NULL, 0},
         {"--seed", "S", "noise seed (default 1)", NULL, 0},
-        {"--fps", "F", "frames per second given to the model (default 30)", NULL, 0},
+        {"--fps", "F", "frames per second given to the model, and the MP4's rate (default: the training data's)", NULL, 0},
         {"--s-churn", "X", "EDM stochasticity S_churn (default sampler.s_churn of the run)", NULL, 0},
         {"--dfm-heun", NULL, "EDM: reproduce DFM's Heun (second evaluation at x_hat, t_hat)", NULL, 0},
         {"--ddim", NULL, "DDPM: deterministic DDIM steps (default sampler.ddim of the run)", NULL, 0},
@@ -191,8 +195,10 @@ int cmd_sample(int argc, char **argv) {
                         "Generates samples with the sampler of the checkpoint's objective (EDM: Heun; flow: Euler on\n"
                         "the linear-quadratic schedule; ddpm: respaced DDPM or DDIM) and classifier-free guidance.\n"
                         "Writes each latent as sample_NNN.npy ([C,T,H,W], the data's latent units) and, when the run\n"
-                        "trained on a pixel-space dataset, sample_NNN.png (images) or .gif (videos) and grid.png.\n"
-                        "Without a prompt (or class) it samples unconditionally (the null prompt and class).", flags, nflags);
+                        "trained on a pixel-space dataset, sample_NNN.png (images) or sample_NNN.gif and sample_NNN.mp4\n"
+                        "(videos; the MP4 plays at --fps: H.264 from libx264, or MPEG-4 part 2 when this FFmpeg lacks\n"
+                        "it) and grid.png. Without a prompt (or class) it samples unconditionally (the null prompt and\n"
+                        "class).", flags, nflags);
         return 0;
     }
     if (pos.n > 0) {
@@ -270,8 +276,8 @@ int cmd_sample(int argc, char **argv) {
     go.guidance = (v = args_value(flags, nflags, "--guidance", NULL)) ? atof(v) : cfg_float(j.cfg, "sampler.guidance");
     const char *cls = args_value(flags, nflags, "--class", NULL);
     int class_label = cls ? atoi(cls) : -1;
-    if (cls && (j.objective.num_classes <= 0 || class_label < 0 || class_label >= j.objective.num_classes)) {
-        fprintf(stderr, "vfm sample: --class %s: the checkpoint's model has %d classes\n", cls, j.objective.num_classes);
+    if (cls && (mc->num_classes <= 0 || class_label < 0 || class_label >= mc->num_classes)) {
+        fprintf(stderr, "vfm sample: --class %s: the checkpoint's model has %d classes\n", cls, mc->num_classes);
         return 2;
     }
     if (j.n_prompts == 0 && !emb_file && class_label < 0) go.guidance = 0; /* unconditional: nothing to guide towards */
@@ -283,7 +289,12 @@ int cmd_sample(int argc, char **argv) {
     go.sigma_data = (float)cfg_float(j.cfg, "model.sigma_data");
     go.seed = (uint64_t)atoll(args_value(flags, nflags, "--seed", "1"));
     go.progress = progress_bar;
-    float fps = (float)atof(args_value(flags, nflags, "--fps", "30"));
+    const char *fps_text = args_value(flags, nflags, "--fps", NULL);
+    float fps = fps_text ? (float)atof(fps_text) : (float)j.data_fps;
+    if (!(fps > 0 && fps < 1e6)) {
+        fprintf(stderr, "vfm sample: --fps %s: want a number > 0\n", fps_text ? fps_text : "?");
+        return 2;
+    }
 
     int n = n_cond * num;
     GenerateSample *gs = calloc((size_t)n, sizeof *gs);
@@ -326,6 +337,8 @@ int cmd_sample(int argc, char **argv) {
     ColourJudge judge = colour_judge_defaults();
     int judged = 0, correct = 0;
     json_t *index = json_array();
+    int n_mp4 = 0;
+    const char *mp4_codec = NULL;
     for (int i = 0; i < n && s == VFM_OK; i++) {
         char name[64], path[1200];
         snprintf(name, sizeof name, "sample_%03d.npy", i);
@@ -340,8 +353,15 @@ int cmd_sample(int argc, char **argv) {
             memset(&img, 0, sizeof img);
             char stem[64];
             snprintf(stem, sizeof stem, "sample_%03d", i);
-            s = sample_picture_write(j.out, stem, &j.map, latents[i], shape, zoom, &img, name, sizeof name);
-            json_object_set_new(rec, "picture", json_string(name));
+            SamplePictureFiles files;
+            s = sample_picture_write(j.out, stem, &j.map, latents[i], shape, zoom, fps, &img, &files);
+            if (s == VFM_OK && files.video[0]) {
+                json_object_set_new(rec, "video", json_pack("{s:s,s:s,s:f}", "file", files.video, "codec", files.codec,
+                                                            "fps", (double)fps));
+                mp4_codec = files.codec;
+                n_mp4++;
+            }
+            json_object_set_new(rec, "picture", json_string(files.picture));
             tiles[(i / num) * cols + (compare ? 1 : 0) + i % num] = img;
             if (args_flag(flags, nflags, "--score-colours")->present && j.n_prompts) {
                 int want = colour_from_caption(synthetic_palette, SYNTHETIC_N_COLOURS, j.prompts[i / num]);
@@ -384,6 +404,7 @@ int cmd_sample(int argc, char **argv) {
         free(text);
         json_decref(doc);
         printf("wrote %d sample%s to %s\n", n, n > 1 ? "s" : "", j.out);
+        if (n_mp4) printf("wrote %d MP4 video%s (%s, %g fps) beside the GIFs\n", n_mp4, n_mp4 > 1 ? "s" : "", mp4_codec, (double)fps);
     }
     if (s == VFM_OK && judged)
         printf("colour score: %d/%d = %.1f%% of the pictures show the colour their caption asks for\n", correct, judged,

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-vfm_status pack_conditioning_build(PackConditioning *c, const Pack *p, const int *drop, const int32_t *class_label) {
+vfm_status pack_conditioning_build(PackConditioning *c, const Pack *p, const int *drop, const int32_t *class_row) {
     memset(c, 0, sizeof *c);
     int64_t S = p->n_tokens, L = p->n_text;
     int B = p->n_samples;
@@ -34,7 +34,7 @@ vfm_status pack_conditioning_build(PackConditioning *c, const Pack *p, const int
         }
         c->cu_text_cond[i + 1] = c->cu_text_cond[i] + len;
         fps[i] = p->samples[i].fps > 0 ? p->samples[i].fps : 30.0f;
-        if (class_label) labels[i] = class_label[i];
+        if (class_row) labels[i] = class_row[i];
         if (p->samples[i].tokens > max_q) max_q = p->samples[i].tokens;
         if (len > max_kv) max_kv = len;
     }
@@ -43,7 +43,7 @@ vfm_status pack_conditioning_build(PackConditioning *c, const Pack *p, const int
     in->text = &c->text;
     in->tok2sample = &c->tok2sample;
     in->pos = &c->pos;
-    in->class_labels = class_label ? &c->labels : NULL;
+    in->class_labels = class_row ? &c->labels : NULL;
     in->self_layout = (VarlenLayout){B, TI32(p->cu_seqlens, B + 1), TI32(p->cu_seqlens_padded, B + 1),
                                      TI32(p->cu_seqlens, B + 1), TI32(p->cu_seqlens_padded, B + 1), max_q, max_q};
     in->cross_layout = (VarlenLayout){B, TI32(p->cu_seqlens, B + 1), TI32(p->cu_seqlens_padded, B + 1),

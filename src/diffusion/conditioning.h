@@ -11,15 +11,15 @@
 typedef struct PackConditioning {
     Tensor text;          /* [L, d_text] copy of the pack's text with dropped prompts zeroed */
     Tensor fps;           /* [B] */
-    Tensor labels;        /* [B] i32 (when class labels are given) */
+    Tensor labels;        /* [B] i32 class-table rows (when given) */
     Tensor tok2sample, pos, mask; /* views of the pack: [S] i32, [S, 3] i32, [S] */
     int32_t *cu_text_cond;/* [B+1] text lengths after dropping (a dropped prompt has 1 row) */
     float *buf;
     DiTInputs in;         /* everything but in.x and in.c_noise */
 } PackConditioning;
 
-/* drop [B] (NULL: none dropped); class_label [B] (NULL: the model takes no class). */
-vfm_status pack_conditioning_build(PackConditioning *c, const Pack *p, const int *drop, const int32_t *class_label);
+/* drop [B] (NULL: none dropped); class_row [B] (dit_class_row; NULL: the model takes no class). */
+vfm_status pack_conditioning_build(PackConditioning *c, const Pack *p, const int *drop, const int32_t *class_row);
 void pack_conditioning_free(PackConditioning *c);
 
 #endif

@@ -117,7 +117,7 @@ vfm_status ddpm_loss_given(DiT *model, const Pack *p, const DiffusionDraws *draw
     }
     PackConditioning cond;
     memset(&cond, 0, sizeof cond);
-    if (st == VFM_OK) st = pack_conditioning_build(&cond, p, draws->drop, draws->class_label);
+    if (st == VFM_OK) st = pack_conditioning_build(&cond, p, draws->drop, draws->class_row);
     Tensor x0 = TF32(p->tokens, S, C), noise = TF32(draws->noise, S, C);
     if (st == VFM_OK) st = op_noise_mix(&w.x_t, &x0, &noise, &w.a, &w.s, &cond.tok2sample);
     cond.in.x = &w.x_t;

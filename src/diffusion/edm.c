@@ -35,7 +35,7 @@ static vfm_status edm_work_build(EdmWork *w, DiT *model, float sigma_data, const
     TAKE1(w->weight, B); TAKE1(w->loss, 1); TAKE1(w->sample_sum, B); TAKE1(w->sample_count, B);
 #undef TAKE1
 #undef TAKE2
-    VFM_TRY(pack_conditioning_build(&w->cond, p, draws->drop, draws->class_label));
+    VFM_TRY(pack_conditioning_build(&w->cond, p, draws->drop, draws->class_row));
     float *sigma = w->sigma.data;
     for (int i = 0; i < B; i++) {
         sigma[i] = draws->sigma[i];

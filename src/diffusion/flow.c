@@ -43,7 +43,7 @@ vfm_status flow_loss_given(DiT *model, const Pack *p, const DiffusionDraws *draw
         if (res->dropped) res->dropped[i] = draws->drop[i];
     }
     PackConditioning cond;
-    vfm_status st = pack_conditioning_build(&cond, p, draws->drop, draws->class_label);
+    vfm_status st = pack_conditioning_build(&cond, p, draws->drop, draws->class_row);
     Tensor x0 = TF32(p->tokens, S, C), noise = TF32(draws->noise, S, C);
     /* x_σ = (1−σ)·x0 + σ·ε; target ε − x0 */
     if (st == VFM_OK) st = op_noise_mix(&x_t, &x0, &noise, &a, &s, &cond.tok2sample);

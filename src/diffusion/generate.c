@@ -150,9 +150,14 @@ static vfm_status build_pack(GenCtx *g, const GenerateSample *s, int n) {
             memset(zero_tokens, 0, (size_t)e.info.tokens * g->C * sizeof(float));
             e.tokens = zero_tokens;
             st = pack_append(&g->pack, &e);
-            if (g->labels) {
-                int num = g->opt->objective->num_classes;
-                g->labels[h * n + i] = h == 0 && s[i].class_label >= 0 && s[i].class_label < num ? s[i].class_label : num;
+            if (st == VFM_OK && g->labels) { /* the sample's class, the null class in the unconditional half */
+                g->labels[h * n + i] = dit_class_row(mc, s[i].class_label, h == 1 || s[i].class_label < 0);
+                if (g->labels[h * n + i] < 0 && (h == 1 || s[i].class_label < 0))
+                    st = vfm_fail(VFM_ERR_USAGE, "this model has %d classes and no null class (model.class_dropout_prob "
+                                  "= 0): it samples only a given class, without guidance", mc->num_classes);
+                else if (g->labels[h * n + i] < 0)
+                    st = vfm_fail(VFM_ERR_USAGE, "class %d is not one of the model's %d classes", s[i].class_label,
+                                  mc->num_classes);
             }
         }
         if (h == 0) g->S = g->pack.n_tokens;
@@ -179,7 +184,7 @@ vfm_status generate_latents(DiT *model, const GenerateOptions *opt, const Genera
     if (g.out != g.C && !learned)
         return vfm_fail(VFM_ERR_USAGE, "generate: the model gives %d values per token for %d input values (%s)", g.out,
                         g.C, objective_name(g.kind));
-    if (opt->objective && opt->objective->num_classes > 0) g.labels = calloc((size_t)(2 * n), sizeof(int32_t));
+    if (mc->num_classes > 0) g.labels = calloc((size_t)(2 * n), sizeof(int32_t));
     vfm_status st = build_pack(&g, samples, n);
     int B = g.pack.n_samples;
     int64_t S_all = g.pack.n_tokens;

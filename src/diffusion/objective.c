@@ -17,15 +17,6 @@ const char *objective_name(ObjectiveKind kind) {
     return kind == OBJECTIVE_FLOW ? "flow" : kind == OBJECTIVE_DDPM ? "ddpm" : "edm";
 }
 
-/* An optional registry key (another part of vfm may not have added it yet): its value, or def. */
-static double optional_number(const Config *cfg, const char *key, double def) {
-    int i = config_registry_find(key);
-    if (i < 0) return def;
-    CfgKeyInfo info;
-    config_registry_key(i, &info);
-    return info.type == CFG_INT ? (double)cfg_int(cfg, key) : cfg_float(cfg, key);
-}
-
 vfm_status objective_from_config(Objective *o, const Config *cfg) {
     memset(o, 0, sizeof *o);
     const char *name = cfg_str(cfg, "diffusion.objective");
@@ -38,8 +29,6 @@ vfm_status objective_from_config(Objective *o, const Config *cfg) {
     o->flow_shift_base = cfg_int(cfg, "diffusion.flow_shift_base_tokens");
     o->cfg_dropout = (float)cfg_float(cfg, "diffusion.cfg_dropout");
     o->per_pack = strcmp(cfg_str(cfg, "diffusion.sigma_per"), "pack") == 0;
-    o->num_classes = (int)optional_number(cfg, "model.num_classes", 0);
-    o->class_dropout = (float)optional_number(cfg, "model.class_dropout_prob", 0);
     o->sigma_min = cfg_float(cfg, "diffusion.sigma_min");
     o->sigma_max = cfg_float(cfg, "diffusion.sigma_max");
     o->clamp = o->sigma_min > 0 || o->sigma_max > 0;
@@ -108,9 +97,9 @@ int objective_draw_text_drop(const Objective *o, uint32_t step, uint64_t uid) {
     return philox_uniform_at(o->seed, RNG_STREAM_CFG, step, uid, 0) < o->cfg_dropout;
 }
 
-int objective_draw_class_drop(const Objective *o, uint32_t step, uint64_t uid) {
-    if (o->class_dropout <= 0) return 0;
-    return philox_uniform_at(o->seed, RNG_STREAM_CFG, step, uid, 1) < o->class_dropout;
+int objective_draw_class_drop(const Objective *o, const DiTConfig *mc, uint32_t step, uint64_t uid) {
+    if (mc->class_dropout_prob <= 0) return 0;
+    return philox_uniform_at(o->seed, RNG_STREAM_CFG, step, uid, 1) < mc->class_dropout_prob;
 }
 
 vfm_status diffusion_pack_noise(float *noise, const Pack *pack, const DiTConfig *mc, uint64_t seed, uint32_t stream,
@@ -139,20 +128,20 @@ vfm_status objective_draw(const Objective *o, const DiTConfig *mc, const Pack *p
     d->t = malloc((size_t)B * sizeof(float));
     d->drop = malloc((size_t)B * sizeof(int));
     d->noise = malloc((size_t)(p->n_tokens * p->token_dim) * sizeof(float));
-    if (o->num_classes > 0) d->class_label = malloc((size_t)B * sizeof(int32_t));
-    if (!d->t || !d->drop || !d->noise || (o->num_classes > 0 && !d->class_label))
+    if (mc->num_classes > 0) d->class_row = malloc((size_t)B * sizeof(int32_t));
+    if (!d->t || !d->drop || !d->noise || (mc->num_classes > 0 && !d->class_row))
         return vfm_fail(VFM_ERR_NOMEM, "diffusion: draws for %d samples", B);
     for (int i = 0; i < B; i++) {
         const PackSample *s = &p->samples[i];
         uint64_t key_uid = o->per_pack ? p->samples[0].uid : s->uid;
         d->t[i] = objective_draw_time(o, step, key_uid, s->tokens);
         d->drop[i] = objective_draw_text_drop(o, step, key_uid);
-        if (!d->class_label) continue;
-        if (s->class_label >= o->num_classes)
-            return vfm_fail(VFM_ERR_FORMAT, "%s: class %d is not below model.num_classes (%d)", s->source,
-                            s->class_label, o->num_classes);
-        int dropped = s->class_label < 0 || objective_draw_class_drop(o, step, key_uid);
-        d->class_label[i] = dropped ? o->num_classes : s->class_label;
+        if (!d->class_row) continue;
+        d->class_row[i] = dit_class_row(mc, s->class_label, objective_draw_class_drop(o, mc, step, key_uid));
+        if (d->class_row[i] < 0)
+            return vfm_fail(VFM_ERR_USAGE, "%s: class label %d does not fit model.num_classes=%d (an unlabelled "
+                            "sample needs the null class: model.class_dropout_prob > 0)", s->source, s->class_label,
+                            mc->num_classes);
     }
     return diffusion_pack_noise(d->noise, p, mc, o->seed, RNG_STREAM_NOISE, step);
 }
@@ -160,7 +149,7 @@ vfm_status objective_draw(const Objective *o, const DiTConfig *mc, const Pack *p
 void diffusion_draws_free(DiffusionDraws *d) {
     free(d->t);
     free(d->drop);
-    free(d->class_label);
+    free(d->class_row);
     free(d->noise);
     memset(d, 0, sizeof *d);
 }

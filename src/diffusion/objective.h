@@ -8,7 +8,7 @@
  * Per sample of a pack (design §3): the time (σ or t), the text-drop coin, the class-drop coin and
  * the noise are pure functions of (rng.seed, stream, step, sample uid, element), so packing,
  * parallel layout and resume do not change them. A dropped prompt is one all-zero text row; a
- * dropped or missing class label is the null class `num_classes`. */
+ * dropped or missing class label is the null class `model.num_classes` (dit_class_row). */
 #ifndef VFM_OBJECTIVE_H
 #define VFM_OBJECTIVE_H
 
@@ -33,13 +33,11 @@ typedef struct Objective {
     double flow_shift;       /* σ' = sσ/(1 + (s−1)σ); 1 = no shift */
     int64_t flow_shift_base; /* > 0: s = flow_shift·√(tokens / flow_shift_base) per sample (resolution-dependent) */
     float cfg_dropout;       /* probability a sample's text is dropped */
-    float class_dropout;     /* probability a sample's class label becomes the null class */
-    int num_classes;         /* 0: the model takes no class label */
     int per_pack;            /* DFM parity: one time and one coin per pack (from its first sample) */
 } Objective;
 
-/* From the diffusion.*, model.sigma_data, rng.seed and (when the registry has them)
- * model.num_classes / model.class_dropout_prob keys. Bad combinations are VFM_ERR_USAGE naming the key. */
+/* From the diffusion.*, model.sigma_data and rng.seed keys. Bad combinations are VFM_ERR_USAGE
+ * naming the key. (Classes are the model's: model.num_classes, model.class_dropout_prob.) */
 vfm_status objective_from_config(Objective *o, const Config *cfg);
 const char *objective_name(ObjectiveKind kind);
 /* The model's output fits the objective: as many values per token as it takes in, or for ddpm also
@@ -54,14 +52,16 @@ typedef struct DiffusionDraws {
         float *sigma;
     };
     int *drop;            /* [B] 1: the sample's text is dropped */
-    int32_t *class_label; /* [B] label the model sees (num_classes = null), or NULL for models without classes */
+    int32_t *class_row;   /* [B] class-table row the model sees (dit_class_row: the label, or the null class
+                           * num_classes after the class CFG coin), NULL for models without classes */
     float *noise;         /* [S, token_dim], zero on padding rows */
 } DiffusionDraws;
 
 /* The per-sample draws (exposed for tests). */
 float objective_draw_time(const Objective *o, uint32_t step, uint64_t uid, int64_t tokens);
 int objective_draw_text_drop(const Objective *o, uint32_t step, uint64_t uid);
-int objective_draw_class_drop(const Objective *o, uint32_t step, uint64_t uid);
+/* The class label's own CFG coin (element 1 of the CFG stream), probability model.class_dropout_prob. */
+int objective_draw_class_drop(const Objective *o, const DiTConfig *mc, uint32_t step, uint64_t uid);
 /* All draws of a pack at `step` (malloc'd; free with diffusion_draws_free). */
 vfm_status objective_draw(const Objective *o, const DiTConfig *mc, const Pack *p, uint32_t step, DiffusionDraws *d);
 void diffusion_draws_free(DiffusionDraws *d);

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/fileutil.h"
+#include "data/video_encode.h"
 
 vfm_status sample_frame_image(const PixelLatentMap *map, const float *latent, const int32_t shape[4], int frame,
                               int zoom, RgbImage *out) {
@@ -27,18 +28,26 @@ vfm_status sample_frame_image(const PixelLatentMap *map, const float *latent, co
 }
 
 vfm_status sample_picture_write(const char *dir, const char *stem, const PixelLatentMap *map, const float *latent,
-                                const int32_t shape[4], int zoom, RgbImage *first, char *name, size_t name_size) {
+                                const int32_t shape[4], int zoom, double fps, RgbImage *first,
+                                SamplePictureFiles *files) {
     if (shape[0] != 3) return vfm_fail(VFM_ERR_USAGE, "picture: %d channels; pixel space has 3", shape[0]);
     int frames = shape[1];
     RgbImage *img = calloc((size_t)frames, sizeof *img);
     if (!img) return vfm_fail(VFM_ERR_NOMEM, "picture: %d frames", frames);
+    SamplePictureFiles local;
+    if (!files) files = &local;
+    memset(files, 0, sizeof *files);
     vfm_status s = VFM_OK;
     for (int f = 0; f < frames && s == VFM_OK; f++) s = sample_frame_image(map, latent, shape, f, zoom, &img[f]);
-    char file[256], path[1400];
-    snprintf(file, sizeof file, "%s.%s", stem, frames == 1 ? "png" : "gif");
-    path_join(path, sizeof path, dir, file);
+    char path[1400];
+    snprintf(files->picture, sizeof files->picture, "%s.%s", stem, frames == 1 ? "png" : "gif");
+    path_join(path, sizeof path, dir, files->picture);
     if (s == VFM_OK) s = frames == 1 ? png_write_rgb(path, &img[0]) : gif_write_rgb(path, img, frames, 12, 0);
-    if (s == VFM_OK && name) snprintf(name, name_size, "%s", file);
+    if (s == VFM_OK && frames > 1 && fps > 0) {
+        snprintf(files->video, sizeof files->video, "%s.mp4", stem);
+        path_join(path, sizeof path, dir, files->video);
+        s = mp4_write_rgb(path, img, frames, fps, &files->codec);
+    }
     for (int f = 0; f < frames; f++) {
         if (f == 0 && first && s == VFM_OK) *first = img[0];
         else rgb_image_free(&img[f]);

@@ -62,6 +62,8 @@ vfm_status mpi_recv(Comm *c, void *b, int64_t n, DType dt, int p) { (void)b, (vo
 vfm_status mpi_all_to_all_v(Comm *c, const void *s, const int64_t *sc, const int64_t *sd, void *r, const int64_t *rc,
                             const int64_t *rd, DType dt) { (void)s, (void)sc, (void)sd, (void)r, (void)rc, (void)rd, (void)dt; NO_MPI(); }
 vfm_status mpi_barrier(Comm *c) { NO_MPI(); }
+vfm_status mpi_exchange_start(Comm *c, const CommP2P *o, int n, void **p) { (void)o, (void)n, (void)p; NO_MPI(); }
+vfm_status mpi_wait(Comm *c, void *p) { (void)p; NO_MPI(); }
 #endif
 
 #ifndef VFM_NCCL
@@ -81,6 +83,8 @@ vfm_status nccl_recv(Comm *c, void *b, int64_t n, DType dt, int p) { (void)b, (v
 vfm_status nccl_all_to_all_v(Comm *c, const void *s, const int64_t *sc, const int64_t *sd, void *r, const int64_t *rc,
                              const int64_t *rd, DType dt) { (void)s, (void)sc, (void)sd, (void)r, (void)rc, (void)rd, (void)dt; NO_NCCL(); }
 vfm_status nccl_barrier(Comm *c) { NO_NCCL(); }
+vfm_status nccl_exchange_start(Comm *c, const CommP2P *o, int n, void **p) { (void)o, (void)n, (void)p; NO_NCCL(); }
+vfm_status nccl_wait(Comm *c, void *p) { (void)p; NO_NCCL(); }
 vfm_status nccl_sum_rows_ordered(void *d, const void *r, int n, int64_t k, DType dt) {
     (void)d, (void)r, (void)n, (void)k, (void)dt;
     return nccl_backend_load();
@@ -324,4 +328,49 @@ vfm_status comm_all_to_all(Comm *c, const void *send, void *recv, int64_t count,
 vfm_status comm_barrier(Comm *c) {
     if (SELF_GROUP) return VFM_OK;
     return BACKEND(barrier, c);
+}
+
+/* ---- non-blocking point to point ------------------------------------------------------------ */
+
+vfm_status comm_exchange_start(Comm *c, const CommP2P *ops, int n, CommRequest *req) {
+    req->comm = c;
+    req->pending = NULL;
+    for (int i = 0; i < n; i++) {
+        const char *op = ops[i].is_send ? "isend" : "irecv";
+        VFM_TRY(check_dtype(c, op, ops[i].dtype, 0));
+        VFM_TRY(check_rank(c, op, ops[i].peer, "peer"));
+        if (ops[i].peer == c->rank) return op_error(c, op, VFM_ERR_INTERNAL, "peer is this rank");
+        VFM_TRY(check_buf(c, op, ops[i].buf, ops[i].count));
+    }
+    if (n == 0) return VFM_OK;
+    return BACKEND(exchange_start, c, ops, n, &req->pending);
+}
+
+vfm_status comm_wait(CommRequest *req) {
+    if (!req->pending) return VFM_OK;
+    Comm *c = req->comm;
+    void *p = req->pending;
+    req->pending = NULL;
+    return BACKEND(wait, c, p);
+}
+
+vfm_status comm_isend(Comm *c, const void *buf, int64_t count, DType dt, int peer, CommRequest *req) {
+    CommP2P op = {1, (void *)buf, count, dt, peer};
+    return comm_exchange_start(c, &op, 1, req);
+}
+
+vfm_status comm_irecv(Comm *c, void *buf, int64_t count, DType dt, int peer, CommRequest *req) {
+    CommP2P op = {0, buf, count, dt, peer};
+    return comm_exchange_start(c, &op, 1, req);
+}
+
+vfm_status comm_sendrecv(Comm *c, const void *send, int64_t send_count, int dst, void *recv, int64_t recv_count,
+                         int src, DType dt) {
+    CommP2P ops[2];
+    int n = 0;
+    if (dst >= 0) ops[n++] = (CommP2P){1, (void *)send, send_count, dt, dst};
+    if (src >= 0) ops[n++] = (CommP2P){0, recv, recv_count, dt, src};
+    CommRequest req;
+    VFM_TRY(comm_exchange_start(c, ops, n, &req));
+    return comm_wait(&req);
 }

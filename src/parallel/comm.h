@@ -1,7 +1,9 @@
 /* Collective communication over one process group: a Comm per group, with an MPI backend (CPU
  * buffers) or an NCCL backend (GPU buffers: one ncclComm per group, its unique id broadcast over
  * MPI, the device chosen from the local rank). Every call is collective over the group's members
- * (send/recv: the two peers) and returns when the result is in place.
+ * (send/recv: the two peers) and returns when the result is in place, except the non-blocking
+ * exchanges at the end (comm_exchange_start / comm_wait), which ring attention overlaps with
+ * compute.
  *
  * A group of one process is a no-op comm: with the MPI backend it never calls MPI (gathers and
  * all-to-alls copy, reductions leave the buffer as it is), so a run without a launcher works
@@ -85,6 +87,40 @@ vfm_status comm_all_to_all(Comm *c, const void *send, void *recv, int64_t count,
 vfm_status comm_all_to_all_v(Comm *c, const void *send, const int64_t *send_counts, const int64_t *send_displs,
                              void *recv, const int64_t *recv_counts, const int64_t *recv_displs, DType dt);
 vfm_status comm_barrier(Comm *c);
+
+/* ---- non-blocking point to point --------------------------------------------------------- */
+/* One send or receive of an exchange. */
+typedef struct CommP2P {
+    int is_send;      /* 1: send buf[count] to peer; 0: receive buf[count] from peer */
+    void *buf;        /* a send's buffer is only read */
+    int64_t count;
+    DType dtype;
+    int peer;         /* group rank, not this rank */
+} CommP2P;
+
+/* A posted exchange, completed by comm_wait (pending is NULL when nothing is outstanding). */
+typedef struct CommRequest {
+    Comm *comm;
+    void *pending;    /* backend state */
+} CommRequest;
+
+/* Posts every send and receive of ops[n] together and returns at once (MPI: MPI_Isend/MPI_Irecv;
+ * NCCL: one ncclGroup on the comm's stream), so the caller computes while the data moves; the
+ * buffers must not be touched (receives) or changed (sends) until comm_wait. Two ranks that send
+ * to each other in one exchange never deadlock (a ring step at P = 2 has the same peer on both
+ * sides). Messages between a pair arrive in the order posted. On NCCL, exchanges run one after
+ * another on the comm's stream: a pair exchanging data must post both directions in ONE exchange,
+ * never as two (the first would wait for a receive queued behind it). */
+vfm_status comm_exchange_start(Comm *c, const CommP2P *ops, int n, CommRequest *req);
+/* Completes req (no-op when nothing is pending); receives are in place on return. */
+vfm_status comm_wait(CommRequest *req);
+/* One-message exchanges (see the NCCL note above). */
+vfm_status comm_isend(Comm *c, const void *buf, int64_t count, DType dt, int peer, CommRequest *req);
+vfm_status comm_irecv(Comm *c, void *buf, int64_t count, DType dt, int peer, CommRequest *req);
+/* Blocking: send[send_count] to dst while receiving recv[recv_count] from src (a ring shift);
+ * dst or src may be -1 for none. */
+vfm_status comm_sendrecv(Comm *c, const void *send, int64_t send_count, int dst, void *recv, int64_t recv_count,
+                         int src, DType dt);
 
 /* Makes GPU launch_gpu_for_local_rank(local_rank, count) current for this process (before any
  * NCCL comm is created); *device receives it. VFM_ERR_UNSUPPORTED without CUDA or a device. */

@@ -38,6 +38,8 @@ vfm_status mpi_recv(Comm *c, void *buf, int64_t count, DType dt, int peer);
 vfm_status mpi_all_to_all_v(Comm *c, const void *send, const int64_t *send_counts, const int64_t *send_displs,
                             void *recv, const int64_t *recv_counts, const int64_t *recv_displs, DType dt);
 vfm_status mpi_barrier(Comm *c);
+vfm_status mpi_exchange_start(Comm *c, const CommP2P *ops, int n, void **pending);
+vfm_status mpi_wait(Comm *c, void *pending);
 
 /* ---- NCCL backend (comm_nccl.cu); buffers on the current GPU ---- */
 #define COMM_NCCL_ID_BYTES 128
@@ -54,6 +56,8 @@ vfm_status nccl_recv(Comm *c, void *buf, int64_t count, DType dt, int peer);
 vfm_status nccl_all_to_all_v(Comm *c, const void *send, const int64_t *send_counts, const int64_t *send_displs,
                              void *recv, const int64_t *recv_counts, const int64_t *recv_displs, DType dt);
 vfm_status nccl_barrier(Comm *c);
+vfm_status nccl_exchange_start(Comm *c, const CommP2P *ops, int n, void **pending);
+vfm_status nccl_wait(Comm *c, void *pending);
 /* The GPU twin of comm_sum_rows_ordered (device pointers; same bits): exposed for its test. */
 vfm_status nccl_sum_rows_ordered(void *dst, const void *rows, int n_rows, int64_t count, DType dt);
 

@@ -253,6 +253,80 @@ vfm_status mpi_barrier(Comm *c) {
     return VFM_OK;
 }
 
+/* An exchange in flight: its requests and, for the receives, the counts they must deliver. */
+typedef struct {
+    int n;
+    MPI_Request *req;
+    int *want;       /* [n] elements expected (-1 for a send) */
+    MPI_Datatype *type;
+    int *peer;
+} MpiExchange;
+
+static void exchange_free(MpiExchange *x) {
+    if (!x) return;
+    free(x->req), free(x->want), free(x->type), free(x->peer);
+    free(x);
+}
+
+vfm_status mpi_exchange_start(Comm *c, const CommP2P *ops, int n, void **pending) {
+    MpiExchange *x = calloc(1, sizeof *x);
+    if (x) {
+        x->req = malloc((size_t)n * sizeof *x->req);
+        x->want = malloc((size_t)n * sizeof *x->want);
+        x->type = malloc((size_t)n * sizeof *x->type);
+        x->peer = malloc((size_t)n * sizeof *x->peer);
+    }
+    if (!x || !x->req || !x->want || !x->type || !x->peer) {
+        exchange_free(x);
+        return vfm_fail(VFM_ERR_NOMEM, "exchange over %s: %d requests", c->name, n);
+    }
+    vfm_status s = VFM_OK;
+    for (int i = 0; i < n && s == VFM_OK; i++) {
+        int k = 0, rc;
+        const char *op = ops[i].is_send ? "isend" : "irecv";
+        s = to_int(c, op, ops[i].count, &k);
+        if (s != VFM_OK) break;
+        x->type[i] = mtype(ops[i].dtype);
+        x->peer[i] = ops[i].peer;
+        x->want[i] = ops[i].is_send ? -1 : k;
+        if (ops[i].is_send) rc = MPI_Isend(ops[i].buf, k, x->type[i], ops[i].peer, 0, mcomm(c), &x->req[i]);
+        else rc = MPI_Irecv(ops[i].buf, k, x->type[i], ops[i].peer, 0, mcomm(c), &x->req[i]);
+        if (rc != MPI_SUCCESS) s = mpi_error(c, op, rc);
+        else x->n++;
+    }
+    if (s != VFM_OK) {
+        /* complete what was posted, so no request outlives its buffers */
+        MPI_Waitall(x->n, x->req, MPI_STATUSES_IGNORE);
+        exchange_free(x);
+        return s;
+    }
+    *pending = x;
+    return VFM_OK;
+}
+
+vfm_status mpi_wait(Comm *c, void *pending) {
+    MpiExchange *x = pending;
+    MPI_Status *st = malloc((size_t)(x->n + 1) * sizeof *st);
+    if (!st) {
+        MPI_Waitall(x->n, x->req, MPI_STATUSES_IGNORE);
+        exchange_free(x);
+        return vfm_fail(VFM_ERR_NOMEM, "wait over %s", c->name);
+    }
+    int rc = MPI_Waitall(x->n, x->req, st);
+    vfm_status s = rc == MPI_SUCCESS ? VFM_OK : mpi_error(c, "wait", rc);
+    for (int i = 0; i < x->n && s == VFM_OK; i++) {
+        if (x->want[i] < 0) continue;
+        int got = -1;
+        MPI_Get_count(&st[i], x->type[i], &got);
+        if (got != x->want[i])
+            s = vfm_fail(VFM_ERR_INTERNAL, "irecv over %s: expected %d elements from rank %d, got %d", c->name, x->want[i],
+                         x->peer[i], got);
+    }
+    free(st);
+    exchange_free(x);
+    return s;
+}
+
 #else
 typedef int comm_mpi_unused; /* this build has no MPI: comm.c holds the stubs */
 #endif

@@ -342,6 +342,37 @@ extern "C" vfm_status nccl_all_to_all_v(Comm *c, const void *send, const int64_t
     return finish(c, "all_to_all");
 }
 
+// An exchange in flight is an event recorded on the comm's stream after its group; waiting
+// synchronises the host with it. (Overlap on the GPU needs the compute on another non-blocking
+// stream; the CUDA backend then makes its stream wait for this event instead.)
+extern "C" vfm_status nccl_exchange_start(Comm *c, const CommP2P *ops, int n, void **pending) {
+    NcclState *st = state(c);
+    NCCL_TRY("exchange", api.GroupStart());
+    for (int i = 0; i < n; i++) {
+        if (ops[i].count == 0) continue;
+        if (ops[i].is_send) NCCL_TRY("isend", api.Send(ops[i].buf, (size_t)ops[i].count, ntype(ops[i].dtype), ops[i].peer, st->comm, st->stream));
+        else NCCL_TRY("irecv", api.Recv(ops[i].buf, (size_t)ops[i].count, ntype(ops[i].dtype), ops[i].peer, st->comm, st->stream));
+    }
+    NCCL_TRY("exchange", api.GroupEnd());
+    cudaEvent_t ev;
+    CUDA_TRY("exchange", cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+    cudaError_t e = cudaEventRecord(ev, st->stream);
+    if (e != cudaSuccess) {
+        cudaEventDestroy(ev);
+        return cuda_error(c, "exchange", e);
+    }
+    *pending = (void *)ev;
+    return VFM_OK;
+}
+
+extern "C" vfm_status nccl_wait(Comm *c, void *pending) {
+    cudaEvent_t ev = (cudaEvent_t)pending;
+    cudaError_t e = cudaEventSynchronize(ev);
+    cudaEventDestroy(ev);
+    if (e != cudaSuccess) return cuda_error(c, "wait", e);
+    return VFM_OK;
+}
+
 extern "C" vfm_status nccl_barrier(Comm *c) {
     NcclState *st = state(c);
     void *one = nullptr;

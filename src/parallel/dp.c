@@ -85,16 +85,23 @@ static vfm_status scale_range(float *x, int64_t n, double alpha) {
     return op_scale(&v, alpha);
 }
 
+int dp_entry_reduces_over_tp(const ParamEntry *e, int sequence_parallel) {
+    return (e->reduce_groups & REDUCE_TP_HEADS) || (sequence_parallel && (e->reduce_groups & REDUCE_TP_SP));
+}
+
+void dp_set_sequence_parallel(DataParallel *dp, int on) { dp->sequence_parallel = on != 0; }
+
 static vfm_status reduce_bucket(DataParallel *dp, float *grads, const DpBucket *b) {
     const ParamTable *t = dp->table;
-    /* 1. model-parallel sums of the entries that need them */
-    Comm *extra[2] = {dp->tp_comm, dp->pp_comm};
-    const unsigned flags[2] = {REDUCE_TP, REDUCE_PP};
+    /* 1. model-parallel sums of the entries that need them: TP (design §3's two rules), then PP */
     for (int k = 0; k < 2; k++) {
-        if (group_n(extra[k]) == 1) continue;
-        for (int i = b->first_entry; i <= b->last_entry; i++)
-            if (t->entries[i].reduce_groups & flags[k])
-                VFM_TRY(comm_all_reduce(extra[k], grads + t->entries[i].offset, t->entries[i].numel, DT_F32, COMM_SUM_ORDERED));
+        Comm *c = k == 0 ? dp->tp_comm : dp->pp_comm;
+        if (group_n(c) == 1) continue;
+        for (int i = b->first_entry; i <= b->last_entry; i++) {
+            const ParamEntry *e = &t->entries[i];
+            int sums = k == 0 ? dp_entry_reduces_over_tp(e, dp->sequence_parallel) : (e->reduce_groups & REDUCE_PP) != 0;
+            if (sums) VFM_TRY(comm_all_reduce(c, grads + e->offset, e->numel, DT_F32, COMM_SUM_ORDERED));
+        }
     }
     /* 2. mean over DP×CP */
     int n = group_n(dp->grad_comm);

@@ -15,8 +15,9 @@
  * dp_grad_bucket_ready only during the last micro-batch (or call only dp_grad_sync_finish).
  *
  * One bucket's reduction, in order:
- *   1. entries with REDUCE_TP: summed over the TP group (ordered sum); with REDUCE_PP: summed
- *      over the PP group. No-ops while TP = PP = 1 (the comms have one rank or are NULL).
+ *   1. entries with REDUCE_TP_HEADS (always) or REDUCE_TP_SP (only under sequence parallelism):
+ *      summed over the TP group (ordered sum); with REDUCE_PP: summed over the PP group. No-ops
+ *      while TP = PP = 1 (the comms have one rank or are NULL).
  *   2. every entry: mean over DP×CP = ordered sum (comm.h: rank order, the same bits on every
  *      rank), then × (float)(1/n). Plain DP all-reduces the bucket; ZeRO-1 reduce-scatters it,
  *      each rank receiving only the part inside its shard: bit for bit the all-reduce result
@@ -44,7 +45,7 @@
 
 #include "model/params.h"
 #include "parallel/comm.h"
-#include "train/optimizer.h"
+#include "optim/optimizer.h"
 
 typedef struct DpConfig {
     double bucket_size_mb;  /* ddp.bucket_size_mb */
@@ -60,7 +61,9 @@ typedef struct DpBucket {
 typedef struct DataParallel {
     const ParamTable *table;
     Comm *grad_comm;             /* DP×CP group: gradient mean, ZeRO-1 shards */
-    Comm *tp_comm, *pp_comm;     /* REDUCE_TP / REDUCE_PP sums; NULL = one rank */
+    Comm *tp_comm, *pp_comm;     /* REDUCE_TP_* / REDUCE_PP sums; NULL = one rank */
+    int sequence_parallel;       /* model.sequence_parallel: REDUCE_TP_SP entries sum over TP too
+                                    (0 after dp_init; dp_set_sequence_parallel sets it) */
     DpConfig cfg;
     DpBucket *buckets;
     int n_buckets;
@@ -78,6 +81,10 @@ vfm_status dp_init(DataParallel *dp, const ParamTable *t, const DpConfig *cfg, C
                    Comm *pp_comm);
 void dp_free(DataParallel *dp);
 int dp_bucket_of_entry(const DataParallel *dp, int entry);
+/* 1 when an entry's gradient is summed over the TP group: REDUCE_TP_HEADS always, REDUCE_TP_SP
+ * only under sequence parallelism (design §3). */
+int dp_entry_reduces_over_tp(const ParamEntry *e, int sequence_parallel);
+void dp_set_sequence_parallel(DataParallel *dp, int on);
 
 /* grads[table->total]: this rank's gradients on entry, the reduced ones on return (ZeRO-1: valid
  * only inside this rank's shard; elsewhere they are left as they were). */

@@ -74,6 +74,19 @@ int group_members(const ParallelLayout *l, GroupKind kind, int rank, int *member
     return self;
 }
 
+int cp_subgroup_members(const ParallelLayout *l, int a2a_size, int ring, int rank, int *members) {
+    int dp, pp, cp, tp, n = 0, self = 0;
+    layout_coords(l, rank, &dp, &pp, &cp, &tp);
+    int a = cp % a2a_size, g = cp / a2a_size, rings = l->cp / a2a_size;
+    for (int k = 0; k < (ring ? rings : a2a_size); k++) {
+        int c = ring ? k * a2a_size + a : g * a2a_size + k;
+        int r = layout_rank_of(l, dp, pp, c, tp);
+        if (r == rank) self = n;
+        members[n++] = r;
+    }
+    return self;
+}
+
 const char *group_kind_name(GroupKind kind) {
     static const char *names[] = {"tp", "cp", "pp", "dp", "dp×cp", "world"};
     return kind >= 0 && kind < GROUP_KIND_COUNT ? names[kind] : "?";

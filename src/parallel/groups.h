@@ -38,6 +38,12 @@ int group_size(const ParallelLayout *l, GroupKind kind);
 /* Members (ascending global ranks, group_size of them) of the `kind` group that holds `rank`;
  * returns the index of `rank` among them. */
 int group_members(const ParallelLayout *l, GroupKind kind, int rank, int *members);
+/* Hierarchical context parallelism (a2a+p2p, model.hierarchical_context_parallel_sizes = [A, R],
+ * A·R = CP): CP rank c = ring·A + a2a, so an all-to-all group is A consecutive CP ranks (one
+ * node's NVLink domain when TP·A ≤ GPUs per node) and a ring joins the ranks with the same a2a
+ * index. Members (ascending global ranks) of the all-to-all group (ring = 0) or of the ring
+ * (ring = 1) holding `rank`; returns the index of `rank` among them. a2a_size must divide CP. */
+int cp_subgroup_members(const ParallelLayout *l, int a2a_size, int ring, int rank, int *members);
 /* "tp", "cp", "pp", "dp", "dp×cp", "world" */
 const char *group_kind_name(GroupKind kind);
 

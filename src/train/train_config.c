@@ -65,13 +65,9 @@ vfm_status train_check_keys(const Config *cfg) {
         return vfm_fail_at(VFM_ERR_USAGE, NULL, "train.fixed_pack_length", NULL,
                            "fixed pack lengths come with pipeline parallelism; only 0 (as packed) in this version");
     const char *split = cfg_str(cfg, "dataset.split");
-    if (strcmp(split, "train") != 0) {
-        if (!cfg_bool(cfg, "dataset.mock"))
-            return vfm_fail_at(VFM_ERR_USAGE, NULL, "dataset.split", split,
-                               "reading dataset splits is not available yet in this version; only 'train' (every shard "
-                               "under dataset.path)");
-        log_warn("config: dataset.split=%s: the mock dataset has no splits (ignored)", split);
-    }
+    if (strcmp(split, "train") != 0 && cfg_bool(cfg, "dataset.mock"))
+        log_warn("config: dataset.split=%s: the mock dataset trains on its train stream (dataset.split selects the "
+                 "shards of a WebDataset)", split);
     if (!cfg_bool(cfg, "ddp.check_for_nan_in_grad"))
         log_warn("config: ddp.check_for_nan_in_grad=false is ignored: vfm always checks the gradient for NaN/Inf and "
                  "skips such steps");

@@ -5,7 +5,7 @@
 #define VFM_TRAIN_CONFIG_H
 
 #include "core/config.h"
-#include "train/optimizer.h"
+#include "optim/optimizer.h"
 
 /* optimizer.*, scheduler.* (decay_iters 0 = train.train_iters). */
 vfm_status optim_config_from(OptimConfig *o, const Config *cfg);

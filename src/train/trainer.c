@@ -24,7 +24,7 @@
 #include "parallel/groups.h"
 #include "parallel/launch.h"
 #include "train/checkpoint.h"
-#include "train/optimizer.h"
+#include "optim/optimizer.h"
 #include "train/tensorboard.h"
 #include "train/train_config.h"
 #include "train/validation.h"

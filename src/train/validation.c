@@ -9,30 +9,8 @@
 #include "core/fileutil.h"
 #include "core/log.h"
 #include "data/npy.h"
+#include "data/video_encode.h"
 #include "diffusion/sample_picture.h"
-
-/* The mock set's validation samples: the mock generator under another seed. */
-static vfm_status mock_validation_source(PackSource **out, const Config *cfg, int rank, int world) {
-    Config *vc;
-    VFM_TRY(config_copy(&vc, cfg));
-    char seed[64];
-    snprintf(seed, sizeof seed, "%lld", (long long)(cfg_int(cfg, "rng.seed") ^ 0x5a17));
-    vfm_status s = config_set(vc, "rng.seed", seed);
-    if (s == VFM_OK) s = mock_source_create(out, vc, rank, world);
-    config_free(vc);
-    return s;
-}
-
-static vfm_status validation_source(PackSource **out, const Config *cfg, int rank, int world) {
-    if (cfg_bool(cfg, "dataset.use_train_split_for_val")) return pack_source_create(out, cfg, rank, world);
-    if (cfg_bool(cfg, "dataset.mock")) return mock_validation_source(out, cfg, rank, world);
-    /* The dataset's validation split: pack_source_create_split(out, cfg, "val", rank, world) once the
-     * data layer reads Energon splits. */
-    return vfm_fail_at(VFM_ERR_USAGE, NULL, "dataset.use_train_split_for_val", "false",
-                       "validation needs the dataset's 'val' split, and reading splits is not available yet in this "
-                       "version; set dataset.use_train_split_for_val=true (validate on training data, as DFM) or "
-                       "train.eval_interval=0");
-}
 
 vfm_status validator_init(Validator *v, const Config *cfg, const Objective *o, int dp_rank, int dp_size, int64_t accum,
                           int rank, const char *run_dir) {
@@ -43,7 +21,8 @@ vfm_status validator_init(Validator *v, const Config *cfg, const Objective *o, i
     v->packs = iters * accum;
     v->rank = rank;
     v->dp_size = dp_size;
-    VFM_TRY(validation_source(&v->source, cfg, dp_rank, dp_size));
+    /* the val split (the train split with dataset.use_train_split_for_val; the mock set's val samples) */
+    VFM_TRY(pack_source_create_split(&v->source, cfg, "val", dp_rank, dp_size));
     VFM_TRY(v->source->get_state(v->source, &v->start));
     pack_init(&v->pack, v->source->token_dim, v->source->text_dim, 1, 1);
     GenerateOptions *g = &v->gen;
@@ -94,11 +73,14 @@ static vfm_status generate(Validator *v, DiT *model, const Pack *first, int64_t 
     int picture = v->has_pixels && s.latent_shape[0] == 3;
     if (st == VFM_OK && v->out_dir[0]) st = mkdir_p(v->out_dir);
     if (st == VFM_OK && picture) {
-        if (v->out_dir[0])
-            st = sample_picture_write(v->out_dir, stem, &v->map, latent, s.latent_shape, 4, &res->picture, res->file,
-                                      sizeof res->file);
-        else
+        if (v->out_dir[0]) { /* DFM writes an MP4 per validation video: here beside the GIF, when FFmpeg is there */
+            SamplePictureFiles files;
+            st = sample_picture_write(v->out_dir, stem, &v->map, latent, s.latent_shape, 4,
+                                      mp4_encoder_name() ? (double)s.fps : 0.0, &res->picture, &files);
+            snprintf(res->file, sizeof res->file, "%s%s%s", files.picture, files.video[0] ? ", " : "", files.video);
+        } else {
             st = sample_frame_image(&v->map, latent, s.latent_shape, 0, 4, &res->picture);
+        }
     } else if (st == VFM_OK && v->out_dir[0]) {
         char path[1400];
         snprintf(res->file, sizeof res->file, "%s.npy", stem);

@@ -9,10 +9,10 @@
  * Validation never touches the training state: its own data source, pack and RNG keys, no
  * gradients, no optimizer — weights are bit for bit those of a run without it.
  *
- * The validation data: the training data itself with dataset.use_train_split_for_val (DFM),
- * otherwise the mock set's validation samples (a disjoint set: other Philox keys) or, for a
- * WebDataset, its "val" split — which waits for split reading in the data layer (VFM_ERR_USAGE
- * until then, naming the key). */
+ * The validation data: pack_source_create_split(cfg, "val") — the dataset's val split (Energon's
+ * validation order: unshuffled, each sample once per pass), the train split with
+ * dataset.use_train_split_for_val (DFM's choice), or the mock set's val samples (other sample
+ * identities). A dataset without a val split is a usage error naming the fix, at start. */
 #ifndef VFM_VALIDATION_H
 #define VFM_VALIDATION_H
 

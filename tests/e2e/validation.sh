@@ -15,9 +15,10 @@ ARGS="--config configs/demo.yaml dataset.path=$T/data train.train_iters=6 checkp
 
 $VFM train $ARGS checkpoint.save=$T/val train.eval_interval=3 > $T/val.log 2>&1
 check "training with validation every 3 steps" test -f $T/val/iter_0000006/DONE
-check "validation pictures after steps 3 and 6" sh -c \
-    "ls $T/val/validation_generation/step=3_rank=0.* >/dev/null && ls $T/val/validation_generation/step=6_rank=0.* >/dev/null && \
-     test \$(ls $T/val/validation_generation | wc -l) = 2 && ls $T/val/validation_generation | grep -q -E '\.(png|gif)$'"
+pictures() { ls "$1" | grep -E '\.(png|gif)$' | sed 's/\.[a-z]*$//' | tr '\n' ' '; }
+check "validation pictures after steps 3 and 6" test "$(pictures $T/val/validation_generation)" = "step=3_rank=0 step=6_rank=0 "
+check "an MP4 beside each validation GIF" sh -c \
+    "cd $T/val/validation_generation && for f in \$(ls | grep 'gif\$'); do test -f \${f%.gif}.mp4 || exit 1; done"
 check "two validation losses in metrics.jsonl, after step indices 2 and 5" sh -c \
     "test \"\$(grep -o '\"step\": [0-9]*, \"val_loss\"' $T/val/metrics.jsonl | tr -d -c '0-9\n' | tr '\n' ' ')\" = '2 5 '"
 check "TensorBoard event file with the validation picture" sh -c \
@@ -31,7 +32,7 @@ $VFM train $ARGS checkpoint.save=$T/flow diffusion.objective=flow train.eval_int
 $VFM sample --checkpoint $T/flow --out $T/flow_s --prompt "a red circle" --steps 4 --threads 2 > $T/flow_s.log 2>&1
 check "flow matching trains and samples (Euler)" sh -c "grep -q 'flow, 4 steps' $T/flow_s.log && test -f $T/flow_s/sample_000.png"
 
-$VFM train $ARGS checkpoint.save=$T/ddpm diffusion.objective=ddpm model.out_channels=6 train.eval_interval=0 > $T/ddpm.log 2>&1
+$VFM train $ARGS checkpoint.save=$T/ddpm diffusion.objective=ddpm model.learn_sigma=true train.eval_interval=0 > $T/ddpm.log 2>&1
 $VFM sample --checkpoint $T/ddpm --out $T/ddpm_s --prompt "a red circle" --steps 4 --ddim --threads 2 > $T/ddpm_s.log 2>&1
 check "ddpm with a learned variance trains and samples (DDIM)" sh -c "grep -q 'ddpm, 4 steps' $T/ddpm_s.log && test -f $T/ddpm_s/sample_000.png"
 $VFM sample --checkpoint $T/ddpm --out $T/ddpm_c --class 3 --steps 4 > $T/ddpm_c.log 2>&1

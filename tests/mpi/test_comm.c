@@ -342,3 +342,70 @@ TEST(comm_sum_rows_ordered_definition) {
     comm_sum_rows_ordered(iout, irows, 2, 2, DT_I64);
     CHECK(iout[0] == 16 && iout[1] == 6);
 }
+
+/* Non-blocking exchanges, as ring attention uses them: every rank posts "send to next, receive
+ * from previous" for two buffers at once (K and V), writes other memory while they are in
+ * flight, then waits; P - 1 such steps bring every rank's block around the whole ring. At two
+ * ranks the next and the previous rank are the same peer. */
+TEST(comm_exchange_ring_shift) {
+    Comm *w = mt_world_comm();
+    int n = mt_world(), r = mt_rank(), next = (r + 1) % n, prev = (r + n - 1) % n;
+    const int64_t count = 2000;
+    float *buf[2][2], *busy = malloc(count * sizeof *busy);
+    for (int b = 0; b < 2; b++)
+        for (int kv = 0; kv < 2; kv++) buf[b][kv] = malloc(count * sizeof(float));
+    for (int64_t i = 0; i < count; i++) buf[0][0][i] = (float)(r * 10000 + i), buf[0][1][i] = (float)(-r * 10000 - i);
+    int cur = 0;
+    for (int step = 0; step < n - 1; step++) {
+        CommP2P ops[4] = {{1, buf[cur][0], count, DT_F32, next}, {1, buf[cur][1], count, DT_F32, next},
+                          {0, buf[1 - cur][0], count, DT_F32, prev}, {0, buf[1 - cur][1], count, DT_F32, prev}};
+        CommRequest req;
+        CHECK_OK(comm_exchange_start(w, ops, 4, &req));
+        for (int64_t i = 0; i < count; i++) busy[i] = buf[cur][0][i] * 2; /* "compute" on the block held */
+        CHECK_OK(comm_wait(&req));
+        CHECK(req.pending == NULL);
+        cur = 1 - cur;
+        int from = (r - step - 1 + 2 * n) % n; /* whose block arrived */
+        int ok = 1;
+        for (int64_t i = 0; i < count && ok; i++)
+            ok = buf[cur][0][i] == (float)(from * 10000 + i) && buf[cur][1][i] == (float)(-from * 10000 - i);
+        CHECK_MSG(ok, "step %d: rank %d does not hold rank %d's block", step, r, from);
+    }
+    CHECK_OK(comm_wait(&(CommRequest){w, NULL})); /* nothing pending: no-op */
+    for (int b = 0; b < 2; b++)
+        for (int kv = 0; kv < 2; kv++) free(buf[b][kv]);
+    free(busy);
+}
+
+/* comm_isend / comm_irecv / comm_sendrecv, and the errors: a peer that is this rank, a receive
+ * whose count does not match the message. */
+TEST(comm_isend_irecv_sendrecv) {
+    Comm *w = mt_world_comm();
+    int n = mt_world(), r = mt_rank();
+    int64_t out[3] = {r, 2 * r, 3 * r}, in[3] = {-1, -1, -1};
+    CommRequest sreq, rreq;
+    CHECK(comm_isend(w, out, 3, DT_I64, r, &sreq) == VFM_ERR_INTERNAL); /* to itself */
+    if (n == 1) return;
+    int next = (r + 1) % n, prev = (r + n - 1) % n;
+    /* ring of isend + irecv: MPI allows two exchanges here (NCCL would need one) */
+    CHECK_OK(comm_irecv(w, in, 3, DT_I64, prev, &rreq));
+    CHECK_OK(comm_isend(w, out, 3, DT_I64, next, &sreq));
+    CHECK_OK(comm_wait(&sreq));
+    CHECK_OK(comm_wait(&rreq));
+    CHECK(in[0] == prev && in[1] == 2 * prev && in[2] == 3 * prev);
+    /* sendrecv the other way round */
+    CHECK_OK(comm_sendrecv(w, out, 3, prev, in, 3, next, DT_I64));
+    CHECK(in[0] == next && in[2] == 3 * next);
+    /* rank 0 only sends, rank 1 only receives */
+    if (r < 2) {
+        CHECK_OK(comm_sendrecv(w, out, 2, r == 0 ? 1 : -1, in, 2, r == 1 ? 0 : -1, DT_I64));
+        if (r == 1) CHECK(in[0] == 0 && in[1] == 0);
+    }
+    /* a short message where a longer one is expected is reported */
+    if (r < 2) {
+        vfm_status s = comm_sendrecv(w, out, 1, r == 0 ? 1 : -1, in, 3, r == 1 ? 0 : -1, DT_I64);
+        if (r == 1) CHECK_MSG(s == VFM_ERR_INTERNAL && strstr(vfm_last_error(), "expected 3 elements"), "got %s: %s",
+                              vfm_status_name(s), vfm_last_error());
+        else CHECK_OK(s);
+    }
+}

@@ -14,17 +14,17 @@
 #include "train/checkpoint.h"
 
 /* 365 elements (odd, not a multiple of 2, 3 or 4), entries of every kind: 2-D with decay, 1-D
- * without, one with REDUCE_TP, one frozen. */
+ * without, one with REDUCE_TP_HEADS, one with REDUCE_TP_SP, one frozen. */
 static void make_table(ParamTable *t) {
     param_table_init(t);
     param_table_add(t, INIT_NORMAL, 0.1f, 2, (int64_t[]){7, 3}, 0, -1, "a.weight");
     param_table_add(t, INIT_ZERO, 0, 1, (int64_t[]){5}, 0, -1, "a.bias");
-    param_table_add(t, INIT_ONE, 0, 1, (int64_t[]){13}, REDUCE_TP, -1, "norm.weight");
+    param_table_add(t, INIT_ONE, 0, 1, (int64_t[]){13}, REDUCE_TP_HEADS, -1, "norm.weight");
     param_table_add(t, INIT_NORMAL, 0.1f, 2, (int64_t[]){11, 13}, 0, -1, "b.weight");
     int frozen = param_table_add(t, INIT_NORMAL, 0.1f, 2, (int64_t[]){4, 4}, 0, -1, "frozen.weight");
     t->entries[frozen].trainable = 0;
     param_table_add(t, INIT_NORMAL, 0.1f, 3, (int64_t[]){3, 2, 2}, 0, -1, "c.weight");
-    param_table_add(t, INIT_ZERO, 0, 1, (int64_t[]){1}, 0, -1, "c.bias");
+    param_table_add(t, INIT_ZERO, 0, 1, (int64_t[]){1}, REDUCE_TP_SP, -1, "c.bias");
     param_table_add(t, INIT_NORMAL, 0.1f, 2, (int64_t[]){9, 17}, 0, -1, "d.weight");
     param_table_add(t, INIT_ZERO, 0, 1, (int64_t[]){1}, 0, -1, "e.bias");
 }
@@ -132,7 +132,8 @@ TEST(dp_bucketed_mean_equals_reference_bitwise) {
     param_table_free(&t);
 }
 
-/* TP = 2: entries with REDUCE_TP are summed over the TP pair (in TP order) before the DP mean. */
+/* TP = 2: REDUCE_TP_HEADS entries are summed over the TP pair (in TP order) before the DP mean,
+ * REDUCE_TP_SP entries too but only under sequence parallelism; other entries are not. */
 TEST(dp_reduce_groups_tp) {
     REQUIRE_WORLD(2, 4);
     ParamTable t;
@@ -143,35 +144,40 @@ TEST(dp_reduce_groups_tp) {
     Comm dpcp, tp;
     REQUIRE_OK(comm_create_group(&dpcp, &l, GROUP_DP_CP, COMM_BACKEND_MPI));
     REQUIRE_OK(comm_create_group(&tp, &l, GROUP_TP, COMM_BACKEND_MPI));
-    DataParallel dp;
-    DpConfig cfg = {mb_for(100), 0, l.tp_rank, 0};
-    REQUIRE_OK(dp_init(&dp, &t, &cfg, &dpcp, &tp, NULL));
     float *g = malloc((size_t)t.total * sizeof *g), *want = calloc((size_t)t.total, sizeof *want);
-    float *x = malloc((size_t)t.total * sizeof *x);
-    test_fill_uniform_f32(g, t.total, 70 + (uint64_t)r, -1.0f, 1.0f);
-    const ParamEntry *norm = &t.entries[param_table_find(&t, "norm.weight")];
-    for (int d = 0; d < l.dp; d++) {
-        float *contrib = malloc((size_t)t.total * sizeof *contrib);
-        for (int tt = 0; tt < 2; tt++) {
-            int q = layout_rank_of(&l, d, 0, 0, tt);
-            test_fill_uniform_f32(x, t.total, 70 + (uint64_t)q, -1.0f, 1.0f);
-            for (int64_t i = 0; i < t.total; i++) {
-                int in_norm = i >= norm->offset && i < norm->offset + norm->numel;
-                if (in_norm) contrib[i] = tt == 0 ? x[i] : contrib[i] + x[i];
-                else if (tt == l.tp_rank) contrib[i] = x[i];
+    float *x = malloc((size_t)t.total * sizeof *x), *contrib = malloc((size_t)t.total * sizeof *contrib);
+    const ParamEntry *heads = &t.entries[param_table_find(&t, "norm.weight")];
+    const ParamEntry *tokens = &t.entries[param_table_find(&t, "c.bias")];
+    for (int sp = 0; sp < 2; sp++) {
+        DataParallel dp;
+        DpConfig cfg = {mb_for(100), 0, l.tp_rank, 0};
+        REQUIRE_OK(dp_init(&dp, &t, &cfg, &dpcp, &tp, NULL));
+        dp_set_sequence_parallel(&dp, sp);
+        CHECK(dp_entry_reduces_over_tp(heads, sp) && dp_entry_reduces_over_tp(tokens, sp) == sp);
+        test_fill_uniform_f32(g, t.total, 70 + (uint64_t)r, -1.0f, 1.0f);
+        for (int d = 0; d < l.dp; d++) {
+            for (int tt = 0; tt < 2; tt++) {
+                int q = layout_rank_of(&l, d, 0, 0, tt);
+                test_fill_uniform_f32(x, t.total, 70 + (uint64_t)q, -1.0f, 1.0f);
+                for (int64_t i = 0; i < t.total; i++) {
+                    int summed = (i >= heads->offset && i < heads->offset + heads->numel) ||
+                                 (sp && i >= tokens->offset && i < tokens->offset + tokens->numel);
+                    if (summed) contrib[i] = tt == 0 ? x[i] : contrib[i] + x[i];
+                    else if (tt == l.tp_rank) contrib[i] = x[i];
+                }
             }
+            for (int64_t i = 0; i < t.total; i++) want[i] = d == 0 ? contrib[i] : want[i] + contrib[i];
         }
-        for (int64_t i = 0; i < t.total; i++) want[i] = d == 0 ? contrib[i] : want[i] + contrib[i];
-        free(contrib);
+        if (l.dp > 1)
+            for (int64_t i = 0; i < t.total; i++) want[i] *= (float)(1.0 / l.dp);
+        CHECK_OK(dp_grad_sync_finish(&dp, g));
+        CHECK_SAME_BITS(sp ? "TP sums (heads and SP entries) then DP mean" : "TP sums (heads entries) then DP mean", g,
+                        want, t.total);
+        dp_free(&dp);
     }
-    if (l.dp > 1)
-        for (int64_t i = 0; i < t.total; i++) want[i] *= (float)(1.0 / l.dp);
-    CHECK_OK(dp_grad_sync_finish(&dp, g));
-    CHECK_SAME_BITS("TP sum then DP mean", g, want, t.total);
-    dp_free(&dp);
     comm_free(&dpcp);
     comm_free(&tp);
-    free(g), free(want), free(x);
+    free(g), free(want), free(x), free(contrib);
     param_table_free(&t);
 }
 

@@ -9,7 +9,8 @@
 #include "core/config.h"
 #include "core/error.h"
 
-typedef enum { FIX_NPY = 0, FIX_SAFETENSORS, FIX_PTH, FIX_NONE } FixtureLatentFormat;
+/* FIX_BAD_PTH: a `pth` part that is not a torch.save file (real ones: tests/fixtures/torch) */
+typedef enum { FIX_NPY = 0, FIX_SAFETENSORS, FIX_BAD_PTH, FIX_NONE } FixtureLatentFormat;
 
 typedef struct FixtureSample {
     char key[64];
@@ -43,5 +44,9 @@ vfm_status fixture_mixed_dataset(const char *dir, int n_shards, int per_shard, i
 /* Config for the fixtures: in_channels, crossattn width, patch 2 (pt 1), budget, pad 64, the
  * given overrides on top ("a.b=v", NULL-terminated list may be NULL). */
 Config *fixture_config(const char *dataset_dir, int channels, int text_width, int budget, const char *const *extra);
+
+/* 1 when directories a and b hold the same file names (not starting with '.', at most 32) with the
+ * same bytes; *n_files gets a's count. */
+int fixture_same_files(const char *a, const char *b, int *n_files);
 
 #endif

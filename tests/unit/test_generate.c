@@ -18,7 +18,7 @@ static void tiny_model(DiT *m, int text_matters) {
     free(noise);
     for (int l = 0; l < c.layers; l++) {
         /* the cross-attention output projection: off (the text cannot matter) or strong */
-        const ParamEntry *e = &m->table.entries[m->blocks[l].ca_proj];
+        const ParamEntry *e = &m->table.entries[m->blocks[l].ca_proj.w];
         for (int64_t k = 0; k < e->numel; k++) m->params[e->offset + k] *= text_matters ? 30.0f : 0.0f;
     }
 }
@@ -112,8 +112,8 @@ TEST(generate_flow_and_ddpm_finite_deterministic_and_batch_invariant) {
     for (int k = 0; k < 3; k++) { /* flow, ddpm (ancestral), ddpm (DDIM) with learned sigma */
         DiT m;
         DiTConfig c = {.hidden = 32, .layers = 2, .heads = 4, .kv_heads = 4, .head_dim = 8, .ffn = 64, .in_channels = 3,
-                       .out_channels = k == 0 ? 3 : 6, .patch_spatial = 2, .patch_temporal = 1, .d_text = 8,
-                       .adaln_lora = 8, .fps_dim = 16, .qk_norm = 1, .ln_eps = 1e-5f, .init_std = 0.02f};
+                       .out_channels = 3, .patch_spatial = 2, .patch_temporal = 1, .d_text = 8, .adaln_lora = 8,
+                       .fps_dim = 16, .qk_norm = 1, .ln_eps = 1e-5f, .init_std = 0.02f, .learn_sigma = k > 0};
         REQUIRE_OK(dit_create(&m, &c, DEV_CPU));
         REQUIRE_OK(dit_init_weights(&m, 3));
         float *noise = malloc((size_t)m.table.total * sizeof(float));
@@ -124,7 +124,7 @@ TEST(generate_flow_and_ddpm_finite_deterministic_and_batch_invariant) {
          * 1/√ᾱ = 157 at t = 999, and a learned variance far outside [-1, 1] blows it up; a small
          * output layer keeps the run finite while still depending on every input */
         for (int e = 0; e < 2 && k > 0; e++) {
-            const ParamEntry *pe = &m.table.entries[e ? m.out_b : m.out_w];
+            const ParamEntry *pe = &m.table.entries[e ? m.final_out.b : m.final_out.w];
             for (int64_t i = 0; i < pe->numel; i++) m.params[pe->offset + i] *= 0.02f;
         }
         Objective o;

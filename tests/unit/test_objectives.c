@@ -109,9 +109,8 @@ TEST(objective_ddpm_timesteps_are_uniform_integers) {
 TEST(objective_class_labels_drop_to_the_null_class) {
     Objective o;
     REQUIRE_OK(objective_with(&o, NULL, 0));
-    o.num_classes = 10;
-    o.class_dropout = 0.25f;
-    DiTConfig mc = {.in_channels = 1, .out_channels = 1, .patch_spatial = 1, .patch_temporal = 1};
+    DiTConfig mc = {.in_channels = 1, .out_channels = 1, .patch_spatial = 1, .patch_temporal = 1, .num_classes = 10,
+                    .class_dropout_prob = 0.25f};
     Pack p;
     pack_init(&p, 1, 2, 1, 1);
     float tok[4] = {0}, text[2] = {0};
@@ -131,22 +130,27 @@ TEST(objective_class_labels_drop_to_the_null_class) {
     }
     DiffusionDraws d;
     REQUIRE_OK(objective_draw(&o, &mc, &p, 5, &d));
-    REQUIRE(d.class_label);
+    REQUIRE(d.class_row);
     int dropped = 0, labelled = 0;
     for (int i = 0; i < N; i++) {
         if (i % 3 == 2) {
-            CHECK(d.class_label[i] == 10);
+            CHECK(d.class_row[i] == 10);
             continue;
         }
         labelled++;
-        CHECK(d.class_label[i] == 10 || d.class_label[i] == i % 10);
-        dropped += d.class_label[i] == 10;
-        CHECK(d.class_label[i] == (objective_draw_class_drop(&o, 5, (uint64_t)i) ? 10 : i % 10));
+        CHECK(d.class_row[i] == 10 || d.class_row[i] == i % 10);
+        dropped += d.class_row[i] == 10;
+        CHECK(d.class_row[i] == (objective_draw_class_drop(&o, &mc, 5, (uint64_t)i) ? 10 : i % 10));
     }
     CHECK_MSG(dropped > labelled / 8 && dropped < labelled * 3 / 8, "%d of %d dropped at p = 0.25", dropped, labelled);
     diffusion_draws_free(&d);
     p.samples[0].class_label = 10; /* not below num_classes */
-    CHECK(objective_draw(&o, &mc, &p, 5, &d) == VFM_ERR_FORMAT);
+    CHECK(objective_draw(&o, &mc, &p, 5, &d) == VFM_ERR_USAGE);
+    diffusion_draws_free(&d);
+    p.samples[0].class_label = -1; /* unlabelled, and the model has no null class */
+    mc.class_dropout_prob = 0;
+    CHECK(objective_draw(&o, &mc, &p, 5, &d) == VFM_ERR_USAGE);
+    CHECK_MSG(strstr(vfm_last_error(), "model.class_dropout_prob") != NULL, "%s", vfm_last_error());
     diffusion_draws_free(&d);
     pack_free(&p);
 }

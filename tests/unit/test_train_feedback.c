@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "core/fileutil.h"
+#include "capture.h"
 #include "data_fixture.h"
 #include "test.h"
 #include "train/tensorboard.h"
@@ -174,31 +175,45 @@ TEST(trainer_refuses_keys_it_cannot_honour) {
     }
 }
 
-TEST(trainer_webdataset_validation_needs_the_train_split_until_splits_are_read) {
+TEST(trainer_webdataset_validation_reads_the_val_split) {
     char dir[1200], path[1300], run[1200];
     snprintf(dir, sizeof dir, "%s/data", test_tmpdir());
-    path_join(run, sizeof run, test_tmpdir(), "run");
-    FixtureSample s[6];
-    for (int i = 0; i < 6; i++) s[i] = fixture_mixed_sample(i, 4, 16);
-    snprintf(path, sizeof path, "%s/shard-00.tar", dir);
-    REQUIRE_OK(fixture_write_shard(path, s, 6));
+    FixtureSample s[9];
+    for (int i = 0; i < 9; i++) s[i] = fixture_mixed_sample(i, 4, 16);
+    for (int k = 0; k < 3; k++) {
+        snprintf(path, sizeof path, "%s/shard-%02d.tar", dir, k);
+        REQUIRE_OK(fixture_write_shard(path, s + 3 * k, 3));
+    }
     char data[1300], save[1300];
     snprintf(data, sizeof data, "dataset.path=%s", dir);
+    const char *ov[] = {"model.preset=tiny", "model.crossattn_emb_size=16", data, save, "dataset.task_encoder_seq_length=512",
+                        "dataset.num_workers=1", "train.train_iters=4", "train.global_batch_size=1", "train.threads=1",
+                        "logger.level=error", "train.eval_interval=2", "train.eval_iters=1",
+                        "model.val_generation_num_steps=2", NULL};
+    TrainOptions opt = {NULL, ov, 13, NULL};
+    /* no split.yaml: every shard is train, the val split is empty — a usage error naming the ways out */
+    path_join(run, sizeof run, test_tmpdir(), "nosplit");
     snprintf(save, sizeof save, "checkpoint.save=%s", run);
-    const char *base[] = {"model.preset=tiny", "model.crossattn_emb_size=16", data, save, "dataset.task_encoder_seq_length=512",
-                          "dataset.num_workers=1", "train.train_iters=4", "train.global_batch_size=1", "train.threads=1",
-                          "logger.level=error", "train.eval_interval=2", "train.eval_iters=1",
-                          "model.val_generation_num_steps=2", NULL};
-    TrainOptions opt = {NULL, base, 13, NULL};
     CHECK(train_run(&opt) == VFM_ERR_USAGE);
     CHECK_MSG(strstr(vfm_last_error(), "dataset.use_train_split_for_val") != NULL, "%s", vfm_last_error());
-    base[13] = "dataset.split=val";
+    /* validating on the train split, as DFM */
+    path_join(run, sizeof run, test_tmpdir(), "trainsplit");
+    snprintf(save, sizeof save, "checkpoint.save=%s", run);
+    ov[13] = "dataset.use_train_split_for_val=true";
     opt.n_overrides = 14;
-    CHECK(train_run(&opt) == VFM_ERR_USAGE);
-    CHECK_MSG(strstr(vfm_last_error(), "dataset.split") != NULL, "%s", vfm_last_error());
-    base[13] = "dataset.use_train_split_for_val=true";
     REQUIRE_OK(train_run(&opt));
     char f[1400];
     snprintf(f, sizeof f, "%s/validation_generation/step=4_rank=0.npy", run);
+    CHECK_MSG(path_exists(f), "missing %s", f);
+    /* a 1,1,1 split.yaml: the val split is its own shard */
+    const char *index[] = {"data", "index", dir, "--split", "1,1,1"};
+    char *out = NULL, *err = NULL;
+    CHECK(run_vfm(index, 5, &out, &err) == 0);
+    free(out), free(err);
+    path_join(run, sizeof run, test_tmpdir(), "valsplit");
+    snprintf(save, sizeof save, "checkpoint.save=%s", run);
+    opt.n_overrides = 13;
+    REQUIRE_OK(train_run(&opt));
+    snprintf(f, sizeof f, "%s/validation_generation/step=2_rank=0.npy", run);
     CHECK_MSG(path_exists(f), "missing %s", f);
 }
