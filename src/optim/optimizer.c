@@ -67,6 +67,10 @@ double clip_scale(const OptimConfig *c, double norm) {
 }
 
 vfm_status optimizer_step(Optimizer *o, float *params, const float *grads, double lr, double grad_scale) {
+    return optimizer_step_range(o, params + o->begin, grads + o->begin, lr, grad_scale);
+}
+
+vfm_status optimizer_step_range(Optimizer *o, float *params, const float *grads, double lr, double grad_scale) {
     const ParamTable *t = o->table;
     AdamWHyper h = {(float)lr, (float)o->cfg.beta1, (float)o->cfg.beta2, (float)o->cfg.eps, 0.0f,
                     (int)(o->step + 1), (float)grad_scale};
@@ -76,7 +80,7 @@ vfm_status optimizer_step(Optimizer *o, float *params, const float *grads, doubl
         int64_t a = e->offset > o->begin ? e->offset : o->begin;
         int64_t b = e->offset + e->numel < o->end ? e->offset + e->numel : o->end;
         if (!e->trainable || a >= b) continue;
-        Tensor p = TF32(params + a, b - a), g = TF32((float *)grads + a, b - a);
+        Tensor p = TF32(params + (a - o->begin), b - a), g = TF32((float *)grads + (a - o->begin), b - a);
         Tensor m = TF32(o->m + (a - o->begin), b - a), v = TF32(o->v + (a - o->begin), b - a);
         h.weight_decay = e->weight_decay ? (float)o->cfg.weight_decay : 0.0f;
         VFM_TRY(op_adamw_step(&p, &m, &v, &g, &h));
