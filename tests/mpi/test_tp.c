@@ -63,7 +63,7 @@ static vfm_status run_block(const TpContext *c, const ParamTable *local, const f
     if (s == VFM_OK) s = op_rmsnorm_backward(&DX, &gw, &DHL, &X, &R, &w);
     /* the reduce groups: REDUCE_TP_SP entries over TP under SP (no DP here) */
     DataParallel dpar;
-    DpConfig cfg = {1, 0, 0, 0};
+    DpConfig cfg = {1, 0, 0, 0, 1};
     if (s == VFM_OK) s = dp_init(&dpar, local, &cfg, NULL, c->tp, NULL);
     if (s == VFM_OK) {
         dp_set_sequence_parallel(&dpar, c->sequence_parallel);
