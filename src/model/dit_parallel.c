@@ -70,14 +70,14 @@ vfm_status dit_place_plan(const DiT *m, const DiTInputs *in, Placement *pl) {
     memset(pl, 0, sizeof *pl);
     pl->S_in = tensor_dim(in->x, 0);
     pl->identity = is_identity(m);
-    if (pl->identity) {
-        pl->S = pl->R = pl->Rl = pl->S_in;
-        return VFM_OK;
-    }
     int n = in->self_layout.n_samples, mult = slot_multiple(m), cp = m->par.cp;
     pl->n = n;
     VFM_TRY(host_i32(&pl->cu_real, &in->self_layout.cu_q, n + 1));
     VFM_TRY(host_i32(&pl->cu_in_pad, &in->self_layout.cu_q_padded, n + 1));
+    if (pl->identity) {
+        pl->S = pl->R = pl->Rl = pl->S_in;
+        return VFM_OK;
+    }
     pl->cu_pad = malloc((size_t)(n + 1) * sizeof(int32_t));
     if (!pl->cu_pad) return vfm_fail(VFM_ERR_NOMEM, "dit: %d offsets", n + 1);
     pl->repacked = pl->cu_in_pad[n] != pl->S_in || pl->cu_in_pad[0] != 0;
@@ -223,10 +223,10 @@ vfm_status dit_gather_rows(DiT *m, const Tensor *rows, Tensor *whole) {
     if (tensor_dim(rows, 0) != pl->Rl || tensor_numel(whole) != pl->S_in * w)
         return vfm_fail(VFM_ERR_SHAPE, "dit_gather_rows: %lld rows of this rank into a whole of %lld rows",
                         (long long)tensor_dim(rows, 0), (long long)tensor_dim(whole, 0));
-    if (pl->identity) { /* the rows are the whole pack; padding rows 0 */
+    if (pl->identity) { /* the rows are the whole pack */
         Tensor out = view(whole, rows->dtype, pl->S_in, w);
-        VFM_TRY(op_copy(&out, rows));
-        return VFM_OK;
+        VFM_TRY(op_fill(&out, 0.0));
+        return move_real_rows(&out, pl->cu_in_pad, rows, pl->cu_in_pad, pl->cu_real, pl->n);
     }
     Tensor region, gather, inner;
     vfm_status s = tensor_alloc(&region, rows->dtype, m->device, 2, (int64_t[]){pl->R, w});
