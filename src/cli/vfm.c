@@ -3,10 +3,12 @@
 #include <string.h>
 
 #include "commands.h"
+#include "core/cuda_runtime_shim.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "data/av_util.h"
 #include "data/video_encode.h"
+#include "ops/ops.h"
 
 #ifndef VFM_VERSION
 #define VFM_VERSION "0.1.0"
@@ -60,7 +62,9 @@ int cmd_version(int argc, char **argv) {
     }
     printf("vfm %s\n", VFM_VERSION);
 #ifdef VFM_CUDA
-    printf("cuda: built in\n");
+    /* the GPU libraries are loaded at run time: say which were found (or why not) */
+    printf("cuda: built in; device: %s\n", vfm_cuda_describe());
+    fputs(ops_describe_libraries(), stdout);
 #else
     printf("cuda: not built (nvcc was not found)\n");
 #endif

@@ -1,8 +1,6 @@
 /* Finding the pictures or videos of a folder and their sidecar files (see media_inputs.h). */
 #include "data/media_inputs.h"
 
-#include <dirent.h>
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,33 +38,20 @@ static int list_add(MediaList *l, const char *rel) {
     return 0;
 }
 
-static vfm_status walk(const char *root, const char *rel, int depth, MediaKind kind, MediaList *out) {
-    char dir[2200];
-    if (rel[0]) snprintf(dir, sizeof dir, "%s/%s", root, rel);
-    else snprintf(dir, sizeof dir, "%s", root);
-    if (depth > 32) return vfm_fail(VFM_ERR_USAGE, "%s: directories nested more than 32 deep (a link loop?)", dir);
-    DIR *d = opendir(dir);
-    if (!d) return vfm_fail(VFM_ERR_IO, "%s: cannot list: %s", dir, strerror(errno));
-    vfm_status s = VFM_OK;
-    struct dirent *e;
-    while (s == VFM_OK && (e = readdir(d)) != NULL) {
-        if (e->d_name[0] == '.') continue;
-        char child[1100], path[3400];
-        if (rel[0]) snprintf(child, sizeof child, "%s/%s", rel, e->d_name);
-        else snprintf(child, sizeof child, "%s", e->d_name);
-        snprintf(path, sizeof path, "%s/%s", root, child);
-        struct stat st;
-        if (stat(path, &st) != 0) continue; /* a dangling link */
-        if (S_ISDIR(st.st_mode)) s = walk(root, child, depth + 1, kind, out);
-        else if (!S_ISREG(st.st_mode)) continue;
-        else if (media_has_kind(e->d_name, kind)) {
-            if (list_add(out, child) != 0) s = vfm_fail(VFM_ERR_NOMEM, "prepare: out of memory");
-        } else if (!ext_in(e->d_name, k_sidecar_ext)) {
-            out->other_files++;
-        }
+typedef struct {
+    MediaKind kind;
+    MediaList *out;
+} MediaWalk;
+
+static vfm_status add_media(void *ctx, const char *rel, const char *name, const struct stat *st) {
+    (void)st;
+    MediaWalk *w = ctx;
+    if (media_has_kind(name, w->kind)) {
+        if (list_add(w->out, rel) != 0) return vfm_fail(VFM_ERR_NOMEM, "prepare: out of memory");
+    } else if (!ext_in(name, k_sidecar_ext)) {
+        w->out->other_files++;
     }
-    closedir(d);
-    return s;
+    return VFM_OK;
 }
 
 static int by_name(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
@@ -74,7 +59,8 @@ static int by_name(const void *a, const void *b) { return strcmp(*(char *const *
 vfm_status media_list(const char *dir, MediaKind kind, MediaList *out) {
     memset(out, 0, sizeof *out);
     if (!dir_exists(dir)) return vfm_fail(VFM_ERR_IO, "%s: not a directory", dir);
-    vfm_status s = walk(dir, "", 0, kind, out);
+    MediaWalk w = {kind, out};
+    vfm_status s = walk_files(dir, add_media, &w);
     if (s != VFM_OK) {
         media_list_free(out);
         return s;
