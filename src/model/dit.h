@@ -184,6 +184,23 @@ void dit_destroy(DiT *m);
 /* Only the parameter table and block indices (no memory for weights): sizes and names of a
  * configuration, e.g. for `vfm model info`. Free with dit_destroy. */
 void dit_describe(DiT *m, const DiTConfig *cfg);
+/* Only this rank's table and dimensions at a layout (no memory for weights; comms may be NULL):
+ * per-rank sizes for `vfm model info`. Free with dit_destroy. */
+vfm_status dit_describe_parallel(DiT *m, const DiTConfig *cfg, const DiTParallel *par);
+/* Bytes of activations (kept for the backward, and its scratch) that one rank's forward and
+ * backward over a pack of `tokens` rows, `text` text rows and `samples` samples use (f32). */
+size_t dit_activation_bytes(const DiT *m, int64_t tokens, int64_t text, int samples);
+
+/* What one rank sends per micro-batch (a pack of `tokens` rows, `text` text rows), in bytes with
+ * activations of `elem` bytes (lse in f32), as the implementation moves them: the TP regions
+ * (ring-equivalent volumes of the all-reduces, all-gathers and reduce-scatters, the backward's
+ * re-gather under SP included), the CP self-attention (ring hops, all-to-alls, all-gathers) and the
+ * gather of the output rows to every rank. docs/parallel.md has the formulas. */
+typedef struct DiTCommBytes {
+    double tp_forward, tp_backward, cp_forward, cp_backward, output;
+} DiTCommBytes;
+void dit_comm_bytes(const DiT *m, int64_t tokens, int64_t text, int elem, DiTCommBytes *out);
+
 /* The variant's initialisation (docs/parameters.md), Philox-keyed by parameter name and seed: a
  * TP rank gets exactly the single-rank model's values at its elements. */
 vfm_status dit_init_weights(DiT *m, uint64_t seed);

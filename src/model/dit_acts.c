@@ -202,3 +202,14 @@ vfm_status dit_reserve(DiT *m, int64_t max_tokens, int64_t max_text, int max_sam
     if (m->arena.base) arena_destroy(&m->arena);
     return arena_init(&m->arena, m->device, bytes);
 }
+
+size_t dit_activation_bytes(const DiT *m, int64_t tokens, int64_t text, int samples) {
+    Acts probe;
+    memset(&probe, 0, sizeof probe);
+    probe.blocks = calloc((size_t)m->cfg.layers, sizeof *probe.blocks);
+    dit_place_bounds(m, tokens, samples, &probe.pl);
+    size_t bytes = 0;
+    if (dit_carve_acts(m, NULL, &bytes, &probe, m->cfg.f.cross_attn ? text : 0, samples) != VFM_OK) bytes = 0;
+    free(probe.blocks);
+    return bytes;
+}

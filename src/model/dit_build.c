@@ -265,9 +265,8 @@ static vfm_status shard_table(DiT *m) {
     return VFM_OK;
 }
 
-vfm_status dit_create_parallel(DiT *m, const DiTConfig *cfg, Device device, const DiTParallel *par) {
+vfm_status dit_describe_parallel(DiT *m, const DiTConfig *cfg, const DiTParallel *par) {
     memset(m, 0, sizeof *m);
-    if (device != DEV_CPU) return vfm_fail(VFM_ERR_UNSUPPORTED, "the DiT runs on the CPU in this version");
     DiTConfig resolved = *cfg;
     VFM_TRY(dit_config_resolve(&resolved));
     DiTParallel one = {.tp = 1, .cp = 1};
@@ -275,8 +274,14 @@ vfm_status dit_create_parallel(DiT *m, const DiTConfig *cfg, Device device, cons
     VFM_TRY(dit_check_parallel(&resolved, par->tp, par->sequence_parallel, par->cp, par->cpa.type, par->cpa.A));
     dit_describe(m, &resolved);
     m->par = *par;
+    return shard_table(m);
+}
+
+vfm_status dit_create_parallel(DiT *m, const DiTConfig *cfg, Device device, const DiTParallel *par) {
+    memset(m, 0, sizeof *m);
+    if (device != DEV_CPU) return vfm_fail(VFM_ERR_UNSUPPORTED, "the DiT runs on the CPU in this version");
+    VFM_TRY(dit_describe_parallel(m, cfg, par));
     m->device = device;
-    VFM_TRY(shard_table(m));
     size_t bytes = (size_t)m->table.total * sizeof(float);
     VFM_TRY(device_malloc(device, bytes, (void **)&m->params));
     VFM_TRY(device_malloc(device, bytes, (void **)&m->grads));
