@@ -45,8 +45,9 @@ int cmd_train(int argc, char **argv) {
          * quietly with the same status and rank 0 alone prints the one line */
         LaunchInfo li;
         launch_detect(&li, NULL);
-        launch_finalize();
-        return li.rank == 0 ? cli_report(s) : vfm_exit_code(s);
+        int code = li.rank == 0 ? cli_report(s) : vfm_exit_code(s);
+        launch_finalize(); /* a barrier: no rank ends (and makes the launcher end the job) before the line is out */
+        return code;
     }
     /* Under a launcher a failure on one rank must stop them all (the others may wait in a
      * collective): MPI_Abort with the message. */

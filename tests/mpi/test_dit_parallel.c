@@ -8,7 +8,7 @@
  *   - the whole output, every parameter gradient after the DP×CP / TP reductions of dp.c, the
  *     global gradient norm, and the parameters after one clipped AdamW step.
  * Tolerance per tensor (design §3, context-parallel.md §7): max|a-b| <= (1e-6 + 1e-5)·max|ref|,
- * over real token rows. Layouts by world size: 2: TP2, TP2+SP, CP2 p2p, CP2 a2a; 3: CP3 p2p (odd
+ * over real token rows. Layouts by world size: 2: TP2, TP2+SP, CP2 p2p, CP2 a2a, CP2 all_gather; 3: CP3 p2p (odd
  * ring); 4: TP4+SP, CP4 a2a+p2p (2×2), TP2+SP × CP2, DP2 × TP2+SP with ZeRO-1, DP2 × CP2. Each runs
  * dfm (GQA where TP allows, cross-attention, QK-norm), nemo-adaln and adaln-zero (fused qkv by
  * parts, biases, class labels, learned sigma, conv patch) on a pack that stresses the splits (a
@@ -454,7 +454,8 @@ TEST(dit_parallel_world2_tp_sp_cp) {
     const Layout ls[] = {{"TP2", 2, 0, 1, CP_COMM_P2P, 0, 0},
                          {"TP2+SP", 2, 1, 1, CP_COMM_P2P, 0, 0},
                          {"CP2 p2p", 1, 0, 2, CP_COMM_P2P, 0, 0},
-                         {"CP2 a2a", 1, 0, 2, CP_COMM_A2A, 2, 0}};
+                         {"CP2 a2a", 1, 0, 2, CP_COMM_A2A, 2, 0},
+                         {"CP2 all_gather", 1, 0, 2, CP_COMM_ALL_GATHER, 0, 0}};
     for (size_t i = 0; i < sizeof ls / sizeof ls[0]; i++) check_layout(&ls[i]);
 }
 

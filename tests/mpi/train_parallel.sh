@@ -4,7 +4,7 @@
 # 45 tokens and a 2-frame one of 12 (lengths that are no multiple of CP), 20 tokens in a 64-row
 # slot (at CP4 two ranks hold none of its queries), a 1-token image; GQA (2 kv heads) wherever TP
 # divides them. Each layout runs 20 steps from the same seed and global batch as one rank and must
-# end within 1e-5 of its weights (max|a-b| over every tensor; weights are O(0.1-1)). Why 1e-5: one
+# end within 1e-5 of its weights and EMA weights (max|a-b| over every tensor; weights are O(0.1-1)). Why 1e-5: one
 # step of every layout is within 1.1e-5·max|ref| of one rank, tensor by tensor
 # (tests/mpi/test_dit_parallel.c, observed <= 2.4e-6 for gradients and 1e-7 for the stepped
 # weights); AdamW moves an element by at most about lr = 2e-3 per step whatever the gradient's
@@ -24,7 +24,7 @@ if ! command -v mpirun >/dev/null 2>&1; then
 fi
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 MPIRUN="mpirun --allow-run-as-root --oversubscribe --bind-to none --mca btl self,vader --mca btl_vader_single_copy_mechanism none --mca mpi_yield_when_idle 1 -x OMP_NUM_THREADS -x OPENBLAS_NUM_THREADS"
-ARGS="--config configs/tiny-mock.yaml train.train_iters=20 train.global_batch_size=2 checkpoint.save_interval=0 train.threads=1 logger.level=warn dataset.mock_shapes=[4x3x6x10,4x1x8x10,4x1x2x2,4x2x4x6]"
+ARGS="--config configs/tiny-mock.yaml train.train_iters=20 train.global_batch_size=2 checkpoint.save_interval=0 train.threads=1 logger.level=warn dataset.mock_shapes=[4x3x6x10,4x1x8x10,4x1x2x2,4x2x4x6] ema.enabled=true ema.decay=0.9"
 GQA="model.num_query_groups=2"
 BOUND=1e-5
 
@@ -34,7 +34,7 @@ train() {
     if [ "$np" = 1 ]; then $VFM train $ARGS checkpoint.save=$T/$name "$@" > $T/$name.log 2>&1
     else timeout 300 $MPIRUN -np "$np" $VFM train $ARGS checkpoint.save=$T/$name "$@" > $T/$name.log 2>&1; fi
 }
-close() { $VFM checkpoint diff "$1" "$2" --atol "$3" --quiet > /dev/null; }
+close() { $VFM checkpoint diff "$1" "$2" --atol "$3" --quiet > /dev/null && $VFM checkpoint diff "$1" "$2" --atol "$3" --quiet --ema > /dev/null; }
 # layout NAME NP REFERENCE OVERRIDES...: trains and checks against the one-rank run REFERENCE
 layout() {
     name=$1; np=$2; ref=$3; shift 3
