@@ -45,6 +45,7 @@ int cmd_train(int argc, char **argv) {
          * quietly with the same status and rank 0 alone prints the one line */
         LaunchInfo li;
         launch_detect(&li, NULL);
+        if (li.launched && !launch_mpi_active()) launch_init(&li); /* (a config error comes before MPI starts) */
         int code = li.rank == 0 ? cli_report(s) : vfm_exit_code(s);
         launch_finalize(); /* a barrier: no rank ends (and makes the launcher end the job) before the line is out */
         return code;
