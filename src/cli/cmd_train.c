@@ -22,7 +22,9 @@ int cmd_train(int argc, char **argv) {
         args_print_help("train [--config FILE] [--resume auto|DIR] [--mock] [a.b.c=value ...]",
                         "Trains a diffusion transformer. Every key of the config (`vfm config keys`) can be overridden\n"
                         "on the command line, e.g. model.preset=dit-xl optimizer.lr=1e-4 train.train_iters=1000.\n"
-                        "Checkpoints, metrics.jsonl and config.yaml go to checkpoint.save (the run directory).",
+                        "Checkpoints, metrics.jsonl, config.yaml, TensorBoard event files (tb_logs/) and validation\n"
+                        "samples (validation_generation/) go to checkpoint.save, the run directory (null: save nothing).\n"
+                        "diffusion.objective picks edm (default), flow or ddpm; train.eval_interval validates.",
                         flags, nflags);
         return 0;
     }

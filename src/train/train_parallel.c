@@ -20,8 +20,9 @@ vfm_status train_layout_from(TrainLayout *l, const Config *cfg, int warn) {
     l->cp = (int)cfg_int(cfg, "model.context_parallel_size");
     l->sp = cfg_bool(cfg, "model.sequence_parallel");
     if (l->pp != 1)
-        return vfm_fail_at(VFM_ERR_UNSUPPORTED, NULL, "model.pipeline_model_parallel_size", NULL,
-                           "only 1 is supported in this version (tensor, sequence, context and data parallelism are)");
+        return vfm_fail_at(VFM_ERR_USAGE, NULL, "model.pipeline_model_parallel_size", NULL,
+                           "only 1 is supported in this version (pipeline parallelism is not written; tensor, "
+                           "sequence, context and data parallelism are)");
     if (l->sp && l->tp == 1) {
         if (warn) log_warn("config: model.sequence_parallel=true has no effect with model.tensor_model_parallel_size=1 (ignored)");
         l->sp = 0;

@@ -14,8 +14,9 @@
 #include "core/fileutil.h"
 #include "core/log.h"
 #include "core/timer.h"
+#include "data/image_io.h"
 #include "data/source.h"
-#include "diffusion/edm.h"
+#include "diffusion/objective.h"
 #include "model/dit.h"
 #include "ops/ops.h"
 #include "parallel/comm.h"
@@ -25,11 +26,14 @@
 #include "train/checkpoint.h"
 #include "train/train_parallel.h"
 #include "optim/optimizer.h"
+#include "train/tensorboard.h"
+#include "train/train_config.h"
+#include "train/validation.h"
 
 typedef struct Trainer {
     Config *cfg;
     DiT model;
-    EdmConfig edm;
+    Objective objective;
     Optimizer opt;
     PackSource *source;
     /* the job: ranks [DP][PP][CP][TP]; gradients reduce over the DP×CP group */
@@ -40,10 +44,13 @@ typedef struct Trainer {
     int rank, dp_rank, dp_size, have_comms, have_dp;
     int buckets_issued;       /* buckets handed to DP during the current backward */
     vfm_status bucket_status; /* the first failure of a bucket reduction during backward */
+    int overlap;              /* ddp.overlap_grad_reduce: issue buckets during backward */
     float *ema;
     double ema_decay;
-    char run_dir[1024];
+    char run_dir[1024];       /* "" with checkpoint.save null: nothing is saved */
     FILE *metrics;
+    TbWriter tb;              /* rank 0, when a TensorBoard directory is known */
+    Validator val;
     int64_t step, train_iters, accum, consumed_samples;
     int save_interval, keep, log_interval, max_nonfinite;
     Pack pack;
@@ -51,34 +58,6 @@ typedef struct Trainer {
 } Trainer;
 
 /* ---- set-up ----------------------------------------------------------------------------- */
-
-static vfm_status optim_config_from(OptimConfig *o, const Config *cfg) {
-    memset(o, 0, sizeof *o);
-    o->lr = cfg_float(cfg, "optimizer.lr");
-    o->min_lr = cfg_float(cfg, "optimizer.min_lr");
-    o->beta1 = cfg_float(cfg, "optimizer.adam_beta1");
-    o->beta2 = cfg_float(cfg, "optimizer.adam_beta2");
-    o->eps = cfg_float(cfg, "optimizer.adam_eps");
-    o->weight_decay = cfg_float(cfg, "optimizer.weight_decay");
-    o->clip_grad = cfg_float(cfg, "optimizer.clip_grad");
-    o->warmup_iters = cfg_int(cfg, "scheduler.lr_warmup_iters");
-    o->warmup_init = cfg_float(cfg, "scheduler.lr_warmup_init");
-    o->decay_iters = cfg_int(cfg, "scheduler.lr_decay_iters");
-    if (o->decay_iters == 0) o->decay_iters = cfg_int(cfg, "train.train_iters");
-    const char *style = cfg_str(cfg, "scheduler.lr_decay_style");
-    o->decay_style = strcmp(style, "constant") == 0 ? LR_DECAY_CONSTANT
-                     : strcmp(style, "linear") == 0 ? LR_DECAY_LINEAR : LR_DECAY_COSINE;
-    if (o->min_lr > o->lr)
-        return vfm_fail(VFM_ERR_USAGE, "optimizer.min_lr (%g) is larger than optimizer.lr (%g)", o->min_lr, o->lr);
-    return VFM_OK;
-}
-
-static vfm_status check_device(const Config *cfg) {
-    const char *dev = cfg_str(cfg, "train.device");
-    if (strcmp(dev, "cuda") == 0)
-        return vfm_fail_at(VFM_ERR_UNSUPPORTED, NULL, "train.device", dev, "the DiT trains on the CPU in this version");
-    return VFM_OK;
-}
 
 /* Resume (same run: step, optimizer, data position) or fine-tune (weights only) from a checkpoint. */
 static vfm_status restore(Trainer *t, const char *dir, int finetune, int with_optim) {
@@ -142,7 +121,7 @@ static vfm_status trainer_setup(Trainer *t, const TrainOptions *opt) {
     const Config *cfg = t->cfg;
     int level = log_level_from_string(cfg_str(cfg, "logger.level"));
     if (level >= 0) log_set_level((LogLevel)level);
-    VFM_TRY(check_device(cfg));
+    VFM_TRY(train_check_keys(cfg));
     DiTConfig mc;
     VFM_TRY(dit_config_from(&mc, cfg));
     VFM_TRY(launch_init(&t->launch));
@@ -158,7 +137,8 @@ static vfm_status trainer_setup(Trainer *t, const TrainOptions *opt) {
     int threads = (int)cfg_int(cfg, "train.threads");
     ops_set_threads(threads > 0 ? threads : (int)sysconf(_SC_NPROCESSORS_ONLN));
 
-    VFM_TRY(edm_config_from(&t->edm, cfg));
+    VFM_TRY(objective_from_config(&t->objective, cfg));
+    VFM_TRY(objective_check_model(&t->objective, &mc));
     OptimConfig oc;
     VFM_TRY(optim_config_from(&oc, cfg));
     t->train_iters = cfg_int(cfg, "train.train_iters");
@@ -171,8 +151,10 @@ static vfm_status trainer_setup(Trainer *t, const TrainOptions *opt) {
     t->keep = (int)cfg_int(cfg, "checkpoint.keep");
     t->log_interval = (int)cfg_int(cfg, "logger.log_interval");
     t->max_nonfinite = (int)cfg_int(cfg, "train.max_nonfinite_steps");
-    const char *save = cfg_str(cfg, "checkpoint.save");
-    snprintf(t->run_dir, sizeof t->run_dir, "%s", save[0] ? save : "runs/default");
+    t->overlap = cfg_bool(cfg, "ddp.overlap_grad_reduce");
+    snprintf(t->run_dir, sizeof t->run_dir, "%s", cfg_str(cfg, "checkpoint.save"));
+    if (!t->run_dir[0] && opt->resume && strcmp(opt->resume, "auto") == 0)
+        return vfm_fail_at(VFM_ERR_USAGE, NULL, "checkpoint.save", "null", "--resume auto needs a run directory");
 
     VFM_TRY(pack_source_create(&t->source, cfg, t->dp_rank, t->dp_size));
     if (t->source->token_dim != dit_token_dim(&mc))
@@ -190,6 +172,7 @@ static vfm_status trainer_setup(Trainer *t, const TrainOptions *opt) {
     VFM_TRY(train_parallel_dp_init(&t->par, &t->dp, &t->model, cfg_float(cfg, "ddp.bucket_size_mb"), zero1));
     t->have_dp = 1;
     VFM_TRY(dp_optimizer_init(&t->dp, &t->opt, &oc));
+    VFM_TRY(validator_init(&t->val, cfg, &t->objective, t->dp_rank, t->dp_size, t->accum, t->rank, t->run_dir));
     if (cfg_bool(cfg, "ema.enabled")) {
         t->ema_decay = cfg_float(cfg, "ema.decay");
         t->ema = malloc((size_t)t->model.table.total * sizeof(float));
@@ -232,7 +215,9 @@ static vfm_status trainer_setup(Trainer *t, const TrainOptions *opt) {
         VFM_TRY(restore(t, dir, cfg_bool(cfg, "checkpoint.finetune"), cfg_bool(cfg, "checkpoint.load_optim")));
     }
 
-    if (t->rank == 0) { /* only rank 0 writes the run directory's shared files */
+    if (t->rank == 0 && !t->run_dir[0])
+        log_warn("checkpoint.save is null: no checkpoints, metrics.jsonl or validation pictures are written");
+    if (t->rank == 0 && t->run_dir[0]) { /* only rank 0 writes the run directory's shared files */
         VFM_TRY(mkdir_p(t->run_dir));
         char path[1200];
         char *yaml = NULL;
@@ -247,19 +232,29 @@ static vfm_status trainer_setup(Trainer *t, const TrainOptions *opt) {
         t->metrics = fopen(path, "a");
         if (!t->metrics) return vfm_fail(VFM_ERR_IO, "%s: cannot open for appending", path);
     }
+    const char *tb_dir = cfg_str(cfg, "logger.tensorboard_dir");
+    char tb_default[1100];
+    if (!tb_dir[0] && t->run_dir[0]) {
+        path_join(tb_default, sizeof tb_default, t->run_dir, "tb_logs");
+        tb_dir = tb_default;
+    }
+    if (t->rank == 0 && tb_dir[0]) VFM_TRY(tb_open(&t->tb, tb_dir, tb_wall_time()));
     char layout[128];
     train_layout_describe(&t->layout, t->dp_size, layout, sizeof layout);
-    log_info("model: DiT %s, %lld parameters (%d layers, hidden %d, %d heads); data: %s; %d thread%s per rank; "
-             "%d rank%s: %s%s, %lld micro-batch%s of one pack per replica and step",
+    log_info("model: DiT %s, %lld parameters (%d layers, hidden %d, %d heads); objective %s; data: %s; %d thread%s per "
+             "rank; %d rank%s: %s%s, %lld micro-batch%s of one pack per replica and step",
              cfg_str(cfg, "model.variant"), (long long)param_table_trainable(t->model.full_table), mc.layers, mc.hidden,
-             mc.heads, t->source->kind, ops_get_threads(), ops_get_threads() > 1 ? "s" : "", t->launch.world_size,
-             t->launch.world_size > 1 ? "s" : "", layout, zero1 && t->dp_size * t->layout.cp > 1 ? " (ZeRO-1)" : "",
+             mc.heads, objective_name(t->objective.kind), t->source->kind, ops_get_threads(),
+             ops_get_threads() > 1 ? "s" : "", t->launch.world_size, t->launch.world_size > 1 ? "s" : "", layout,
+             zero1 && t->dp_size * t->layout.cp > 1 ? " (ZeRO-1)" : "",
              (long long)t->accum, t->accum > 1 ? "es" : "");
     return VFM_OK;
 }
 
 static void trainer_teardown(Trainer *t) {
     if (t->metrics) fclose(t->metrics);
+    tb_close(&t->tb);
+    validator_free(&t->val);
     if (t->have_dp) dp_free(&t->dp);
     if (t->have_comms) train_parallel_free(&t->par);
     pack_source_destroy(t->source);
@@ -361,6 +356,13 @@ static vfm_status log_window(Trainer *t, Window *w, double lr) {
     w->wait = sums[4];
     if (w->steps == 0) return VFM_OK;
     double secs = w->seconds > 0 ? w->seconds : 1e-9;
+    if (t->tb.f) {
+        double now = tb_wall_time();
+        VFM_TRY(tb_add_scalar(&t->tb, t->step, now, "train/samples_per_second", (float)(w->samples / secs)));
+        VFM_TRY(tb_add_scalar(&t->tb, t->step, now, "train/tokens_per_second", (float)(w->tokens / secs)));
+        VFM_TRY(tb_add_scalar(&t->tb, t->step, now, "train/tflops", (float)(w->flops / secs / 1e12)));
+        VFM_TRY(tb_flush(&t->tb));
+    }
     log_info("step %lld/%lld | loss %.4f | grad norm %.3f | lr %.3e | %.1f samples/s | %.0f tokens/s | %.1f ms/step | "
              "%.3f TFLOP/s | packs %.0f%% full | data wait %.1f ms | mem %.0f MiB",
              (long long)t->step, (long long)t->train_iters, w->loss_sum / w->steps, w->grad_sum / w->steps, lr,
@@ -392,13 +394,14 @@ static vfm_status train_step(Trainer *t, Window *w, int *consecutive_bad, int *s
         VFM_TRY(t->source->next(t->source, &t->pack));
         w->wait += time_now() - wait0;
         if (!t->data_info) record_data_info(t);
-        EdmStepResult r = {0};
+        ObjectiveResult r;
+        memset(&r, 0, sizeof r);
         int last = k == t->accum - 1;
         t->buckets_issued = 0;
         t->bucket_status = VFM_OK;
-        m->on_grads_final = last ? grads_final : NULL;
+        m->on_grads_final = last && t->overlap ? grads_final : NULL;
         m->on_grads_final_ctx = t;
-        vfm_status s = edm_loss_and_grad(m, &t->edm, &t->pack, (uint32_t)t->step, 1.0 / (double)t->accum, &r);
+        vfm_status s = objective_loss_and_grad(m, &t->objective, &t->pack, (uint32_t)t->step, 1.0 / (double)t->accum, &r);
         m->on_grads_final = NULL;
         VFM_TRY(s);
         VFM_TRY(t->bucket_status);
@@ -446,8 +449,46 @@ static vfm_status train_step(Trainer *t, Window *w, int *consecutive_bad, int *s
             (long long)t->consumed_samples * t->dp_size, dt);
     if (t->metrics) fflush(t->metrics);
     t->step++;
+    if (t->tb.f) { /* TensorBoard steps count completed iterations, as Megatron's */
+        double now = tb_wall_time();
+        VFM_TRY(tb_add_scalar(&t->tb, t->step, now, "train/loss", (float)loss));
+        VFM_TRY(tb_add_scalar(&t->tb, t->step, now, "train/grad_norm", (float)norm));
+        VFM_TRY(tb_add_scalar(&t->tb, t->step, now, "train/lr", (float)lr));
+    }
     if (t->step % t->log_interval == 0 || t->step == t->train_iters) VFM_TRY(log_window(t, w, lr));
     return VFM_OK;
+}
+
+/* Validation after `t->step` completed steps: loss (metrics.jsonl, TensorBoard, log) and this
+ * rank's generated picture. */
+static vfm_status validate(Trainer *t) {
+    double t0 = time_now();
+    ValidationResult r;
+    vfm_status s = validator_run(&t->val, &t->model, &t->objective, &t->dp, t->step, &r);
+    if (s == VFM_OK && t->rank == 0) {
+        log_info("validation after step %lld: loss %.4f over %lld samples (%lld packs) in %.1f s%s%s", (long long)t->step,
+                 r.loss, (long long)r.samples, (long long)r.packs, time_now() - t0, r.file[0] ? "; sample " : "", r.file);
+        if (t->metrics) {
+            fprintf(t->metrics, "{\"step\": %lld, \"val_loss\": %.17g, \"val_samples\": %lld}\n", (long long)t->step - 1,
+                    r.loss, (long long)r.samples);
+            fflush(t->metrics);
+        }
+    }
+    if (s == VFM_OK && t->tb.f) {
+        double now = tb_wall_time();
+        s = tb_add_scalar(&t->tb, t->step, now, "val/loss", (float)r.loss);
+        if (s == VFM_OK && r.picture.pixels) {
+            uint8_t *png = NULL;
+            size_t len = 0;
+            s = png_encode_rgb(&r.picture, &png, &len);
+            if (s == VFM_OK) s = tb_add_image(&t->tb, t->step, now, "val/generation", png, len, r.picture.height,
+                                              r.picture.width);
+            free(png);
+        }
+        if (s == VFM_OK) s = tb_flush(&t->tb);
+    }
+    validation_result_free(&r);
+    return s;
 }
 
 vfm_status train_run(const TrainOptions *opt) {
@@ -461,19 +502,22 @@ vfm_status train_run(const TrainOptions *opt) {
     if (t.step >= t.train_iters) log_info("nothing to do: step %lld of %lld", (long long)t.step, (long long)t.train_iters);
     Window w;
     memset(&w, 0, sizeof w);
-    int consecutive_bad = 0, stop = 0;
+    int consecutive_bad = 0, stop = 0, saving = t.run_dir[0] != 0;
     while (s == VFM_OK && t.step < t.train_iters) {
         s = train_step(&t, &w, &consecutive_bad, &stop);
         if (s != VFM_OK) break;
         if (stop) {
-            s = save_checkpoint(&t);
+            if (saving) s = save_checkpoint(&t);
             if (s == VFM_OK)
-                s = vfm_fail(VFM_ERR_NUMERIC, "stopping: %d steps in a row had a non-finite loss or gradient; the last "
-                             "good weights are saved in %s/iter_%07lld", consecutive_bad, t.run_dir, (long long)t.step);
+                s = vfm_fail(VFM_ERR_NUMERIC, "stopping: %d steps in a row had a non-finite loss or gradient%s%s/iter_%07lld",
+                             consecutive_bad, saving ? "; the last good weights are saved in " : "",
+                             saving ? t.run_dir : "", saving ? (long long)t.step : 0LL);
             break;
         }
+        if (validator_due(&t.val, t.step)) s = validate(&t);
         int last = t.step == t.train_iters;
-        if ((t.save_interval > 0 && t.step % t.save_interval == 0) || last) s = save_checkpoint(&t);
+        if (s == VFM_OK && saving && ((t.save_interval > 0 && t.step % t.save_interval == 0) || last))
+            s = save_checkpoint(&t);
         const char *kill_rank = getenv("VFM_TEST_KILL_RANK"); /* multi-rank tests: only this rank dies */
         if (env_step_listed("VFM_TEST_KILL_AFTER_STEP", t.step - 1) && (!kill_rank || atoi(kill_rank) == t.rank))
             raise(SIGKILL);

@@ -117,7 +117,8 @@ static DiTConfig model_config(DiTVariant v, int tp) {
 /* The trainer's defaults (eps 1e-5: at eps 1e-8 the first AdamW step, lr·g/(|g| + eps), turns the
  * rounding noise of gradients that are zero in exact arithmetic, such as a k bias's, into updates
  * of up to lr), with clipping active (the norm here is about 1) so the TP/ZeRO norm is tested. */
-static const OptimConfig OPT = {1e-3, 1e-3, 0.9, 0.95, 1e-5, 0.033, 0.05, 0, 1e-3, 10, LR_DECAY_CONSTANT};
+static const OptimConfig OPT = {.lr = 1e-3, .min_lr = 1e-3, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-5, .weight_decay = 0.033,
+                                .clip_grad = 0.05, .warmup_init = 1e-3, .decay_iters = 10, .decay_style = LR_DECAY_CONSTANT};
 
 /* ---- probes ---------------------------------------------------------------------------------- */
 
