@@ -172,7 +172,11 @@ static vfm_status trainer_setup(Trainer *t, const TrainOptions *opt) {
     VFM_TRY(train_parallel_dp_init(&t->par, &t->dp, &t->model, cfg_float(cfg, "ddp.bucket_size_mb"), zero1));
     t->have_dp = 1;
     VFM_TRY(dp_optimizer_init(&t->dp, &t->opt, &oc));
-    VFM_TRY(validator_init(&t->val, cfg, &t->objective, t->dp_rank, t->dp_size, t->accum, t->rank, t->run_dir));
+    /* every rank of a replica generates the validation sample (the model's forward is collective over
+     * TP and CP); the ranks with tp = cp = 0 write it */
+    int writes_samples = t->par.layout.tp_rank == 0 && t->par.layout.cp_rank == 0;
+    VFM_TRY(validator_init(&t->val, cfg, &t->objective, t->dp_rank, t->dp_size, t->accum, t->rank,
+                           writes_samples ? t->run_dir : ""));
     if (cfg_bool(cfg, "ema.enabled")) {
         t->ema_decay = cfg_float(cfg, "ema.decay");
         t->ema = malloc((size_t)t->model.table.total * sizeof(float));

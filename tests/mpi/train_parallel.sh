@@ -14,7 +14,7 @@
 # Also: ZeRO-1 equals plain DP bitwise at DP2 × TP2+SP; a checkpoint saved at TP2+SP × CP2 resumes
 # at one rank and at DP2 × TP2+SP and reaches the straight run within the bound; `vfm sample` reads
 # it on one rank; DFM's dit_pretrain.yaml trains 2 steps at TP2 + SP + CP2; bad layouts exit 2 with
-# one line and no run directory.
+# one line and no run directory; validation (loss and generated sample) runs at TP2+SP × CP2.
 cd "$(dirname "$0")/../.." || exit 1
 . tests/e2e/common.inc
 T=$(mktemp -d /tmp/vfm_mpi_parallel.XXXXXX)
@@ -96,6 +96,18 @@ timeout 300 $MPIRUN -np 4 $VFM train --config tests/fixtures/dfm/dit_pretrain.ya
     "dataset.mock_shapes=[4x3x6x10,4x1x8x10]" dataset.task_encoder_seq_length=512 dataset.num_workers=1 \
     train.train_iters=2 train.threads=1 checkpoint.save=$T/dfm checkpoint.load= > $T/dfm.log 2>&1
 check "dit_pretrain.yaml trains 2 steps at TP2 + SP + CP2" sh -c "test -f $T/dfm/iter_0000002/DONE && grep -q 'TP2+SP × CP2' $T/dfm.log"
+
+# validation (loss and the generated sample) under TP2+SP × CP2: the same loss as one rank
+VAL="train.train_iters=4 train.eval_interval=2 train.eval_iters=1 model.val_generation_num_steps=3 $GQA"
+train val_one 1 $VAL
+train val_par 4 $VAL model.tensor_model_parallel_size=2 model.sequence_parallel=true model.context_parallel_size=2
+grep val_loss $T/val_one/metrics.jsonl | sed 's/.*"val_loss": \([^,]*\),.*/\1/' > $T/val_one.txt
+grep val_loss $T/val_par/metrics.jsonl | sed 's/.*"val_loss": \([^,]*\),.*/\1/' > $T/val_par.txt
+check "validation at TP2+SP × CP2: two losses within 1e-6 of one rank's ($(tr '\n' ' ' < $T/val_par.txt))" \
+    awk 'NR == FNR { a[FNR] = $1; n = FNR; next } { d = $1 - a[FNR]; if (d < 0) d = -d; if (d > 1e-6 * a[FNR]) bad = 1; m = FNR }
+         END { exit !(n == 2 && m == 2 && !bad) }' $T/val_one.txt $T/val_par.txt
+check "and the validation sample is generated there, written once per replica (rank 0)" \
+    sh -c "test -f $T/val_par/validation_generation/step=4_rank=0.npy && ! test -e $T/val_par/validation_generation/step=4_rank=1.npy"
 
 # bad layouts: exit 2, one line naming the key, before any work
 bad() {
