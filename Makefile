@@ -7,7 +7,7 @@ CC       ?= gcc
 BUILD    ?= build
 CFLAGS   ?= -O2
 CFLAGS   += -std=c11 -Wall -Wextra -Werror -Wno-format-truncation -fopenmp -ffp-contract=off -D_GNU_SOURCE -Isrc -MMD -MP
-LDLIBS   += -lopenblas -lyaml -ljansson -lm -lpthread
+LDLIBS   += -lopenblas -lyaml -ljansson -lsqlite3 -lm -lpthread
 LDFLAGS  += -fopenmp
 # OpenBLAS built for OpenMP shares our OpenMP threads; the pthread build would run its own pool
 # next to ours and oversubscribe the cores (scripts/deps.sh installs libopenblas-openmp-dev).

@@ -4,7 +4,7 @@
 #   scripts/deps.sh            build and test dependencies
 #   scripts/deps.sh --goldens  also python3-torch and numpy, to regenerate golden files
 set -e
-PKGS="gcc make libopenblas-dev libopenblas-openmp-dev libyaml-dev libjansson-dev libopenmpi-dev openmpi-bin"
+PKGS="gcc make libopenblas-dev libopenblas-openmp-dev libyaml-dev libjansson-dev libsqlite3-dev libopenmpi-dev openmpi-bin"
 if [ "$1" = "--goldens" ]; then PKGS="$PKGS python3-torch python3-numpy"; fi
 
 missing=""

@@ -9,17 +9,20 @@
 #include "core/config.h"
 #include "core/timer.h"
 #include "data/encode.h"
+#include "data/energon_meta.h"
+#include "data/energon_write.h"
 #include "data/length_index.h"
 #include "data/loader.h"
 #include "data/plan.h"
 #include "data/source.h"
 
-static const char *const k_data_usage = "data index PATH [--threads N]\n"
+static const char *const k_data_usage = "data index PATH [--split T,V,S] [--force] [--threads N]\n"
                                         "       vfm data inspect PATH [--config FILE] [a.b.c=value ...]\n"
                                         "       vfm data bench PATH [--seconds N] [--config FILE] [a.b.c=value ...]";
 static const char *const k_data_about =
     "index:   reads every shard (*.tar) under PATH and writes the length index PATH/.vfm/length_index.bin\n"
-    "         (and each shard's Energon .tar.idx); lists the samples that cannot be read.\n"
+    "         and the Energon metadata energon prepare writes (.tar.idx, .nv-meta/: .info.json, index.sqlite,\n"
+    "         index.uuid, split.yaml by the --split ratio, dataset.yaml); lists the samples that cannot be read.\n"
     "inspect: shards, samples, skipped samples with their reasons, latent shapes, text lengths and token\n"
     "         counts against the pack budget, under the model and dataset keys of the config.\n"
     "bench:   runs the loader for N seconds and prints samples/s, packs/s, tokens/s, MB/s read,\n"
@@ -74,16 +77,23 @@ static const char *origin_text(int origin) {
 /* ---- index ---- */
 
 static int data_index(int argc, char **argv) {
-    ArgFlag flags[] = {{"--threads", "N", "shards read in parallel (default 4)", NULL, 0}};
-    int nflags = 1, help;
+    ArgFlag flags[] = {{"--threads", "N", "shards read in parallel (default 4)", NULL, 0},
+                       {"--split", "T,V,S", "train,val,test shard ratio for .nv-meta/split.yaml, e.g. 8,1,1", NULL, 0},
+                       {"--force", NULL, "replace an existing split.yaml (split.json) and dataset.yaml", NULL, 0}};
+    int nflags = 3, help;
     ArgList pos;
     vfm_status s = args_parse("data index", argc, argv, flags, nflags, &pos, &help);
     if (s != VFM_OK) return cli_report(s);
     if (help) {
-        args_print_help("data index PATH [--threads N]",
+        args_print_help("data index PATH [--split T,V,S] [--force] [--threads N]",
                         "Reads every shard (*.tar) under PATH again and writes the length index\n"
-                        "PATH/.vfm/length_index.bin (kept in memory when PATH is read-only), plus each shard's\n"
-                        "Energon .tar.idx. Lists the samples that cannot be read, with their reasons.",
+                        "PATH/.vfm/length_index.bin (kept in memory when PATH is read-only) and the Energon\n"
+                        "metadata `energon prepare` writes, so Energon and vfm both read the dataset: each shard's\n"
+                        ".tar.idx, and .nv-meta/.info.json, index.sqlite, index.uuid, split.yaml (shards in sorted\n"
+                        "order cut by the --split ratio; 1,0,0 when absent and no ratio is given) and dataset.yaml\n"
+                        "(CrudeWebdataset). An existing split.yaml or dataset.yaml is kept unless --force is given\n"
+                        "(with --split and an existing split file, --force is required). Lists the samples that\n"
+                        "cannot be read, with their reasons.",
                         flags, nflags);
         return 0;
     }
@@ -93,6 +103,11 @@ static int data_index(int argc, char **argv) {
     double threads = 4;
     const char *tv = args_value(flags, nflags, "--threads", NULL);
     if (tv && (rc = parse_positive("index", "--threads", tv, &threads))) return rc;
+    EnergonWriteOptions opt = {0};
+    const char *sv = args_value(flags, nflags, "--split", NULL);
+    if (sv && (s = energon_parse_split(sv, opt.split)) != VFM_OK) return cli_report(s);
+    opt.has_split = sv != NULL;
+    opt.force = args_flag(flags, nflags, "--force")->present;
     double t0 = time_now();
     LengthIndex *li;
     s = length_index_open(&li, path, 1, (int)threads);
@@ -110,7 +125,26 @@ static int data_index(int argc, char **argv) {
     if (li->origin == LENGTH_INDEX_WRITTEN) printf("wrote %s\n", li->cache_path);
     else printf("could not write %s: the index was kept in memory only\n", li->cache_path);
     rc = li->origin == LENGTH_INDEX_WRITTEN ? 0 : 1;
+    const char **rels = malloc((size_t)li->n_shards * sizeof *rels);
+    for (int i = 0; rels && i < li->n_shards; i++) rels[i] = li->shards[i].rel;
+    EnergonWriteReport rep;
+    s = rels ? energon_write_index(path, rels, li->n_shards, &opt, &rep) : vfm_fail(VFM_ERR_NOMEM, "out of memory");
+    free(rels);
     length_index_free(li);
+    if (s != VFM_OK) {
+        int code = cli_report(s);
+        return code > rc ? code : rc;
+    }
+    printf("Energon metadata (format of megatron-energon %s): %s/%s/.info.json, index.sqlite, index.uuid "
+           "(%d shards, %lld samples; %d .tar.idx rewritten)\n", ENERGON_FORMAT_VERSION, path, ENERGON_META_DIR,
+           rep.n_shards, rep.n_samples, rep.idx_rewritten);
+    if (rep.split_written)
+        printf("wrote split.yaml: train %lld, val %lld, test %lld shards\n", rep.split_shards[0], rep.split_shards[1],
+               rep.split_shards[2]);
+    else
+        printf("kept the existing split file (--split R --force replaces it)\n");
+    printf(rep.dataset_written ? "wrote dataset.yaml (CrudeWebdataset)\n"
+                               : "kept the existing dataset.yaml (--force replaces it with CrudeWebdataset)\n");
     return rc;
 }
 

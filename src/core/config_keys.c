@@ -114,7 +114,7 @@ const CfgKeyDef cfg_key_defs[] = {
     XBOOL("scheduler.override_opt_param_scheduler", "true", "DFM: scheduler state on load (not used by vfm)"),
 
     /* dataset */
-    KSTR("dataset.path", "\"\"", "dataset folder (WebDataset shards, Energon metadata)"),
+    KSTR("dataset.path", "\"\"", "dataset folder (WebDataset shards, Energon metadata) or metadataset .yaml"),
     KBOOL("dataset.mock", "false", "train on random mock samples instead of dataset.path"),
     KINT("dataset.mock_samples", "0", "[0, 1e9]", "mock set size (0 = fresh random samples every time)"),
     KLIST("dataset.mock_shapes", CFG_STRING_LIST, "[]", "mock latent shapes \"CxTxHxW\" (empty = one from *_latents)"),
@@ -133,8 +133,8 @@ const CfgKeyDef cfg_key_defs[] = {
     KINT("dataset.max_frames", "0", "[0, 1e6]", "crop videos to this many latent frames (0 = no crop)"),
     KFLT("dataset.default_fps", "30", "(0, 1e6)", "fps of samples whose metadata has none"),
     KBOOL("dataset.shuffle", "true", "shuffle the training stream"),
-    KSTR("dataset.split", "train", "split to train on"),
-    KBOOL("dataset.use_train_split_for_val", "false", "validate on the training split"),
+    KSTR("dataset.split", "train", "split to train on (Energon split.yaml part; no split file: train only)"),
+    KBOOL("dataset.use_train_split_for_val", "false", "the val split source reads the train split"),
     XINT("dataset.seq_length", "2048", "[1, inf)", "DFM: data module sequence length (not used by vfm)"),
     XINT("dataset.micro_batch_size", "1", "[1, inf)", "DFM: set from train.micro_batch_size (not used by vfm)"),
     XINT("dataset.global_batch_size", "2", "[1, inf)", "DFM: set from train.global_batch_size (not used by vfm)"),

@@ -11,6 +11,7 @@
 #include "data/json_util.h"
 #include "data/npy.h"
 #include "data/safetensors.h"
+#include "data/torch_tensor.h"
 #include "ops/ops.h"
 
 const char *encode_skip_name(EncodeSkip reason) {
@@ -74,7 +75,7 @@ void encode_find_parts(const char *const *names, int n, SampleParts *out) {
                              *const pickle_text[] = {"pickle", ".pickle", "text.pickle", NULL},
                              *const json_names[] = {"json", ".json", NULL};
     *out = (SampleParts){-1, -1, -1, PART_NONE, PART_NONE};
-    /* a readable format wins over one not read yet, whatever the tar order */
+    /* npy and safetensors win over torch's formats, whatever the tar order */
     for (int i = 0; i < n; i++) {
         PartFormat lf = name_is(names[i], npy_latent) ? PART_NPY
                         : name_is(names[i], st_latent) ? PART_SAFETENSORS
@@ -95,18 +96,10 @@ void encode_find_parts(const char *const *names, int n, SampleParts *out) {
 
 EncodeSkip encode_check_parts(const SampleParts *sp, const char *const *names, char *reason, size_t reason_size) {
     if (sp->latent < 0) {
-        snprintf(reason, reason_size, "no latent part (latent.npy or latent.safetensors)");
+        snprintf(reason, reason_size, "no latent part (latent.npy, latent.safetensors or pth)");
         return ENC_SKIP_MISSING;
     }
-    if (sp->latent_format == PART_PTH) {
-        snprintf(reason, reason_size, "latent part '%s' (torch.save) is not supported yet; use latent.npy or "
-                 "latent.safetensors", names[sp->latent]);
-        return ENC_SKIP_UNSUPPORTED;
-    }
-    if (sp->text >= 0 && sp->text_format == PART_PICKLE) {
-        snprintf(reason, reason_size, "text part '%s' (pickle) is not supported yet; use text.npy", names[sp->text]);
-        return ENC_SKIP_UNSUPPORTED;
-    }
+    (void)names;
     return ENC_OK;
 }
 
@@ -264,18 +257,44 @@ uint64_t sample_uid(const char *dataset, const char *shard_rel, const char *key,
 
 /* ---- decoding ---- */
 
-/* A tensor part decoded to f32: *data (malloc'd), its shape. */
-static EncodeSkip decode_part(const TarPart *part, PartFormat format, float **data, int *ndim, int64_t *shape,
-                              char *reason, size_t reason_size) {
+/* A torch part (pth / pickle) decoded to f32. */
+static EncodeSkip decode_torch(const void *bytes, size_t size, const char *name, float **data, int *ndim,
+                               int64_t *shape, char *reason, size_t reason_size) {
+    TorchTensor t;
+    vfm_status s = torch_tensor_decode(bytes, size, name, &t);
+    if (s == VFM_ERR_NOMEM) return ENC_SKIP_COUNT;
+    if (s != VFM_OK) {
+        snprintf(reason, reason_size, "%s", vfm_last_error());
+        return s == VFM_ERR_UNSUPPORTED ? ENC_SKIP_UNSUPPORTED : ENC_SKIP_FORMAT;
+    }
+    EncodeSkip skip = ENC_OK;
+    if (t.ndim > VFM_MAX_DIMS) {
+        snprintf(reason, reason_size, "%s: %d dimensions", name, t.ndim);
+        skip = ENC_SKIP_FORMAT;
+    } else if (!(*data = malloc((size_t)(t.numel ? t.numel : 1) * sizeof(float)))) {
+        skip = ENC_SKIP_COUNT;
+    } else {
+        *ndim = t.ndim;
+        for (int d = 0; d < t.ndim; d++) shape[d] = t.shape[d];
+        torch_tensor_to_f32(&t, *data);
+    }
+    torch_tensor_free(&t);
+    return skip;
+}
+
+EncodeSkip encode_decode_part(const void *bytes, size_t size, const char *name, PartFormat format, float **data,
+                              int *ndim, int64_t *shape, char *reason, size_t reason_size) {
     *data = NULL;
+    if (format == PART_PTH || format == PART_PICKLE)
+        return decode_torch(bytes, size, name, data, ndim, shape, reason, reason_size);
     if (format == PART_NPY) {
         NpyArray a;
-        if (npy_parse(part->data, part->size, part->name, &a) != VFM_OK) {
+        if (npy_parse(bytes, size, name, &a) != VFM_OK) {
             snprintf(reason, reason_size, "%s", vfm_last_error());
             return ENC_SKIP_FORMAT;
         }
         if (a.ndim > VFM_MAX_DIMS) {
-            snprintf(reason, reason_size, "%s: %d dimensions", part->name, a.ndim);
+            snprintf(reason, reason_size, "%s: %d dimensions", name, a.ndim);
             return ENC_SKIP_FORMAT;
         }
         *ndim = a.ndim;
@@ -287,12 +306,12 @@ static EncodeSkip decode_part(const TarPart *part, PartFormat format, float **da
     }
     SafetensorsFile *f = NULL;
     DType dt;
-    if (safetensors_open_memory(&f, part->data, part->size, part->name) != VFM_OK) {
+    if (safetensors_open_memory(&f, bytes, size, name) != VFM_OK) {
         snprintf(reason, reason_size, "%s", vfm_last_error());
         return ENC_SKIP_FORMAT;
     }
     if (safetensors_count(f) != 1) {
-        snprintf(reason, reason_size, "%s holds %d tensors, expected one", part->name, safetensors_count(f));
+        snprintf(reason, reason_size, "%s holds %d tensors, expected one", name, safetensors_count(f));
         safetensors_close(f);
         return ENC_SKIP_FORMAT;
     }
@@ -344,7 +363,8 @@ vfm_status encode_sample(const EncodeConfig *ec, const TarSample *ts, const char
     int64_t shape[VFM_MAX_DIMS], tshape[VFM_MAX_DIMS];
     int32_t lshape[4], text_len = 0, text_width = 0, text_real = 0;
     vfm_status status = VFM_OK;
-    *skip = decode_part(&ts->parts[sp.latent], sp.latent_format, &latent, &ndim, shape, reason, reason_size);
+    const TarPart *lp = &ts->parts[sp.latent];
+    *skip = encode_decode_part(lp->data, lp->size, lp->name, sp.latent_format, &latent, &ndim, shape, reason, reason_size);
     if (*skip == ENC_OK) *skip = encode_latent_shape(ndim, shape, lshape, reason, reason_size);
     if (*skip == ENC_OK) {
         int64_t numel = (int64_t)lshape[0] * lshape[1] * lshape[2] * lshape[3];
@@ -364,7 +384,8 @@ vfm_status encode_sample(const EncodeConfig *ec, const TarSample *ts, const char
         }
     }
     if (*skip == ENC_OK && sp.text >= 0) {
-        *skip = decode_part(&ts->parts[sp.text], PART_NPY, &text, &tndim, tshape, reason, reason_size);
+        const TarPart *tp = &ts->parts[sp.text];
+        *skip = encode_decode_part(tp->data, tp->size, tp->name, sp.text_format, &text, &tndim, tshape, reason, reason_size);
         if (*skip == ENC_OK) *skip = encode_text_shape(tndim, tshape, &text_len, &text_width, reason, reason_size);
         if (*skip == ENC_OK) {
             for (int64_t i = 0; i < (int64_t)text_len * text_width; i++)

@@ -21,7 +21,7 @@ typedef enum {
     ENC_OK = 0,
     ENC_SKIP_READ,        /* the shard or the sample could not be read */
     ENC_SKIP_MISSING,     /* no latent part */
-    ENC_SKIP_UNSUPPORTED, /* a part in a format not read yet (pth, pickle) */
+    ENC_SKIP_UNSUPPORTED, /* a part in a form vfm does not read (a compressed zip record in a pth) */
     ENC_SKIP_FORMAT,      /* a malformed tensor part, or a shape of the wrong rank */
     ENC_SKIP_JSON,        /* bad json metadata */
     ENC_SKIP_NONFINITE,   /* NaN or Inf in the latent or the text */
@@ -54,9 +54,10 @@ typedef struct EncodeConfig {
 vfm_status encode_config_from(EncodeConfig *ec, const Config *cfg);
 int encode_token_dim(const EncodeConfig *ec); /* C·pt·ph·pw */
 
-/* Which parts of a sample hold what. Names: latent `latent.npy` | `latent.safetensors` (read),
- * `pth` | `.pth` | `latent.pth` (not supported yet); text `text.npy` (read), `pickle` | `.pickle` |
- * `text.pickle` (not supported yet); metadata `json` | `.json`. */
+/* Which parts of a sample hold what. Names: latent `latent.npy` | `latent.safetensors` | `pth` |
+ * `.pth` | `latent.pth` (torch.save); text `text.npy` | `pickle` | `.pickle` | `text.pickle`
+ * (pickle.dumps of a torch tensor); metadata `json` | `.json`. The pth / pickle spellings are DFM's
+ * (research/dfm.md §3.1); when a sample holds several, npy / safetensors win over them. */
 typedef enum { PART_NONE = 0, PART_NPY, PART_SAFETENSORS, PART_PTH, PART_PICKLE } PartFormat;
 typedef struct SampleParts {
     int latent, text, json;           /* part indices, -1 when absent */
@@ -64,8 +65,7 @@ typedef struct SampleParts {
 } SampleParts;
 /* names[n]: the sample's part names in tar order. */
 void encode_find_parts(const char *const *names, int n, SampleParts *out);
-/* The skip a sample's parts imply (missing latent, pth / pickle), with the reason text; ENC_OK when
- * the parts are readable. */
+/* The skip a sample's parts imply (no latent part), with the reason text; ENC_OK otherwise. */
 EncodeSkip encode_check_parts(const SampleParts *sp, const char *const *names, char *reason, size_t reason_size);
 
 /* Latent shape rule: [C,T,H,W], [1,C,T,H,W] (leading 1 squeezed) or [C,H,W] (an image: T = 1). */
@@ -73,6 +73,13 @@ EncodeSkip encode_latent_shape(int ndim, const int64_t *shape, int32_t out[4], c
 /* Text shape rule: [L,d] or [1,L,d]. */
 EncodeSkip encode_text_shape(int ndim, const int64_t *shape, int32_t *rows, int32_t *width, char *reason,
                              size_t reason_size);
+
+/* Decodes a tensor part (npy, safetensors holding one tensor, torch.save pth, pickled tensor) to
+ * float32: *data (malloc'd, caller frees), *ndim and shape[VFM_MAX_DIMS]. ENC_SKIP_FORMAT (or
+ * ENC_SKIP_UNSUPPORTED) with the reason on bad bytes, a refused pickle global included;
+ * ENC_SKIP_COUNT when out of memory. `name` is the part name (it starts the reason). */
+EncodeSkip encode_decode_part(const void *bytes, size_t size, const char *name, PartFormat format, float **data,
+                              int *ndim, int64_t *shape, char *reason, size_t reason_size);
 
 /* Real text rows of text[rows, width]: all-zero tail rows dropped, at least one kept. */
 int32_t encode_text_real_rows(const float *text, int32_t rows, int32_t width);

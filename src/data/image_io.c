@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/hash.h"
+
 vfm_status rgb_image_alloc(RgbImage *img, int width, int height) {
     img->width = img->height = 0;
     img->pixels = NULL;
@@ -75,14 +77,7 @@ vfm_status rgb_image_upscale(const RgbImage *img, int factor, RgbImage *out) {
 
 /* ---- checksums ---- */
 
-uint32_t png_crc32(uint32_t crc, const uint8_t *data, size_t n) {
-    crc = ~crc;
-    for (size_t i = 0; i < n; i++) {
-        crc ^= data[i];
-        for (int b = 0; b < 8; b++) crc = (crc >> 1) ^ (0xEDB88320u & (0u - (crc & 1u)));
-    }
-    return ~crc;
-}
+uint32_t png_crc32(uint32_t crc, const uint8_t *data, size_t n) { return crc32_update(crc, data, n); }
 
 uint32_t zlib_adler32(uint32_t adler, const uint8_t *data, size_t n) {
     uint32_t a = adler & 0xffff, b = adler >> 16;

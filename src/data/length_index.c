@@ -25,14 +25,17 @@
 #include "core/hash.h"
 #include "core/log.h"
 #include "data/encode.h"
+#include "data/energon_meta.h"
+#include "data/energon_sqlite.h"
 #include "data/npy.h"
 #include "data/safetensors.h"
 #include "data/tar.h"
 
 #define CACHE_MAGIC "VFMLIDX1"
-#define CACHE_VERSION 1u
+#define CACHE_VERSION 2u /* 2: pth / pickle parts are read (version 1 recorded them as unsupported) */
 #define MAX_JSON_BYTES (16u << 20)
 #define MAX_SAFETENSORS_LATENT_BYTES (1u << 30)
+#define MAX_TORCH_PART_BYTES (1u << 30) /* pth / pickle parts are read whole to learn their shape */
 
 /* ---- string pool: blocks that never move, so the pointers stay valid ---- */
 
@@ -189,7 +192,7 @@ static int by_rel(const void *a, const void *b) { return strcmp(((const ShardFil
 typedef struct {
     int64_t sample;
     const char *key, *part;
-    int64_t offset, size;
+    int64_t offset, size, available; /* available < size: the shard ends inside this member */
 } Member;
 
 typedef struct {
@@ -216,6 +219,7 @@ static vfm_status collect_member(void *ctx, const TarScanMember *tm) {
     m->sample = tm->sample_index;
     m->offset = tm->data_offset;
     m->size = tm->size;
+    m->available = tm->available;
     l->n++;
     return VFM_OK;
 }
@@ -318,6 +322,27 @@ static EncodeSkip text_real_rows(int fd, const NpyArray *a, int64_t data_at, int
     return skip;
 }
 
+/* A pth / pickle part read whole and decoded: its shape, and its values (when values is not NULL;
+ * caller frees). */
+static EncodeSkip torch_part_at(int fd, const Member *m, int *ndim, int64_t *shape, float **values, char *reason,
+                                size_t rn) {
+    uint8_t *buf = m->size <= MAX_TORCH_PART_BYTES ? read_part(fd, m) : NULL;
+    if (!buf) {
+        snprintf(reason, rn, "%s: cannot read %lld bytes", m->part, (long long)m->size);
+        return ENC_SKIP_READ;
+    }
+    float *data = NULL;
+    EncodeSkip skip = encode_decode_part(buf, (size_t)m->size, m->part, PART_PTH, &data, ndim, shape, reason, rn);
+    free(buf);
+    if (skip == ENC_SKIP_COUNT) {
+        snprintf(reason, rn, "%s: out of memory", m->part);
+        skip = ENC_SKIP_READ;
+    }
+    if (values && skip == ENC_OK) *values = data;
+    else free(data);
+    return skip;
+}
+
 /* Fills e (status, shape, text) for the sample whose members are m[0..n). */
 static void read_sample(int fd, const Member *m, int n, LengthEntry *e, char **pixel_space, char *reason, size_t rn) {
     const char *names[256];
@@ -326,6 +351,12 @@ static void read_sample(int fd, const Member *m, int n, LengthEntry *e, char **p
     SampleParts sp;
     encode_find_parts(names, k, &sp);
     EncodeSkip skip = encode_check_parts(&sp, names, reason, rn);
+    for (int i = 0; i < n && skip == ENC_OK; i++)
+        if (m[i].available < m[i].size) {
+            snprintf(reason, rn, "the shard ends inside member '%s.%s' (%lld of its %lld bytes): truncated", m[i].key,
+                     m[i].part, (long long)m[i].available, (long long)m[i].size);
+            skip = ENC_SKIP_READ;
+        }
     if (skip == ENC_OK && sp.json >= 0) {
         const Member *j = &m[sp.json];
         uint8_t *buf = j->size <= MAX_JSON_BYTES ? read_part(fd, j) : NULL;
@@ -352,6 +383,8 @@ static void read_sample(int fd, const Member *m, int n, LengthEntry *e, char **p
             skip = npy_header_at(fd, l, &a, &data_at, reason, rn);
             ndim = a.ndim;
             memcpy(shape, a.shape, sizeof a.shape);
+        } else if (sp.latent_format == PART_PTH) {
+            skip = torch_part_at(fd, l, &ndim, shape, NULL, reason, rn);
         } else {
             uint8_t *buf = l->size <= MAX_SAFETENSORS_LATENT_BYTES ? read_part(fd, l) : NULL;
             SafetensorsFile *f = NULL;
@@ -373,7 +406,15 @@ static void read_sample(int fd, const Member *m, int n, LengthEntry *e, char **p
         }
         if (skip == ENC_OK) skip = encode_latent_shape(ndim, shape, e->shape, reason, rn);
     }
-    if (skip == ENC_OK && sp.text >= 0) {
+    if (skip == ENC_OK && sp.text >= 0 && sp.text_format == PART_PICKLE) {
+        int ndim = 0;
+        int64_t shape[VFM_MAX_DIMS];
+        float *text = NULL;
+        skip = torch_part_at(fd, &m[sp.text], &ndim, shape, &text, reason, rn);
+        if (skip == ENC_OK) skip = encode_text_shape(ndim, shape, &e->text_len, &e->text_width, reason, rn);
+        if (skip == ENC_OK) e->text_real = e->text_len > 0 ? encode_text_real_rows(text, e->text_len, e->text_width) : 0;
+        free(text);
+    } else if (skip == ENC_OK && sp.text >= 0) {
         const Member *t = &m[sp.text];
         NpyArray a;
         int64_t data_at;
@@ -385,7 +426,33 @@ static void read_sample(int fd, const Member *m, int n, LengthEntry *e, char **p
     e->status = skip;
 }
 
-static void read_shard(const char *root, ShardRecord *rec) {
+/* Where a shard's members may be found without reading its tar headers: Energon's index.sqlite
+ * (tar_file_id from .info.json). */
+typedef struct {
+    char sqlite_path[1200];
+    const EnergonMeta *info; /* NULL when the dataset has no .nv-meta/index.sqlite */
+} MemberSource;
+
+/* The shard's members from index.sqlite when it lists this shard and agrees with the shard's
+ * .tar.idx, else from its tar headers. */
+static vfm_status collect_members(const MemberSource *ms, const char *rel, const char *path, const TarShard *sh,
+                                  MemberList *ml, int64_t *n_samples) {
+    int id = ms->info ? energon_shard_id(ms->info, rel) : -1;
+    if (id >= 0) {
+        int64_t n_idx;
+        const uint64_t *idx = tar_shard_index(sh, &n_idx);
+        if (energon_sqlite_scan(ms->sqlite_path, id, idx, n_idx, collect_member, ml) == VFM_OK) {
+            *n_samples = n_idx - 1;
+            return VFM_OK;
+        }
+        log_info("length index: %s: %s; reading the shard's headers instead", rel, vfm_last_error());
+        vfm_clear_error();
+        ml->n = 0;
+    }
+    return tar_scan(path, collect_member, ml, n_samples, NULL);
+}
+
+static void read_shard(const char *root, const MemberSource *ms, ShardRecord *rec) {
     char path[2200];
     snprintf(path, sizeof path, "%s/%s", root, rec->rel);
     TarShard *sh = NULL;
@@ -395,8 +462,8 @@ static void read_shard(const char *root, ShardRecord *rec) {
     /* opening writes the shard's .tar.idx when it has none (the loader and Energon use it) */
     vfm_status s = tar_shard_open(&sh, path);
     int64_t expect = s == VFM_OK ? tar_shard_num_samples(sh) : 0;
+    if (s == VFM_OK) s = collect_members(ms, rec->rel, path, sh, &ml, &n_samples);
     tar_shard_close(sh);
-    if (s == VFM_OK) s = tar_scan(path, collect_member, &ml, &n_samples, NULL);
     if (s == VFM_OK && n_samples != expect)
         s = vfm_fail(VFM_ERR_FORMAT, "%s: its .tar.idx lists %lld samples, the shard holds %lld", path,
                      (long long)expect, (long long)n_samples);
@@ -617,6 +684,7 @@ static void read_cache(const char *path, ShardRecord **out, int *n_out) {
 
 typedef struct {
     const char *root;
+    const MemberSource *ms;
     ShardRecord *recs;
     int n;
     int next;
@@ -632,7 +700,7 @@ static void *read_worker(void *arg) {
         job->next = i + 1;
         pthread_mutex_unlock(&job->mu);
         if (i >= job->n) break;
-        read_shard(job->root, &job->recs[i]);
+        read_shard(job->root, job->ms, &job->recs[i]);
     }
     return NULL;
 }
@@ -690,7 +758,12 @@ vfm_status length_index_open(LengthIndex **out, const char *root, int force_rebu
 
     if (to_read > 0) {
         log_info("length index: reading %d of %d shards under %s", to_read, n, root);
-        ReadJob job = {root, recs, n, 0, PTHREAD_MUTEX_INITIALIZER};
+        MemberSource ms = {{0}, NULL};
+        EnergonMeta *info = NULL;
+        snprintf(ms.sqlite_path, sizeof ms.sqlite_path, "%s/%s/index.sqlite", root, ENERGON_META_DIR);
+        if (path_exists(ms.sqlite_path) && energon_meta_read_info(&info, root) == VFM_OK && info->has_info) ms.info = info;
+        vfm_clear_error();
+        ReadJob job = {root, &ms, recs, n, 0, PTHREAD_MUTEX_INITIALIZER};
         int nt = threads < 1 ? 1 : threads > to_read ? to_read : threads;
         pthread_t tid[64];
         if (nt > 64) nt = 64;
@@ -699,6 +772,7 @@ vfm_status length_index_open(LengthIndex **out, const char *root, int force_rebu
             if (pthread_create(&tid[started], NULL, read_worker, &job) == 0) started++;
         read_worker(&job);
         for (int t = 0; t < started; t++) pthread_join(tid[t], NULL);
+        energon_meta_free(info);
     }
     li->shards_read = to_read;
 

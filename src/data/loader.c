@@ -1,5 +1,7 @@
-/* The WebDataset pack source (design §3 "Data"): the length index of dataset.path, the endless
- * plan over its usable samples, and reader threads that build this replica's upcoming packs
+/* The WebDataset pack source (design §3 "Data"): the samples of one split of dataset.path (a
+ * dataset directory, or a metadataset blending several: selection.h), the endless plan over the
+ * usable ones (one dataset, a blend drawn from the seed, or, for validation, the datasets one
+ * after another unshuffled), and reader threads that build this replica's upcoming packs
  * into a bounded ring ahead of the trainer. Replica r of R takes global packs
  * origin + r, origin + r + R, ...; slot k of the ring holds its k-th pack, so packs come out in
  * stream order whichever thread built them. The state is the global pack count the whole job
@@ -15,12 +17,14 @@
 #include <sys/resource.h>
 
 #include "core/fileutil.h"
+#include "core/hash.h"
 #include "core/log.h"
 #include "core/timer.h"
 #include "data/encode.h"
 #include "data/length_index.h"
 #include "data/loader.h"
 #include "data/plan.h"
+#include "data/selection.h"
 #include "data/source.h"
 
 #define SKIP_LOG_LINES 100 /* skip lines printed per source before a summary takes over */
@@ -46,16 +50,20 @@ typedef struct OpenShard {
 
 typedef struct Loader {
     EncodeConfig ec;
+    EncodeConfig *leaf_ec; /* [n_leaves] ec with each leaf dataset's name (sample uids) */
     PlanConfig pc;
-    LengthIndex *index;
+    Selection *sel;
+    int validation;     /* datasets one after another, unshuffled (Energon's val mode) */
     int64_t n_usable;
-    int64_t *usable;    /* [n_usable] length-index entry of each usable sample */
+    int64_t *usable;    /* [n_usable] global entry (selection.h) of each usable sample */
+    int32_t *usable_leaf; /* [n_usable] its leaf */
     int32_t *lengths;   /* [n_usable] padded tokens */
     Plan *plan;
+    int64_t epoch_packs; /* packs in epoch 0 */
     int rank, world;
 
     pthread_mutex_t shard_mu;
-    OpenShard *open;    /* [n_shards] */
+    OpenShard *open;    /* [sel->n_shards] by global shard number */
     int n_open, max_open;
     uint64_t shard_clock;
 
@@ -69,9 +77,10 @@ typedef struct Loader {
     int64_t next_build; /* next position to hand to a reader */
     int64_t last_epoch;
     int64_t *ids;       /* the synchronous reader's sample list (num_workers = 0) */
+    int64_t *id_epochs; /* and their epochs */
     int ids_cap;
 
-    uint8_t *named;     /* [n_samples] 1 once a sample was named as skipped */
+    uint8_t *named;     /* [sel->n_entries] 1 once a sample was named as skipped */
     LoaderSkip *skips;
     int n_skips, cap_skips, log_left, log_suppressed;
     int64_t bytes_read; /* atomic */
@@ -84,8 +93,10 @@ typedef struct Loader {
 static void note_skip(Loader *L, int64_t id, const char *reason, int at_load, int print) {
     if (L->named[id]) return;
     L->named[id] = 1;
-    const LengthEntry *e = &L->index->samples[id];
-    const char *rel = length_index_shard_of(L->index, id);
+    int64_t local;
+    const LengthIndex *li = L->sel->datasets[selection_dataset_of(L->sel, id, &local)].index;
+    const LengthEntry *e = &li->samples[local];
+    const char *rel = length_index_shard_of(li, local);
     if (L->n_skips == L->cap_skips) {
         int cap = L->cap_skips ? 2 * L->cap_skips : 16;
         LoaderSkip *q = realloc(L->skips, (size_t)cap * sizeof *q);
@@ -108,13 +119,14 @@ static void note_skip(Loader *L, int64_t id, const char *reason, int at_load, in
 
 /* ---- shards: opened on first use, at most max_open at once (least recently used closed) ---- */
 
-static int shard_acquire(Loader *L, int i, TarShard **out, char *reason, size_t rn) {
+/* i: global shard number (dataset d's shard j is shard_base + j). */
+static int shard_acquire(Loader *L, int i, const char *root, const char *rel, TarShard **out, char *reason, size_t rn) {
     pthread_mutex_lock(&L->shard_mu);
     OpenShard *o = &L->open[i];
     if (!o->shard && !o->error) {
         if (L->n_open >= L->max_open) {
             int victim = -1;
-            for (int j = 0; j < L->index->n_shards; j++)
+            for (int j = 0; j < L->sel->n_shards; j++)
                 if (L->open[j].shard && L->open[j].refs == 0 && (victim < 0 || L->open[j].used < L->open[victim].used))
                     victim = j;
             if (victim >= 0) {
@@ -124,7 +136,7 @@ static int shard_acquire(Loader *L, int i, TarShard **out, char *reason, size_t 
             }
         }
         char path[2200];
-        snprintf(path, sizeof path, "%s/%s", L->index->root, L->index->shards[i].rel);
+        snprintf(path, sizeof path, "%s/%s", root, rel);
         if (tar_shard_open(&o->shard, path) == VFM_OK) L->n_open++;
         else o->error = strdup(vfm_last_error());
     }
@@ -151,13 +163,16 @@ static void shard_release(Loader *L, int i) {
 /* Reads and encodes usable sample u for epoch; ENC_OK and *es filled, or a skip with reason. */
 static vfm_status load_sample(Loader *L, int64_t u, int64_t epoch, EncodedSample *es, EncodeSkip *skip, char *reason,
                               size_t rn) {
-    const LengthEntry *e = &L->index->samples[L->usable[u]];
+    int64_t local;
+    const SelDataset *ds = &L->sel->datasets[selection_dataset_of(L->sel, L->usable[u], &local)];
+    const LengthEntry *e = &ds->index->samples[local];
+    const char *rel = length_index_shard_of(ds->index, local);
     TarShard *sh;
     *skip = ENC_SKIP_READ;
-    if (!shard_acquire(L, e->shard, &sh, reason, rn)) return VFM_OK;
+    if (!shard_acquire(L, ds->shard_base + e->shard, ds->root, rel, &sh, reason, rn)) return VFM_OK;
     TarSample ts;
     vfm_status s = tar_shard_read_sample(sh, e->index, &ts);
-    shard_release(L, e->shard);
+    shard_release(L, ds->shard_base + e->shard);
     if (s != VFM_OK) {
         snprintf(reason, rn, "%s", vfm_last_error());
         return VFM_OK;
@@ -170,8 +185,7 @@ static vfm_status load_sample(Loader *L, int64_t u, int64_t epoch, EncodedSample
         snprintf(reason, rn, "the shard changed since the length index was built (sample %d is '%s'); "
                  "run vfm data index", e->index, ts.key);
     } else {
-        s = encode_sample(&L->ec, &ts, length_index_shard_of(L->index, L->usable[u]), (uint64_t)epoch, es, NULL, skip,
-                          reason, rn);
+        s = encode_sample(&L->leaf_ec[L->usable_leaf[u]], &ts, rel, (uint64_t)epoch, es, NULL, skip, reason, rn);
         if (s == VFM_OK && *skip == ENC_OK && es->info.tokens_padded != L->lengths[u]) {
             snprintf(reason, rn, "%d tokens (padded) when read, %d in the length index; run vfm data index",
                      es->info.tokens_padded, L->lengths[u]);
@@ -183,7 +197,7 @@ static vfm_status load_sample(Loader *L, int64_t u, int64_t epoch, EncodedSample
     return s;
 }
 
-static vfm_status build_pack(Loader *L, const int64_t *items, int n, int64_t epoch, Pack *p, int *dropped) {
+static vfm_status build_pack(Loader *L, const int64_t *items, const int64_t *epochs, int n, Pack *p, int *dropped) {
     pack_clear(p);
     p->pad_multiple = L->ec.pad_multiple;
     p->text_pad_multiple = 1;
@@ -192,7 +206,7 @@ static vfm_status build_pack(Loader *L, const int64_t *items, int n, int64_t epo
         EncodedSample es;
         EncodeSkip skip;
         char reason[512] = "";
-        VFM_TRY(load_sample(L, items[i], epoch, &es, &skip, reason, sizeof reason));
+        VFM_TRY(load_sample(L, items[i], epochs[i], &es, &skip, reason, sizeof reason));
         if (skip != ENC_OK) {
             (*dropped)++;
             pthread_mutex_lock(&L->mu);
@@ -207,24 +221,28 @@ static vfm_status build_pack(Loader *L, const int64_t *items, int n, int64_t epo
     return VFM_OK;
 }
 
-/* The samples of this replica's position k (copied into *ids). Caller holds L->mu. */
-static vfm_status plan_lookup(Loader *L, int64_t k, int64_t **ids, int *cap, int *n, int64_t *epoch) {
-    const int64_t *items;
+/* The samples of this replica's position k and their epochs (copied into *ids, *epochs). Caller
+ * holds L->mu. */
+static vfm_status plan_lookup(Loader *L, int64_t k, int64_t **ids, int64_t **epochs, int *cap, int *n, int64_t *epoch) {
+    const int64_t *items, *item_epochs;
     int64_t g = L->origin + k * L->world + L->rank;
-    VFM_TRY(plan_pack(L->plan, g, epoch, NULL, &items, n));
+    VFM_TRY(plan_pack(L->plan, g, epoch, NULL, &items, &item_epochs, n));
     if (*n > *cap) {
         int64_t *q = realloc(*ids, (size_t)*n * sizeof *q);
-        if (!q) return vfm_fail(VFM_ERR_NOMEM, "loader: out of memory");
-        *ids = q;
+        if (q) *ids = q;
+        int64_t *r = realloc(*epochs, (size_t)*n * sizeof *r);
+        if (r) *epochs = r;
+        if (!q || !r) return vfm_fail(VFM_ERR_NOMEM, "loader: out of memory");
         *cap = *n;
     }
     memcpy(*ids, items, (size_t)*n * sizeof *items);
+    memcpy(*epochs, item_epochs, (size_t)*n * sizeof *item_epochs);
     return VFM_OK;
 }
 
 static void *reader_main(void *arg) {
     Loader *L = arg;
-    int64_t *ids = NULL;
+    int64_t *ids = NULL, *epochs = NULL;
     int cap = 0;
     omp_set_num_threads(1); /* readers run side by side: no OpenMP team inside each (patchify is a copy) */
     pthread_mutex_lock(&L->mu);
@@ -238,9 +256,9 @@ static void *reader_main(void *arg) {
         slot->state = SLOT_BUILDING;
         slot->k = k;
         int n = 0;
-        vfm_status s = plan_lookup(L, k, &ids, &cap, &n, &slot->epoch);
+        vfm_status s = plan_lookup(L, k, &ids, &epochs, &cap, &n, &slot->epoch);
         pthread_mutex_unlock(&L->mu);
-        if (s == VFM_OK) s = build_pack(L, ids, n, slot->epoch, &slot->pack, &slot->dropped);
+        if (s == VFM_OK) s = build_pack(L, ids, epochs, n, &slot->pack, &slot->dropped);
         pthread_mutex_lock(&L->mu);
         slot->status = s;
         if (s != VFM_OK) snprintf(slot->error, sizeof slot->error, "%s", vfm_last_error());
@@ -249,6 +267,7 @@ static void *reader_main(void *arg) {
     }
     pthread_mutex_unlock(&L->mu);
     free(ids);
+    free(epochs);
     return NULL;
 }
 
@@ -302,8 +321,9 @@ static vfm_status wds_next(PackSource *src, Pack *out) {
             int n = 0;
             double t0 = time_now();
             slot->k = L->consumed;
-            slot->status = plan_lookup(L, slot->k, &L->ids, &L->ids_cap, &n, &slot->epoch);
-            if (slot->status == VFM_OK) slot->status = build_pack(L, L->ids, n, slot->epoch, &slot->pack, &slot->dropped);
+            slot->status = plan_lookup(L, slot->k, &L->ids, &L->id_epochs, &L->ids_cap, &n, &slot->epoch);
+            if (slot->status == VFM_OK)
+                slot->status = build_pack(L, L->ids, L->id_epochs, n, &slot->pack, &slot->dropped);
             if (slot->status != VFM_OK) snprintf(slot->error, sizeof slot->error, "%s", vfm_last_error());
             src->stats.wait_seconds += time_now() - t0;
         } else {
@@ -343,8 +363,9 @@ static vfm_status wds_get_state(PackSource *src, char **json) {
     int64_t g = L->origin + L->consumed * L->world;
     int64_t epoch = L->last_epoch;
     pthread_mutex_unlock(&L->mu);
-    json_t *j = json_pack("{s:s,s:I,s:I,s:s,s:I}", "kind", "webdataset", "global_pack", (json_int_t)g, "epoch",
-                          (json_int_t)epoch, "dataset", L->ec.dataset, "usable_samples", (json_int_t)L->n_usable);
+    json_t *j = json_pack("{s:s,s:I,s:I,s:s,s:s,s:I}", "kind", "webdataset", "global_pack", (json_int_t)g, "epoch",
+                          (json_int_t)epoch, "dataset", L->ec.dataset, "split", L->sel->leaves[0].split,
+                          "usable_samples", (json_int_t)L->n_usable);
     *json = j ? json_dumps(j, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
     json_decref(j);
     return *json ? VFM_OK : vfm_fail(VFM_ERR_NOMEM, "loader: state");
@@ -378,18 +399,21 @@ static void wds_destroy(PackSource *src) {
         for (int i = 0; L->slots && i < L->depth; i++) pack_free(&L->slots[i].pack);
         free(L->slots);
         free(L->threads);
-        for (int i = 0; L->open && i < L->index->n_shards; i++) {
+        for (int i = 0; L->open && i < L->sel->n_shards; i++) {
             tar_shard_close(L->open[i].shard);
             free(L->open[i].error);
         }
         free(L->open);
         plan_free(L->plan);
-        length_index_free(L->index);
+        selection_free(L->sel);
+        free(L->leaf_ec);
         free(L->usable);
+        free(L->usable_leaf);
         free(L->lengths);
         free(L->named);
         free(L->skips);
         free(L->ids);
+        free(L->id_epochs);
         pthread_mutex_destroy(&L->mu);
         pthread_mutex_destroy(&L->shard_mu);
         pthread_cond_destroy(&L->ready);
@@ -404,42 +428,59 @@ static int cmp_i32_desc(const void *a, const void *b) {
     return (x < y) - (x > y);
 }
 
-/* Decides which samples are usable under the config, names the others, sets the bounds. */
-static vfm_status select_samples(Loader *L, PackSource *src) {
-    const LengthIndex *li = L->index;
-    int64_t n = li->n_samples;
+/* Decides which samples of the selection are usable under the config, names the others, sets
+ * the bounds; *leaf_usable[l] gets each leaf's usable count. */
+static vfm_status select_samples(Loader *L, PackSource *src, int64_t *leaf_usable) {
+    const Selection *sel = L->sel;
+    int64_t n = 0;
+    for (int l = 0; l < sel->n_leaves; l++) n += sel->leaves[l].n_entries;
     L->usable = malloc((size_t)(n ? n : 1) * sizeof *L->usable);
+    L->usable_leaf = malloc((size_t)(n ? n : 1) * sizeof *L->usable_leaf);
     L->lengths = malloc((size_t)(n ? n : 1) * sizeof *L->lengths);
     int32_t *text_rows = malloc((size_t)(n ? n : 1) * sizeof *text_rows);
-    L->named = calloc((size_t)(n ? n : 1), 1);
-    if (!L->usable || !L->lengths || !text_rows || !L->named) {
+    L->named = calloc((size_t)(sel->n_entries ? sel->n_entries : 1), 1);
+    if (!L->usable || !L->usable_leaf || !L->lengths || !text_rows || !L->named) {
         free(text_rows);
         return vfm_fail(VFM_ERR_NOMEM, "loader: out of memory for %lld samples", (long long)n);
     }
     int print = L->rank == 0;
-    for (int i = 0; i < li->n_shards; i++)
-        if (li->shards[i].error && print) log_warn("skipping shard %s: %s", li->shards[i].rel, li->shards[i].error);
+    for (int d = 0; d < sel->n_datasets; d++) {
+        const LengthIndex *li = sel->datasets[d].index;
+        for (int i = 0; i < li->n_shards; i++)
+            if (li->shards[i].error && print)
+                log_warn("skipping shard %s%s%s: %s", sel->n_datasets > 1 ? li->root : "", sel->n_datasets > 1 ? "/" : "",
+                         li->shards[i].rel, li->shards[i].error);
+    }
     int64_t count[ENC_SKIP_COUNT] = {0};
     int32_t min_len = INT32_MAX;
-    for (int64_t id = 0; id < n; id++) {
-        const LengthEntry *e = &li->samples[id];
-        EncodeLengths len;
-        char reason[512];
-        EncodeSkip skip = (EncodeSkip)e->status;
-        if (skip == ENC_OK)
-            skip = encode_lengths(&L->ec, e->shape, e->text_width, e->text_len, e->text_real, &len, reason, sizeof reason);
-        else
-            snprintf(reason, sizeof reason, "%s", e->reason);
-        if (skip != ENC_OK) {
-            count[skip]++;
-            note_skip(L, id, reason, 0, print);
-            continue;
+    for (int l = 0; l < sel->n_leaves; l++) {
+        const SelLeaf *leaf = &sel->leaves[l];
+        const SelDataset *ds = &sel->datasets[leaf->dataset];
+        int64_t before = L->n_usable;
+        for (int64_t k = 0; k < leaf->n_entries; k++) {
+            int64_t local = leaf->entries[k], id = ds->entry_base + local;
+            const LengthEntry *e = &ds->index->samples[local];
+            EncodeLengths len;
+            char reason[512];
+            EncodeSkip skip = (EncodeSkip)e->status;
+            if (skip == ENC_OK)
+                skip = encode_lengths(&L->ec, e->shape, e->text_width, e->text_len, e->text_real, &len, reason,
+                                      sizeof reason);
+            else
+                snprintf(reason, sizeof reason, "%s", e->reason);
+            if (skip != ENC_OK) {
+                count[skip]++;
+                note_skip(L, id, reason, 0, print);
+                continue;
+            }
+            L->usable[L->n_usable] = id;
+            L->usable_leaf[L->n_usable] = l;
+            L->lengths[L->n_usable] = len.tokens_padded;
+            text_rows[L->n_usable] = len.text_rows;
+            if (len.tokens_padded < min_len) min_len = len.tokens_padded;
+            L->n_usable++;
         }
-        L->usable[L->n_usable] = id;
-        L->lengths[L->n_usable] = len.tokens_padded;
-        text_rows[L->n_usable] = len.text_rows;
-        if (len.tokens_padded < min_len) min_len = len.tokens_padded;
-        L->n_usable++;
+        leaf_usable[l] = L->n_usable - before;
     }
     src->stats.skipped = n - L->n_usable;
     if (L->n_usable == 0) {
@@ -450,8 +491,9 @@ static vfm_status select_samples(Loader *L, PackSource *src) {
                 k += (size_t)snprintf(summary + k, sizeof summary - k, "%s%lld %s", k ? ", " : "", (long long)count[r],
                                       encode_skip_name((EncodeSkip)r));
         free(text_rows);
-        return vfm_fail_at(VFM_ERR_USAGE, NULL, "dataset.path", li->root, "has no usable samples (%lld in %d shards; "
-                           "skipped: %s); see vfm data inspect", (long long)n, li->n_shards, k ? summary : "none");
+        return vfm_fail_at(VFM_ERR_USAGE, NULL, "dataset.path", sel->spec->source, "has no usable samples in split "
+                           "'%s' (%lld in %d shards; skipped: %s); see vfm data inspect", sel->leaves[0].split,
+                           (long long)n, sel->n_shards, k ? summary : "none");
     }
     int64_t max_samples = L->ec.budget / min_len;
     if (max_samples > L->n_usable) max_samples = L->n_usable;
@@ -466,6 +508,34 @@ static vfm_status select_samples(Loader *L, PackSource *src) {
     return VFM_OK;
 }
 
+/* The plan: one dataset (or validation: all of them one after another, unshuffled), or a blend. */
+static vfm_status make_plan(Loader *L, const int64_t *leaf_usable) {
+    const Selection *sel = L->sel;
+    if (L->validation) L->pc.shuffle = 0;
+    if (L->validation || sel->spec->mode == BLEND_NONE) return plan_create(&L->plan, &L->pc, L->lengths, L->n_usable);
+    PlanSource *sources = calloc((size_t)sel->n_leaves, sizeof *sources);
+    if (!sources) return vfm_fail(VFM_ERR_NOMEM, "loader: out of memory");
+    int n = 0;
+    int64_t first = 0;
+    for (int l = 0; l < sel->n_leaves; l++) {
+        const SelLeaf *leaf = &sel->leaves[l];
+        if (leaf_usable[l] == 0) {
+            if (L->rank == 0)
+                log_warn("blend: %s (split %s) has no usable samples; the blend goes on without it",
+                         sel->datasets[leaf->dataset].root, leaf->split);
+            continue;
+        }
+        char id[300];
+        snprintf(id, sizeof id, "%d/%s", l, leaf->split); /* stable across machines: not a path */
+        sources[n++] = (PlanSource){first, leaf_usable[l], leaf->weight, leaf->repetitions, hash_string64(id)};
+        first += leaf_usable[l];
+    }
+    PlanBlend blend = {sel->spec->mode == BLEND_EPOCHIZED ? PLAN_BLEND_EPOCHIZED : PLAN_BLEND_WEIGHT, n, sources};
+    vfm_status s = plan_create_blend(&L->plan, &L->pc, &blend, L->lengths, L->n_usable);
+    free(sources);
+    return s;
+}
+
 /* The caption encoder a vfm-prepared dataset names in vfm_dataset.json (NULL when none). */
 static const char *dataset_text_encoder(Loader *L, const char *root) {
     char path[1200];
@@ -478,7 +548,41 @@ static const char *dataset_text_encoder(Loader *L, const char *root) {
     return enc ? L->text_encoder : NULL;
 }
 
-vfm_status webdataset_source_create(PackSource **out, const Config *cfg, int rank, int world) {
+static const char *selection_pixel_space(const Selection *sel) {
+    for (int d = 0; d < sel->n_datasets; d++) {
+        const char *ps = length_index_pixel_space(sel->datasets[d].index);
+        if (ps) return ps;
+    }
+    return NULL;
+}
+
+/* Logs what the source reads (rank 0). */
+static void log_selection(const Loader *L, const int64_t *leaf_usable, int64_t packs0) {
+    const Selection *sel = L->sel;
+    int64_t n = 0;
+    for (int l = 0; l < sel->n_leaves; l++) n += sel->leaves[l].n_entries;
+    const char *mode = L->validation ? "validation: one after another, unshuffled"
+                       : sel->spec->mode == BLEND_WEIGHT ? "blend by weight"
+                       : sel->spec->mode == BLEND_EPOCHIZED ? "epochized blend" : NULL;
+    log_info("dataset %s split %s: %lld samples, %lld usable, %lld skipped; %lld packs per epoch (epoch 0) of at most "
+             "%lld tokens%s%s", sel->spec->source, sel->leaves[0].split, (long long)n, (long long)L->n_usable,
+             (long long)(n - L->n_usable), (long long)packs0, (long long)L->ec.budget, mode ? "; " : "",
+             mode ? mode : "");
+    for (int l = 0; sel->spec->is_metadataset && l < sel->n_leaves; l++) {
+        const SelLeaf *leaf = &sel->leaves[l];
+        char *sub = json_object_size(leaf->subflavors) ? json_dumps(leaf->subflavors, JSON_COMPACT) : NULL;
+        char share[64] = "";
+        if (!L->validation && sel->spec->mode == BLEND_WEIGHT) snprintf(share, sizeof share, ", weight %.4g", leaf->weight);
+        if (!L->validation && sel->spec->mode == BLEND_EPOCHIZED) snprintf(share, sizeof share, ", repetitions %.4g", leaf->repetitions);
+        log_info("  %s (split %s): %lld samples, %lld usable%s%s%s", sel->datasets[leaf->dataset].root, leaf->split,
+                 (long long)leaf->n_entries, (long long)leaf_usable[l], share, sub ? ", subflavors " : "",
+                 sub ? sub : "");
+        free(sub);
+    }
+}
+
+vfm_status webdataset_source_open(PackSource **out, const Config *cfg, const char *split, int validation, int rank,
+                                  int world) {
     *out = NULL;
     if (world < 1 || rank < 0 || rank >= world)
         return vfm_fail(VFM_ERR_INTERNAL, "loader: replica %d of %d", rank, world);
@@ -501,6 +605,7 @@ vfm_status webdataset_source_create(PackSource **out, const Config *cfg, int ran
     src->destroy = wds_destroy;
     L->rank = rank;
     L->world = world;
+    L->validation = validation;
     L->log_left = SKIP_LOG_LINES;
     L->n_workers = (int)cfg_int(cfg, "dataset.num_workers");
     L->depth = L->n_workers == 0 ? 1 : 2 * L->n_workers + 2;
@@ -515,14 +620,31 @@ vfm_status webdataset_source_create(PackSource **out, const Config *cfg, int ran
     src->token_dim = encode_token_dim(&L->ec);
     src->text_dim = L->ec.text_dim;
     const char *path = cfg_str(cfg, "dataset.path");
-    if (s == VFM_OK) s = length_index_open(&L->index, path, 0, L->n_workers > 0 ? L->n_workers : 1);
-    if (s == VFM_OK) s = select_samples(L, src);
-    if (s == VFM_OK) s = plan_create(&L->plan, &L->pc, L->lengths, L->n_usable);
+    int64_t *leaf_usable = NULL;
+    if (s == VFM_OK)
+        s = selection_open(&L->sel, path, split, L->ec.dataset, L->n_workers > 0 ? L->n_workers : 1, rank == 0);
     if (s == VFM_OK) {
-        L->open = calloc((size_t)L->index->n_shards, sizeof *L->open);
+        L->leaf_ec = malloc((size_t)L->sel->n_leaves * sizeof *L->leaf_ec);
+        leaf_usable = calloc((size_t)L->sel->n_leaves, sizeof *leaf_usable);
+        if (!L->leaf_ec || !leaf_usable) s = vfm_fail(VFM_ERR_NOMEM, "loader: out of memory");
+        for (int l = 0; s == VFM_OK && l < L->sel->n_leaves; l++) {
+            L->leaf_ec[l] = L->ec;
+            snprintf(L->leaf_ec[l].dataset, sizeof L->leaf_ec[l].dataset, "%s", L->sel->leaves[l].name);
+        }
+    }
+    if (s == VFM_OK) s = select_samples(L, src, leaf_usable);
+    if (s == VFM_OK) s = make_plan(L, leaf_usable);
+    if (s == VFM_OK) {
+        L->open = calloc((size_t)(L->sel->n_shards ? L->sel->n_shards : 1), sizeof *L->open);
         L->slots = calloc((size_t)L->depth, sizeof *L->slots);
         L->threads = calloc((size_t)(L->n_workers ? L->n_workers : 1), sizeof *L->threads);
         if (!L->open || !L->slots || !L->threads) s = vfm_fail(VFM_ERR_NOMEM, "loader: out of memory");
+    }
+    if (s == VFM_OK) {
+        pthread_mutex_lock(&L->mu);
+        s = plan_epoch_packs(L->plan, 0, &L->epoch_packs);
+        pthread_mutex_unlock(&L->mu);
+        src->epoch_packs = L->epoch_packs;
     }
     if (s == VFM_OK) {
         for (int i = 0; i < L->depth; i++)
@@ -530,24 +652,22 @@ vfm_status webdataset_source_create(PackSource **out, const Config *cfg, int ran
         s = start_readers(L);
     }
     if (s != VFM_OK) {
+        free(leaf_usable);
         wds_destroy(src);
         return s;
     }
     if (L->log_suppressed > 0)
         log_warn("... and %d more skipped samples (vfm data inspect %s lists them all)", L->log_suppressed, path);
-    src->pixel_space_json = length_index_pixel_space(L->index);
-    src->text_encoder = dataset_text_encoder(L, path);
-    int64_t packs0 = 0;
-    pthread_mutex_lock(&L->mu);
-    plan_epoch_packs(L->plan, 0, &packs0);
-    pthread_mutex_unlock(&L->mu);
-    if (rank == 0)
-        log_info("dataset %s: %lld samples in %d shards, %lld usable, %lld skipped; %lld packs per epoch (epoch 0) of "
-                 "at most %lld tokens", path, (long long)L->index->n_samples, L->index->n_shards,
-                 (long long)L->n_usable, (long long)(L->index->n_samples - L->n_usable), (long long)packs0,
-                 (long long)L->ec.budget);
+    src->pixel_space_json = selection_pixel_space(L->sel);
+    src->text_encoder = dataset_text_encoder(L, L->sel->datasets[0].root);
+    if (rank == 0) log_selection(L, leaf_usable, L->epoch_packs);
+    free(leaf_usable);
     *out = src;
     return VFM_OK;
+}
+
+vfm_status webdataset_source_create(PackSource **out, const Config *cfg, int rank, int world) {
+    return webdataset_source_open(out, cfg, cfg_str(cfg, "dataset.split"), 0, rank, world);
 }
 
 /* ---- extras (loader.h) ---- */
@@ -558,7 +678,7 @@ static Loader *as_loader(const PackSource *src) {
 
 const char *loader_pixel_space(const PackSource *src) {
     Loader *L = as_loader(src);
-    return L ? length_index_pixel_space(L->index) : NULL;
+    return L ? selection_pixel_space(L->sel) : NULL;
 }
 
 int loader_skipped(const PackSource *src, LoaderSkip **out) {
@@ -579,15 +699,18 @@ int loader_info(const PackSource *src, LoaderInfo *info) {
     Loader *L = as_loader(src);
     if (!L) return 0;
     pthread_mutex_lock(&L->mu);
-    info->n_shards = L->index->n_shards;
-    info->n_samples = L->index->n_samples;
+    info->n_shards = L->sel->n_shards;
+    info->n_samples = L->sel->n_entries;
     info->n_usable = L->n_usable;
     info->bytes_read = __atomic_load_n(&L->bytes_read, __ATOMIC_RELAXED);
     info->epoch = L->last_epoch;
+    info->epoch_packs = L->epoch_packs;
+    info->n_datasets = L->sel->n_datasets;
     info->pad_multiple = L->ec.pad_multiple;
     info->num_workers = L->n_workers;
-    info->index_path = L->index->cache_path;
-    info->index_origin = (int)L->index->origin;
+    info->index_path = L->sel->datasets[0].index->cache_path;
+    info->index_origin = (int)L->sel->datasets[0].index->origin;
     pthread_mutex_unlock(&L->mu);
     return 1;
 }
+

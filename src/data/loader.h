@@ -22,14 +22,16 @@ typedef struct LoaderSkip {
 int loader_skipped(const PackSource *src, LoaderSkip **out);
 
 typedef struct LoaderInfo {
-    int n_shards;
-    int64_t n_samples;      /* samples in the length index */
+    int n_datasets;         /* dataset directories read (a metadataset may name several) */
+    int n_shards;           /* shards in their length indexes */
+    int64_t n_samples;      /* samples in their length indexes (all splits) */
     int64_t n_usable;       /* samples in every epoch plan */
     int64_t bytes_read;     /* sample bytes read from the shards so far */
     int64_t epoch;          /* epoch of the last pack delivered */
+    int64_t epoch_packs;    /* global packs in epoch 0 */
     int pad_multiple;
     int num_workers;
-    const char *index_path; /* the length index cache file */
+    const char *index_path; /* the (first dataset's) length index cache file */
     int index_origin;       /* LengthIndexOrigin */
 } LoaderInfo;
 /* 0 (and *info zeroed) when src is not a WebDataset source. */

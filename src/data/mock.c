@@ -2,7 +2,9 @@
  * Sample g of the endless stream has identity id = g (or g mod N with dataset.mock_samples = N),
  * shape mock_shapes[id mod K] and values drawn from Philox (stream DATA, uid = id): the same
  * identity always gives the same sample. Packs take consecutive samples while the padded total
- * fits the budget, at most dataset.number_packed_samples of them. */
+ * fits the budget, at most dataset.number_packed_samples of them. A validation split is the same
+ * stream with identities offset (identity_offset: id + offset keys its values and its uid; its
+ * shape stays that of id). */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +23,7 @@ typedef struct Mock {
     MockShape *shapes;
     int n_shapes;
     int64_t n_fixed;        /* 0: endless fresh samples */
+    uint64_t identity_offset; /* 0 for training; see pack_source_create_split */
     int pt, ph, pw, pad_multiple, text_pad_multiple, text_len, max_per_pack;
     int64_t budget;
     uint64_t seed;
@@ -53,24 +56,25 @@ static int pack_size_at(const Mock *m, int64_t g) {
 }
 
 static vfm_status make_sample(Mock *m, int64_t g, EncodedSample *s, int token_dim, int text_dim) {
-    int64_t id = identity_of(m, g);
-    const MockShape *sh = shape_of(m, id);
+    int64_t local = identity_of(m, g);
+    uint64_t id = m->identity_offset + (uint64_t)local;
+    const MockShape *sh = shape_of(m, local);
     memset(&s->info, 0, sizeof s->info);
     PackSample *in = &s->info;
-    in->uid = (uint64_t)id;
+    in->uid = id;
     in->latent_shape[0] = sh->c, in->latent_shape[1] = sh->t, in->latent_shape[2] = sh->h, in->latent_shape[3] = sh->w;
     in->grid[0] = sh->t / m->pt, in->grid[1] = sh->h / m->ph, in->grid[2] = sh->w / m->pw;
     in->tokens = in->grid[0] * in->grid[1] * in->grid[2];
     in->text_tokens = m->text_len;
     in->fps = 30.0f;
     in->class_label = -1;
-    snprintf(in->source, sizeof in->source, "mock:%lld", (long long)id);
+    snprintf(in->source, sizeof in->source, "mock:%llu", (unsigned long long)id);
     Tensor latent = TF32(m->latent, sh->c, sh->t, sh->h, sh->w);
     Tensor tokens = TF32(m->tokens, in->tokens, token_dim);
     Tensor text = TF32(m->text, m->text_len, text_dim);
-    VFM_TRY(op_randn_fill(&latent, m->seed, RNG_STREAM_DATA, 0, (uint64_t)id, 0, 1.0f));
+    VFM_TRY(op_randn_fill(&latent, m->seed, RNG_STREAM_DATA, 0, id, 0, 1.0f));
     VFM_TRY(op_patchify(&tokens, &latent, m->pt, m->ph, m->pw));
-    VFM_TRY(op_randn_fill(&text, m->seed, RNG_STREAM_DATA, 1, (uint64_t)id, 0, 1.0f));
+    VFM_TRY(op_randn_fill(&text, m->seed, RNG_STREAM_DATA, 1, id, 0, 1.0f));
     s->tokens = m->tokens;
     s->text = m->text;
     return VFM_OK;
@@ -152,6 +156,10 @@ static vfm_status parse_shape(const char *text, int channels, MockShape *out) {
 }
 
 vfm_status mock_source_create(PackSource **out, const Config *cfg, int rank, int world) {
+    return mock_source_create_offset(out, cfg, 0, rank, world);
+}
+
+vfm_status mock_source_create_offset(PackSource **out, const Config *cfg, uint64_t identity_offset, int rank, int world) {
     *out = NULL;
     PackSource *src = calloc(1, sizeof *src);
     Mock *m = calloc(1, sizeof *m);
@@ -169,6 +177,7 @@ vfm_status mock_source_create(PackSource **out, const Config *cfg, int rank, int
     m->max_per_pack = (int)cfg_int(cfg, "dataset.number_packed_samples");
     m->budget = cfg_int(cfg, "dataset.task_encoder_seq_length");
     m->n_fixed = cfg_int(cfg, "dataset.mock_samples");
+    m->identity_offset = identity_offset;
     m->seed = (uint64_t)cfg_int(cfg, "rng.seed");
     m->rank = rank;
     m->world = world;
@@ -214,6 +223,8 @@ vfm_status mock_source_create(PackSource **out, const Config *cfg, int rank, int
     src->max_samples = m->max_per_pack;
     src->max_tokens = m->budget;
     src->max_text = (int64_t)m->max_per_pack * m->text_len;
+    /* one pass over a fixed set: the packs that cover its N samples (the last may run into the next pass) */
+    for (int64_t at = 0; m->n_fixed > 0 && at < m->n_fixed; src->epoch_packs++) at += pack_size_at(m, at);
     *out = src;
     return VFM_OK;
 }

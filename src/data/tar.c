@@ -87,6 +87,7 @@ typedef struct {
     int64_t data_offset, size, next_offset;
     char type; /* typeflag; an old-style regular entry whose name ends in '/' reads as '5' */
     int end;   /* end of archive (zero block or end of data) at header_offset */
+    int cut;   /* set with the "runs past the end" error: the header is whole, the payload is not */
     char *name;
     size_t name_cap;
 } TarEntry;
@@ -181,6 +182,7 @@ static vfm_status next_entry(const TarSource *src, int64_t offset, TarEntry *e) 
     int64_t pax_size = 0;
     e->header_offset = -1;
     e->end = 0;
+    e->cut = 0;
     for (;;) {
         if (offset == src->end) goto end_of_archive;
         if (src->end - offset < TAR_BLOCK)
@@ -263,6 +265,10 @@ static vfm_status next_entry(const TarSource *src, int64_t offset, TarEntry *e) 
         e->size = size;
         e->data_offset = offset + TAR_BLOCK;
         e->next_offset = e->data_offset + (has_data ? round_up_block(size) : 0);
+        int64_t payload_end = e->data_offset + (has_data ? size : 0);
+        if (e->next_offset > src->end && payload_end <= src->end && payload_end >= e->data_offset)
+            e->next_offset = src->end; /* only the padding after a whole payload is missing */
+        e->cut = e->next_offset > src->end && e->next_offset >= e->data_offset;
         if (e->next_offset > src->end || e->next_offset < e->data_offset)
             return vfm_fail(VFM_ERR_FORMAT,
                             "%s: byte offset %" PRId64 ": member '%s' of %" PRId64 " bytes runs past the end (%" PRId64 ")",
@@ -279,6 +285,11 @@ end_of_archive:
 }
 
 static int entry_is_regular(const TarEntry *e) { return e->type == '0' || e->type == 0 || e->type == '7'; }
+
+/* A member that belongs to a sample: a regular file, not meta, named key.part (*key_len set). */
+static int entry_is_kept(const TarEntry *e, size_t *key_len) {
+    return entry_is_regular(e) && !tar_is_meta_name(e->name) && tar_split_name(e->name, key_len);
+}
 
 /* ---------------------------------------------------------------- scanning */
 
@@ -300,11 +311,18 @@ vfm_status tar_scan(const char *path, TarScanFn fn, void *ctx, int64_t *num_samp
     size_t last_cap = 0;
     int64_t samples = 0, offset = 0;
     vfm_status s = VFM_OK;
+    int cut = 0;
     for (;;) {
         s = next_entry(&src, offset, &e);
+        cut = s != VFM_OK && e.cut; /* the file ends inside this member's payload */
+        if (cut) {
+            log_debug("%s", vfm_last_error());
+            vfm_clear_error();
+            s = VFM_OK;
+        }
         if (s != VFM_OK || e.end) break;
         size_t key_len;
-        if (entry_is_regular(&e) && !tar_is_meta_name(e.name) && tar_split_name(e.name, &key_len)) {
+        if (entry_is_kept(&e, &key_len)) {
             e.name[key_len] = 0; /* the key and the part, split in place */
             if (samples == 0 || strcmp(last_key, e.name) != 0) {
                 if (key_len + 1 > last_cap) {
@@ -320,16 +338,20 @@ vfm_status tar_scan(const char *path, TarScanFn fn, void *ctx, int64_t *num_samp
                 samples++;
             }
             if (fn) {
-                TarScanMember m = {samples - 1, e.name, e.name + key_len + 1, e.header_offset, e.data_offset, e.size};
+                int64_t available = cut ? src.end - e.data_offset : e.size;
+                if (available > e.size) available = e.size; /* cut in the padding after the payload */
+                TarScanMember m = {samples - 1, e.name, e.name + key_len + 1, e.header_offset, e.data_offset, e.size,
+                                   available};
                 s = fn(ctx, &m);
                 if (s != VFM_OK) break;
             }
         }
+        if (cut) break;
         offset = e.next_offset;
     }
     if (s == VFM_OK) {
         if (num_samples) *num_samples = samples;
-        if (end_offset) *end_offset = e.header_offset;
+        if (end_offset) *end_offset = cut ? src.end : e.header_offset;
     }
     free(e.name);
     free(last_key);
@@ -573,6 +595,12 @@ static vfm_status parse_sample(const TarShard *sh, int64_t i, const uint8_t *buf
     vfm_status s = VFM_OK;
     for (int64_t offset = start; s == VFM_OK;) {
         s = next_entry(&src, offset, &e);
+        size_t key_len;
+        if (s != VFM_OK && e.cut && !entry_is_kept(&e, &key_len)) {
+            vfm_clear_error(); /* the shard ends inside a member no sample holds: the sample ends before it */
+            s = VFM_OK;
+            break;
+        }
         if (s != VFM_OK) {
             if (have_key) vfm_fail_context(s, "sample %" PRId64 " (key '%s')", i, strings.chars + key_at);
             else vfm_fail_context(s, "sample %" PRId64, i);
@@ -580,8 +608,7 @@ static vfm_status parse_sample(const TarShard *sh, int64_t i, const uint8_t *buf
         }
         if (e.end) break;
         offset = e.next_offset;
-        size_t key_len;
-        if (!entry_is_regular(&e) || tar_is_meta_name(e.name) || !tar_split_name(e.name, &key_len)) continue;
+        if (!entry_is_kept(&e, &key_len)) continue;
         e.name[key_len] = 0;
         const char *part = e.name + key_len + 1;
         if (!have_key) {

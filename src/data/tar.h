@@ -33,6 +33,7 @@ typedef struct {
     int64_t header_offset; /* first header of the member, pax / GNU long-name pre-headers included */
     int64_t data_offset;   /* first payload byte */
     int64_t size;          /* payload size, unpadded */
+    int64_t available;     /* payload bytes in the file: size, except for a member the file ends inside */
 } TarScanMember;
 
 /* Called once per kept member; a non-OK return stops the scan with that status. */
@@ -40,7 +41,10 @@ typedef vfm_status (*TarScanFn)(void *ctx, const TarScanMember *member);
 
 /* Reads every header of the tar at path once. fn may be NULL. *num_samples (may be NULL) gets the
  * sample count, *end_offset (may be NULL) the end of the last member (where the zero blocks start).
- * Errors (VFM_ERR_FORMAT) name the shard and the byte offset. */
+ * Errors (VFM_ERR_FORMAT) name the shard and the byte offset. A shard cut short inside a member's
+ * payload (an interrupted copy) is not an error: that member is the last one reported, with
+ * available < size, its sample counts, and *end_offset is the end of the file; the shard's other
+ * samples stay readable and reading the cut one fails. A cut inside a header is an error. */
 vfm_status tar_scan(const char *path, TarScanFn fn, void *ctx, int64_t *num_samples, int64_t *end_offset);
 
 /* ---- Random access to samples ---- */

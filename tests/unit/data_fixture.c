@@ -47,7 +47,7 @@ static vfm_status add_latent(TarWriter *w, const FixtureSample *s) {
         if (st == VFM_OK) st = read_file_all(tmp, (char **)&bytes, &len);
         if (st == VFM_OK) st = add_part(w, s->key, "latent.safetensors", bytes, len);
         unlink(tmp);
-    } else if (s->latent_format == FIX_PTH) {
+    } else if (s->latent_format == FIX_BAD_PTH) {
         static const char fake[] = "PK\x03\x04 not a real torch file";
         st = add_part(w, s->key, "pth", fake, sizeof fake);
     }

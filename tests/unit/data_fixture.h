@@ -9,7 +9,8 @@
 #include "core/config.h"
 #include "core/error.h"
 
-typedef enum { FIX_NPY = 0, FIX_SAFETENSORS, FIX_PTH, FIX_NONE } FixtureLatentFormat;
+/* FIX_BAD_PTH: a `pth` part that is not a torch.save file (real ones: tests/fixtures/torch) */
+typedef enum { FIX_NPY = 0, FIX_SAFETENSORS, FIX_BAD_PTH, FIX_NONE } FixtureLatentFormat;
 
 typedef struct FixtureSample {
     char key[64];

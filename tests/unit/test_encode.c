@@ -373,8 +373,9 @@ TEST(encode_skip_reasons) {
         {"chan", ENC_SKIP_CHANNELS, "in_channels"}, {"odd_h", ENC_SKIP_PATCH, "patch"},
         {"badjson", ENC_SKIP_JSON, "bad json"},    {"jsontype", ENC_SKIP_JSON, "caption"},
         {"jsonfps", ENC_SKIP_JSON, "fps"},         {"nolatent", ENC_SKIP_MISSING, "no latent"},
-        {"pth", ENC_SKIP_UNSUPPORTED, "'pth' (torch.save) is not supported yet"},
-        {"pickle", ENC_SKIP_UNSUPPORTED, "'pickle' (pickle) is not supported yet"},
+        {"pth", ENC_SKIP_FORMAT, "pth: neither a torch.save zip archive nor a pickle"},
+        {"pickle", ENC_SKIP_FORMAT, "pickle: pickle: byte 2: opcode 0x20"},
+        {"evil", ENC_SKIP_FORMAT, "pickle: pickle: byte 2: global 'posix.system' is not allowed"},
         {"width", ENC_SKIP_TEXT_WIDTH, "crossattn_emb_size"}, {"rank", ENC_SKIP_FORMAT, "is not [C,T,H,W]"},
         {"trunc", ENC_SKIP_FORMAT, "truncated"},   {"textnan", ENC_SKIP_NONFINITE, "text"},
     };
@@ -412,6 +413,12 @@ TEST(encode_skip_reasons) {
             mem_add_npy(&m, "latent.npy", y, 4, s); /* the shapes changed above need no more values */
         }
         if (!strcmp(c->name, "pickle")) mem_add_text(&m, "pickle", "\x80\x04 not a pickle");
+        else if (!strcmp(c->name, "evil")) { /* pickle.dumps of a __reduce__ to os.system('true') */
+            static const char evil[] = "\x80\x02" "cposix\nsystem\nq\x00X\x04\x00\x00\x00trueq\x01\x85q\x02Rq\x03.";
+            uint8_t *b = malloc(sizeof evil);
+            memcpy(b, evil, sizeof evil);
+            mem_add(&m, "pickle", b, sizeof evil - 1);
+        }
         else if (!strcmp(c->name, "width")) {
             int64_t ws[2] = {2, 16};
             mem_add_npy(&m, "text.npy", text, 2, ws);

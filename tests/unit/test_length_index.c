@@ -154,7 +154,7 @@ TEST(length_index_records_broken_samples) {
     FixtureSample s[7];
     for (int i = 0; i < 7; i++) s[i] = fixture_mixed_sample(i, 4, 8);
     s[1].json = "{\"caption\": ";           /* bad json */
-    s[2].latent_format = FIX_PTH;           /* not supported yet */
+    s[2].latent_format = FIX_BAD_PTH;       /* a pth part that is not a torch.save file */
     s[3].latent_format = FIX_NONE;          /* no latent */
     s[4].poison = 0.0f / 0.0f;              /* NaN: found only when the latent is read */
     s[5].latent_format = FIX_SAFETENSORS;   /* fine */
@@ -167,9 +167,9 @@ TEST(length_index_records_broken_samples) {
     LengthIndex *li;
     REQUIRE_OK(length_index_open(&li, dir, 0, 1));
     REQUIRE(li->n_shards == 2 && li->n_samples == 7);
-    static const EncodeSkip want[7] = {ENC_OK, ENC_SKIP_JSON, ENC_SKIP_UNSUPPORTED, ENC_SKIP_MISSING,
+    static const EncodeSkip want[7] = {ENC_OK, ENC_SKIP_JSON, ENC_SKIP_FORMAT, ENC_SKIP_MISSING,
                                        ENC_OK, ENC_OK, ENC_SKIP_FORMAT};
-    static const char *const says[7] = {NULL, "bad json", "not supported yet", "no latent part", NULL, NULL,
+    static const char *const says[7] = {NULL, "bad json", "pth: not a zip archive", "no latent part", NULL, NULL,
                                         "is not [C,T,H,W]"};
     for (int i = 0; i < 7; i++) {
         const LengthEntry *e = &li->samples[i];
@@ -185,7 +185,7 @@ TEST(length_index_records_broken_samples) {
     /* the reasons survive the cache */
     REQUIRE_OK(length_index_open(&li, dir, 0, 1));
     CHECK(li->origin == LENGTH_INDEX_LOADED);
-    CHECK(li->samples[2].reason && strstr(li->samples[2].reason, "'pth' (torch.save) is not supported yet"));
+    CHECK(li->samples[2].reason && strstr(li->samples[2].reason, "pth: not a zip archive"));
     CHECK(li->shards[1].error != NULL);
     length_index_free(li);
 }

@@ -377,16 +377,16 @@ TEST(loader_thread_counts_give_identical_packs) {
 
 TEST(loader_without_usable_samples_fails_clearly) {
     char dir[1200], path[1300];
-    snprintf(dir, sizeof dir, "%s/pth_only", test_tmpdir());
+    snprintf(dir, sizeof dir, "%s/bad_pth", test_tmpdir());
     FixtureSample s[2] = {fixture_mixed_sample(0, C_LAT, D_TEXT), fixture_mixed_sample(1, C_LAT, D_TEXT)};
-    s[0].latent_format = s[1].latent_format = FIX_PTH;
+    s[0].latent_format = s[1].latent_format = FIX_BAD_PTH;
     snprintf(path, sizeof path, "%s/dfm.tar", dir);
     REQUIRE_OK(fixture_write_shard(path, s, 2));
     Config *cfg = fixture_config(dir, C_LAT, D_TEXT, BUDGET, NULL);
     REQUIRE(cfg);
     PackSource *src;
     CHECK(pack_source_create(&src, cfg, 0, 1) == VFM_ERR_USAGE);
-    CHECK_MSG(strstr(vfm_last_error(), "no usable samples") && strstr(vfm_last_error(), "2 unsupported"), "%s",
+    CHECK_MSG(strstr(vfm_last_error(), "no usable samples") && strstr(vfm_last_error(), "2 format"), "%s",
               vfm_last_error());
     config_free(cfg);
     /* the channel count of the model does not match the data: every sample skipped, said so */

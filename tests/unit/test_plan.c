@@ -171,7 +171,7 @@ TEST(plan_global_packs_concatenate_epochs) {
             int64_t epoch, pin;
             const int64_t *items;
             int k;
-            REQUIRE_OK(plan_pack(plan, g, &epoch, &pin, &items, &k));
+            REQUIRE_OK(plan_pack(plan, g, &epoch, &pin, &items, NULL, &k));
             CHECK(epoch == e && pin == p);
             CHECK(k == ep.pack_start[p + 1] - ep.pack_start[p]);
             CHECK(memcmp(items, ep.items + ep.pack_start[p], (size_t)k * sizeof *items) == 0);
@@ -182,9 +182,9 @@ TEST(plan_global_packs_concatenate_epochs) {
     int64_t epoch, pin;
     const int64_t *items;
     int k;
-    REQUIRE_OK(plan_pack(plan, 0, &epoch, &pin, &items, &k));
+    REQUIRE_OK(plan_pack(plan, 0, &epoch, &pin, &items, NULL, &k));
     CHECK(epoch == 0 && pin == 0);
-    REQUIRE_OK(plan_pack(plan, g + 3, &epoch, &pin, &items, &k));
+    REQUIRE_OK(plan_pack(plan, g + 3, &epoch, &pin, &items, NULL, &k));
     CHECK(epoch >= 4);
     plan_free(plan);
     free(len);
