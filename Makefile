@@ -114,7 +114,7 @@ FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=all
 FUZZ_CFLAGS  := -std=c11 -g -O1 -fno-omit-frame-pointer -Wall -Wextra -Wno-pass-failed -fopenmp -ffp-contract=off -D_GNU_SOURCE -Isrc \
                 -MMD -MP $(FUZZ_SAN) -fsanitize=fuzzer-no-link $(OPENBLAS_INC)
 FUZZ_LDFLAGS := -fsanitize=fuzzer $(FUZZ_SAN) -fopenmp $(OPENBLAS_LD)
-FUZZ_LDLIBS  := -lopenblas -lyaml -ljansson -lm -lpthread
+FUZZ_LDLIBS   = $(filter-out -lcudart_static,$(LDLIBS))
 FUZZ_NAMES   := $(patsubst tests/fuzz/fuzz_%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
 FUZZ_LIB_OBJ := $(CORE_SRC:%.c=$(FUZZ_DIR)/obj/%.o) \
                 $(CPU_OPS:%.c=$(FUZZ_DIR)/obj/%.f32.o) $(CPU_OPS:%.c=$(FUZZ_DIR)/obj/%.f64.o)

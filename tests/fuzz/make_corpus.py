@@ -6,6 +6,7 @@ tests/fixtures are copied in as well."""
 import io
 import json
 import os
+import pickle
 import shutil
 import struct
 import tarfile
@@ -110,6 +111,9 @@ def main():
     # ---- yaml (config files, then NUL-separated overrides)
     for path in ["configs/tiny-mock.yaml", "configs/demo.yaml", "tests/fixtures/dfm/dit_pretrain.yaml"]:
         copy_file("yaml", path, os.path.basename(path))
+    for path in ["meta.yaml", "prepared/.nv-meta/split.yaml", "prepared/.nv-meta/split_excl.yaml",
+                 "prepared/.nv-meta/dataset.yaml"]:  # Energon's dataset YAML
+        copy_file("yaml", "tests/fixtures/energon/" + path, "energon_" + os.path.basename(path).lstrip("."))
     write("yaml", "flow.yaml", b"model: {preset: tiny, hidden_size: 64}\ntrain:\n  lr: 1.0e-4\n"
           b"dataset:\n  path: \"data/x\"\n  split: [8, 1, 1]\n")
     write("yaml", "overrides.yaml", b"model:\n  preset: tiny\n\x00model.hidden_size=128\x00"
@@ -122,6 +126,11 @@ def main():
     st_latent = safetensors([("latent", "F32", [1, 2, 2, 4, 4], f32([0.25] * 64))])
     members = [("000000.latent.npy", latent), ("000000.text.npy", text), ("000000.json", meta),
                ("000001.latent.safetensors", st_latent), ("000001.json", b'{"caption": "x", "class": 2}')]
+    with open(os.path.join(ROOT, "tests/fixtures/torch/tensors/view_latent5d_bfloat16.pth"), "rb") as f:
+        pth = f.read()
+    with open(os.path.join(ROOT, "tests/fixtures/torch/tensors/pickle_p4_float16.pickle"), "rb") as f:
+        pkl = f.read()
+    members += [("000003.pth", pth), ("000003.pickle", pkl)]
     for fmt, name in [(tarfile.USTAR_FORMAT, "ustar"), (tarfile.GNU_FORMAT, "gnu"), (tarfile.PAX_FORMAT, "pax")]:
         long_members = members + [("d" * 120 + "/000002.latent.npy", latent)] if fmt != tarfile.USTAR_FORMAT else members
         data = shard(long_members, fmt)
@@ -131,6 +140,30 @@ def main():
             write("tar", name + "_with_idx.tar", bytes([len(idx)]) + struct.pack("<%dQ" % len(idx), *idx) + data)
     for n in ["ustar.tar", "crafted.tar"]:
         copy_file("tar", "tests/fixtures/data/tar/" + n, "fixture_" + n)
+    # ---- zip: torch.save archives (torch 2.x and 1.x, big-endian, Zip64 extras, views, state dicts)
+    for n in ["tensors/float32.pth", "tensors/view_latent5d_bfloat16.pth", "tensors/zip64_extra.pth",
+              "tensors/byteorder_big_float32.pth", "tensors/no_crc.pth", "tensors/view_expand_float32.pth",
+              "tensors/t1_view_transpose_bfloat16.pth", "tensors/parameter.pth", "state_dicts/sd_nested.pth",
+              "state_dicts/sd_shared.pth", "malicious/state_dict.pth"]:
+        copy_file("zip", "tests/fixtures/torch/" + n, "fixture_" + n.replace("/", "_"))
+    # ---- pickle: pickle.dumps of tensors (protocols 2-5, torch 2.x and 1.x), legacy torch.save
+    # streams, refused globals, and plain values in every protocol
+    for n in ["tensors/pickle_p2_float32.pickle", "tensors/pickle_p3_bfloat16.pickle",
+              "tensors/pickle_p4_float16.pickle", "tensors/pickle_p5_float32.pickle",
+              "tensors/t1_pickle_p2_float16.pickle", "tensors/legacy_float64.pth", "tensors/t1_legacy_bfloat16.pth",
+              "state_dicts/sd_repeated_key.pickle", "malicious/os_system.pickle", "malicious/eval.pickle",
+              "malicious/nested_reduce.pickle", "malicious/nested_blob.pickle", "malicious/subprocess.pickle"]:
+        copy_file("pickle", "tests/fixtures/torch/" + n, "fixture_" + n.replace("/", "_"))
+    shared = [1, 2]
+    plain = {"a": [0, -1, 255, 65536, -2 ** 31, 2 ** 40, 2 ** 70, -(2 ** 70), 2.5, None, True, False],
+             "s": ("x", "caf\u00e9", b"\x00\xff", bytearray(b"ab")), "shared": (shared, shared), 3: {1.0: ()}}
+    for proto in range(0, 6):
+        write("pickle", "plain_p%d.pickle" % proto, pickle.dumps(plain, protocol=proto))
+    # ---- inputs that crashed a reader once (tests/fixtures/fuzz/<target>_*; tests/unit/test_fuzz_regressions.c)
+    fixdir = os.path.join(ROOT, "tests", "fixtures", "fuzz")
+    for n in sorted(os.listdir(fixdir)) if os.path.isdir(fixdir) else []:
+        target = n.split("_", 1)[0]
+        copy_file(target, "tests/fixtures/fuzz/" + n, "regression_" + n.split("_", 1)[1])
 
 
 if __name__ == "__main__":

@@ -51,7 +51,11 @@ report() {
     else
         saved=$(sed -nE 's/.*Test unit written to (.*)$/\1/p' "$log" | tail -1)
         echo "   FAIL  $t: exit $rc after ${runs:-?} runs (seed $seed); input saved as ${saved:-(none)}; log $log"
-        grep -E 'ERROR: |runtime error|fuzz check failed|SUMMARY|^    #[0-9]' "$log" | head -20 | sed 's/^/         /'
+        if grep -qE 'ERROR: |runtime error|fuzz check failed' "$log"; then
+            grep -E 'ERROR: |runtime error|fuzz check failed|SUMMARY|^    #[0-9] ' "$log" | head -14 | sed 's/^/         /'
+        else
+            tail -5 "$log" | sed 's/^/         /'
+        fi
         failed=$((failed + 1))
     fi
 }
