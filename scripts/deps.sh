@@ -1,10 +1,11 @@
 #!/bin/sh
 # Installs the Debian packages vfm needs when any is missing; does nothing when all are present.
-# Works as root on a fresh machine (uses sudo when not root and sudo exists).
+# Works as root on a fresh machine (uses sudo when not root and sudo exists). clang with its
+# sanitizer/libFuzzer runtimes (libclang-rt-dev) and OpenMP (libomp-dev) builds the fuzz targets.
 #   scripts/deps.sh            build and test dependencies
 #   scripts/deps.sh --goldens  also python3-torch and numpy, to regenerate golden files
 set -e
-PKGS="gcc make libopenblas-dev libopenblas-openmp-dev libyaml-dev libjansson-dev libsqlite3-dev libopenmpi-dev openmpi-bin"
+PKGS="gcc make libopenblas-dev libopenblas-openmp-dev libyaml-dev libjansson-dev libsqlite3-dev libopenmpi-dev openmpi-bin clang libclang-rt-dev libomp-dev"
 if [ "$1" = "--goldens" ]; then PKGS="$PKGS python3-torch python3-numpy"; fi
 
 missing=""

@@ -8,6 +8,7 @@
 
 #include "data/npy.h"
 #include "data/safetensors.h"
+#include "data/yaml_json.h"
 #include "test.h"
 
 static uint8_t *read_fixture(const char *name, size_t *len) {
@@ -78,4 +79,66 @@ TEST(fuzz_safetensors_shapes_and_offsets_are_checked_without_overflow) {
     CHECK(out[0] == 0.0f && out[5] == 0.0f);
     safetensors_close(f);
     free(b);
+}
+
+/* Writes s with yaml_format_string as a value at the top level and as a nested list item, and
+ * checks both read back as s. */
+static void check_yaml_string_round_trip(const char *s) {
+    char *v = yaml_format_string(s);
+    REQUIRE(v);
+    char doc[2][1024];
+    snprintf(doc[0], sizeof doc[0], "k: %s\n", v);
+    snprintf(doc[1], sizeof doc[1], "split_parts:\n  train:\n  - %s\n", v);
+    for (int i = 0; i < 2; i++) {
+        json_t *j;
+        vfm_status st = yaml_to_json(doc[i], strlen(doc[i]), "written.yaml", &j);
+        CHECK_MSG(st == VFM_OK, "[%s] written as [%s] does not read back: %s", s, v, vfm_last_error());
+        if (st != VFM_OK) continue;
+        const json_t *k = i == 0 ? json_object_get(j, "k")
+                                 : json_array_get(json_object_get(json_object_get(j, "split_parts"), "train"), 0);
+        CHECK_MSG(json_is_string(k) && strcmp(json_string_value(k), s) == 0, "[%s] written as [%s] reads back as [%s]",
+                  s, v, json_is_string(k) ? json_string_value(k) : "(not a string)");
+        json_decref(j);
+    }
+    free(v);
+}
+
+/* Round-trips every key and string value of a tree; returns how many hold a line break. */
+static int check_yaml_tree(const json_t *j) {
+    int multi_line = 0;
+    if (json_is_string(j)) {
+        check_yaml_string_round_trip(json_string_value(j));
+        multi_line += strchr(json_string_value(j), '\n') != NULL;
+    } else if (json_is_array(j)) {
+        for (size_t i = 0; i < json_array_size(j); i++) multi_line += check_yaml_tree(json_array_get(j, i));
+    } else if (json_is_object(j)) {
+        const char *key;
+        json_t *value;
+        json_object_foreach((json_t *)j, key, value) {
+            check_yaml_string_round_trip(key);
+            multi_line += strchr(key, '\n') != NULL;
+            multi_line += check_yaml_tree(value);
+        }
+    }
+    return multi_line;
+}
+
+/* Found by the yaml target (5-minute run): yaml_format_string single-quoted a string with a line
+ * break, which YAML folds into a space on reading ('a<newline>b' reads as "a b"). The crashing input
+ * is a config whose comment line, cut by the fuzzer, became a multi-line key. */
+TEST(fuzz_yaml_strings_with_line_breaks_read_back_unchanged) {
+    size_t len;
+    uint8_t *b = read_fixture("yaml_line_break_in_single_quotes.yaml", &len);
+    REQUIRE(b);
+    json_t *j;
+    REQUIRE_OK(yaml_to_json((const char *)b, strnlen((const char *)b, len), "fixture", &j));
+    int multi_line = check_yaml_tree(j);
+    CHECK_MSG(multi_line >= 1, "%d multi-line strings in the fixture", multi_line);
+    json_decref(j);
+    free(b);
+    static const char *const cases[] = {"a\nb", "a\n", "\nb", "x\n\ny", " a\nb", "a \nb", "it's\nhere", "a: b\n- c"};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check_yaml_string_round_trip(cases[i]);
+    char *v = yaml_format_string("a\nb");
+    CHECK(v && strcmp(v, "\"a\\nb\"") == 0);
+    free(v);
 }
