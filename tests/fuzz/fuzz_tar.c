@@ -4,7 +4,11 @@
  * latents and text, shape rules, patchify) under a small fixed config.
  * Input: a tar file; when the first byte is below 16 it is instead a count k, followed by k
  * little-endian 8-byte offsets written as the shard's `.tar.idx`, then the tar. The files live in a
- * private directory under /dev/shm (or $TMPDIR), removed at exit. */
+ * private directory under /dev/shm (or $TMPDIR), vfm-fuzz-tar-<pid>, removed at exit; one left by a
+ * run that crashed is removed by the next run. */
+#include <dirent.h>
+#include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -22,12 +26,32 @@ static void remove_files(void) {
     rmdir(g_dir);
 }
 
+/* Removes the directories of runs whose process is gone. */
+static void remove_stale(const char *base) {
+    DIR *d = opendir(base);
+    if (!d) return;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        int pid;
+        if (sscanf(e->d_name, "vfm-fuzz-tar-%d", &pid) != 1 || pid <= 0 || kill(pid, 0) == 0 || errno != ESRCH) continue;
+        char path[1024];
+        static const char *const files[] = {"shard.tar", "shard.tar.idx", ""};
+        for (int i = 0; i < 3; i++) {
+            snprintf(path, sizeof path, "%s/%s/%s", base, e->d_name, files[i]);
+            if (files[i][0]) unlink(path);
+            else rmdir(path);
+        }
+    }
+    closedir(d);
+}
+
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
     (void)argc, (void)argv;
     fuzz_quiet();
     const char *base = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
-    snprintf(g_dir, sizeof g_dir, "%s/vfm-fuzz-tar-XXXXXX", base);
-    FUZZ_CHECK(mkdtemp(g_dir) != NULL, "cannot make a directory under %s", base);
+    remove_stale(base);
+    snprintf(g_dir, sizeof g_dir, "%s/vfm-fuzz-tar-%d", base, (int)getpid());
+    FUZZ_CHECK(mkdir(g_dir, 0700) == 0 || errno == EEXIST, "cannot make %s", g_dir);
     snprintf(g_tar, sizeof g_tar, "%s/shard.tar", g_dir);
     tar_index_path(g_tar, g_idx, sizeof g_idx);
     atexit(remove_files);
