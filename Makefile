@@ -8,6 +8,8 @@ BUILD    ?= build
 CFLAGS   ?= -O2
 CFLAGS   += -std=c11 -Wall -Wextra -Werror -Wno-format-truncation -fopenmp -ffp-contract=off -D_GNU_SOURCE -Isrc -MMD -MP
 LDLIBS   += -lopenblas -lyaml -ljansson -lsqlite3 -lm -lpthread
+# pictures (libpng, libjpeg) for vfm prepare images; FFmpeg (video) is loaded at run time (dlopen)
+LDLIBS   += -lpng16 -ljpeg -ldl
 LDFLAGS  += -fopenmp
 # OpenBLAS built for OpenMP shares our OpenMP threads; the pthread build would run its own pool
 # next to ours and oversubscribe the cores (scripts/deps.sh installs libopenblas-openmp-dev).
@@ -59,9 +61,23 @@ ifneq ($(NCCL_H),)
 CFLAGS    += -DVFM_NCCL
 NVCCFLAGS += -DVFM_NCCL -I$(dir $(NCCL_H))
 endif
+# cuDNN attention: the one C++ file, over the header-only cudnn-frontend from PyPI (pinned), which
+# scripts/deps.sh unpacks into the build folder on first use. cuBLASLt and cuDNN themselves are
+# loaded at run time (src/ops/cuda/cuda_libs.h). NO_CUDNN_FE=1 builds without it (the reference
+# attention kernel then runs every shape).
+ifneq ($(NO_CUDNN_FE),1)
+CUDNN_FE_VERSION := 1.32.0
+CUDNN_FE_DIR := $(BUILD)/deps/cudnn-frontend-$(CUDNN_FE_VERSION)
+CUDNN_FE_HDR := $(CUDNN_FE_DIR)/include/cudnn_frontend.h
+NVCCFLAGS += -DVFM_CUDNN_FE
+LIB_OBJ   += $(BUILD)/src/ops/cuda/cudnn_attention.o
+CXX       ?= g++
+CUDNN_FE_CXXFLAGS := -std=c++17 -O2 -fPIC -Wall -Wextra -Werror -DCUDNN_FRONTEND_SKIP_JSON_LIB -MMD -MP -Isrc \
+             -isystem $(CUDNN_FE_DIR)/include -isystem $(CUDA_HOME)/include
+endif
 endif
 
-.PHONY: all deps test demo clean goldens gpu-bundle gpu-test fuzz
+.PHONY: all deps test demo clean goldens gpu-bundle gpu-test cudnn-frontend fuzz
 all: $(BUILD)/vfm $(BUILD)/vfm_tests $(BUILD)/vfm_mpi_tests
 
 deps:
@@ -95,6 +111,18 @@ $(BUILD)/%.f64.o: %.c
 $(BUILD)/%.cu.o: %.cu
 	@mkdir -p $(@D)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
+
+ifneq ($(CUDNN_FE_HDR),)
+# about a minute of compiler time; rebuilt only when the wrapper or a header it includes changes
+$(BUILD)/src/ops/cuda/cudnn_attention.o: src/ops/cuda/cudnn_attention.cpp | $(CUDNN_FE_HDR)
+	@mkdir -p $(@D)
+	$(CXX) $(CUDNN_FE_CXXFLAGS) -c $< -o $@
+
+$(CUDNN_FE_HDR):
+	@scripts/deps.sh --cudnn-frontend $(CUDNN_FE_VERSION) $(CUDNN_FE_DIR)
+
+cudnn-frontend: $(CUDNN_FE_HDR)
+endif
 
 test: deps
 	@$(MAKE) --no-print-directory all fuzz
@@ -148,19 +176,24 @@ $(FUZZ_DIR)/obj/%.o: %.c
 	@$(FUZZ_CC) $(FUZZ_CFLAGS) -c $< -o $@
 
 # The GPU machine has no package registry: gpu-bundle (here) copies the shared libraries the test
-# binary needs next to it; gpu-test (there) runs the GPU tests of that prebuilt binary, building nothing.
+# binary needs next to it; gpu-test (there) runs the GPU tests of that prebuilt binary, building
+# nothing: scripts/gpu_run.sh finds cuBLASLt, cuDNN and NVRTC in the PyTorch wheels' site-packages
+# (or VFM_CUDA_LIB_DIRS), prints which were loaded (vfm version), then runs the tests with
+# VFM_CUDA_SYNC=1 so a faulting kernel is named by its op.
 gpu-bundle: all
 	@mkdir -p $(BUILD)/gpu-libs
 	@ldd $(BUILD)/vfm_tests | awk '/=> \// {print $$3}' | grep -v -E 'libc\.so|libm\.so|ld-linux' | xargs -I{} cp -L {} $(BUILD)/gpu-libs/
 	@echo "gpu-bundle: $(BUILD)/vfm_tests + $$(ls $(BUILD)/gpu-libs | wc -l) libraries in $(BUILD)/gpu-libs"
 
 gpu-test:
-	LD_LIBRARY_PATH=$(BUILD)/gpu-libs $(BUILD)/vfm_tests cuda_
+	@scripts/gpu_run.sh $(BUILD)/vfm version
+	VFM_CUDA_SYNC=$${VFM_CUDA_SYNC:-1} scripts/gpu_run.sh $(BUILD)/vfm_tests cuda_
 
-# Regenerates tests/fixtures/golden/*.bin with the PyTorch twin (needs python3-torch; not run by CI).
+# Regenerates tests/fixtures/golden/*.bin (ops and models) with the PyTorch twin (needs python3-torch; not run by CI).
 goldens:
 	@scripts/deps.sh --goldens
 	/usr/bin/python3 reference/ops_golden.py --out tests/fixtures/golden
+	/usr/bin/python3 reference/model_golden.py --out tests/fixtures/golden
 
 clean:
 	rm -rf $(BUILD)

@@ -4,8 +4,65 @@
 # sanitizer/libFuzzer runtimes (libclang-rt-dev) and OpenMP (libomp-dev) builds the fuzz targets.
 #   scripts/deps.sh            build and test dependencies
 #   scripts/deps.sh --goldens  also python3-torch and numpy, to regenerate golden files
+#   scripts/deps.sh --cudnn-frontend VERSION DIR
+#                              only the header-only cudnn-frontend (PyPI nvidia-cudnn-frontend==VERSION)
+#                              unpacked into DIR/include; the Makefile calls this when nvcc is found
+#                              (build-local: nothing is installed)
 set -e
-PKGS="gcc make libopenblas-dev libopenblas-openmp-dev libyaml-dev libjansson-dev libsqlite3-dev libopenmpi-dev openmpi-bin clang libclang-rt-dev libomp-dev"
+
+# The wheel ships the C++ headers under include/ beside its Python module; any platform's wheel has
+# the same headers, so the download is pinned to one (Python 3.11, manylinux x86-64) and works with
+# any local Python. `pip download` installs nothing, so Debian's externally managed pip allows it.
+fetch_cudnn_frontend() {
+    version=$1; dir=$2
+    [ -f "$dir/include/cudnn_frontend.h" ] && return 0
+    pip=""
+    for p in "python3 -m pip" pip3 pip; do
+        if $p --version >/dev/null 2>&1; then pip=$p; break; fi
+    done
+    if [ -z "$pip" ]; then
+        install_debs python3-pip
+        pip="python3 -m pip"
+    fi
+    command -v unzip >/dev/null 2>&1 || install_debs unzip
+    tmp=$(mktemp -d)
+    echo "deps: fetching nvidia-cudnn-frontend==$version (C++ headers) into $dir"
+    if ! $pip download --quiet --no-deps --only-binary=:all: --python-version 3.11 \
+            --platform manylinux_2_28_x86_64 -d "$tmp" "nvidia-cudnn-frontend==$version"; then
+        rm -rf "$tmp"
+        echo "deps: could not download nvidia-cudnn-frontend==$version from PyPI" >&2
+        echo "      (build without the cuDNN attention: make NO_CUDNN_FE=1)" >&2
+        return 1
+    fi
+    mkdir -p "$dir"
+    unzip -q -o "$tmp"/nvidia_cudnn_frontend-*.whl 'include/*' -d "$dir"
+    rm -rf "$tmp"
+    if [ ! -f "$dir/include/cudnn_frontend.h" ]; then
+        echo "deps: the nvidia-cudnn-frontend==$version wheel has no include/cudnn_frontend.h" >&2
+        return 1
+    fi
+}
+
+install_debs() {
+    SUDO=""
+    if [ "$(id -u)" != "0" ]; then
+        if command -v sudo >/dev/null 2>&1; then SUDO="sudo"; else
+            echo "deps: missing packages: $* — run as root or install them" >&2; exit 1
+        fi
+    fi
+    export DEBIAN_FRONTEND=noninteractive
+    $SUDO apt-get -o DPkg::Lock::Timeout=900 update -qq
+    $SUDO apt-get -o DPkg::Lock::Timeout=900 install -y -qq --no-install-recommends "$@" >/dev/null
+}
+
+if [ "$1" = "--cudnn-frontend" ]; then
+    fetch_cudnn_frontend "$2" "$3"
+    exit $?
+fi
+
+PKGS="gcc g++ make unzip libopenblas-dev libopenblas-openmp-dev libyaml-dev libjansson-dev libsqlite3-dev libopenmpi-dev openmpi-bin"
+PKGS="$PKGS libpng-dev libjpeg62-turbo-dev libavformat-dev libavcodec-dev libswscale-dev libavutil-dev ffmpeg"
+PKGS="$PKGS clang libclang-rt-dev libomp-dev"
 if [ "$1" = "--goldens" ]; then PKGS="$PKGS python3-torch python3-numpy"; fi
 
 missing=""
@@ -14,16 +71,11 @@ for p in $PKGS; do
         missing="$missing $p"
     fi
 done
-[ -z "$missing" ] && exit 0
-
-echo "deps: installing$missing"
-SUDO=""
-if [ "$(id -u)" != "0" ]; then
-    if command -v sudo >/dev/null 2>&1; then SUDO="sudo"; else
-        echo "deps: missing packages:$missing — run as root or install them" >&2; exit 1
-    fi
+if [ -n "$missing" ]; then
+    echo "deps: installing$missing"
+    # shellcheck disable=SC2086
+    install_debs $missing
+    echo "deps: done"
 fi
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends $missing >/dev/null
-echo "deps: done"
+
+exit 0

@@ -2,15 +2,17 @@
 # The whole test suite: unit tests, multi-rank tests, end-to-end tests and the fuzz targets
 # (tests/fuzz/run.sh: each target VFM_FUZZ_SECONDS, default 20, under ASan/UBSan). Each suite prints
 # its own "N passed, N failed, N skipped" line; this script adds them up and prints the total
-# as its last line. Exit status 1 when anything failed.
+# as its last line, after each suite's wall-clock seconds. Exit status 1 when anything failed.
 cd "$(dirname "$0")/.." || exit 1
 export VFM_ROOT="$PWD"
 total_p=0; total_f=0; total_s=0
 run_suite() {
     name=$1; shift
     echo "== $name"
+    t0=$(date +%s)
     out=$("$@" 2>&1); rc=$?
     echo "$out"
+    echo "   $name: $(( $(date +%s) - t0 )) s"
     line=$(echo "$out" | grep -E '^[0-9]+ passed, [0-9]+ failed(, [0-9]+ skipped)?$' | tail -1)
     if [ -z "$line" ]; then
         echo "   $name: no result line (exit $rc): counted as 1 failure"

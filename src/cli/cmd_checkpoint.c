@@ -6,27 +6,16 @@
 #include <string.h>
 
 #include "args.h"
+#include "checkpoint_dir.h"
 #include "commands.h"
 #include "core/fileutil.h"
 #include "data/safetensors.h"
 #include "train/checkpoint.h"
 
-static vfm_status resolve(const char *path, char *out, size_t n) {
-    char done[1300];
-    path_join(done, sizeof done, path, "DONE");
-    if (path_exists(done)) {
-        snprintf(out, n, "%s", path);
-        return VFM_OK;
-    }
-    int found = 0;
-    VFM_TRY(checkpoint_find_latest(path, out, n, &found));
-    return found ? VFM_OK : vfm_fail_at(VFM_ERR_USAGE, NULL, NULL, path, "holds no complete checkpoint");
-}
-
 static int diff(const char *a_path, const char *b_path, const char *file, double atol, int quiet) {
     char a_dir[1200], b_dir[1200], a_file[1400], b_file[1400];
-    vfm_status s = resolve(a_path, a_dir, sizeof a_dir);
-    if (s == VFM_OK) s = resolve(b_path, b_dir, sizeof b_dir);
+    vfm_status s = cli_checkpoint_dir(a_path, NULL, a_dir, sizeof a_dir);
+    if (s == VFM_OK) s = cli_checkpoint_dir(b_path, NULL, b_dir, sizeof b_dir);
     if (s != VFM_OK) return cli_report(s);
     path_join(a_file, sizeof a_file, a_dir, file);
     path_join(b_file, sizeof b_file, b_dir, file);

@@ -6,25 +6,29 @@
 
 #include "args.h"
 #include "commands.h"
+#include "progress.h"
 #include "core/config.h"
 #include "core/timer.h"
+#include "core/fileutil.h"
 #include "data/encode.h"
 #include "data/energon_meta.h"
 #include "data/energon_write.h"
+#include "data/inspect.h"
 #include "data/length_index.h"
 #include "data/loader.h"
 #include "data/plan.h"
 #include "data/source.h"
 
 static const char *const k_data_usage = "data index PATH [--split T,V,S] [--force] [--threads N]\n"
-                                        "       vfm data inspect PATH [--config FILE] [a.b.c=value ...]\n"
+                                        "       vfm data inspect PATH [--config FILE] [--quick] [--all] [a.b.c=value ...]\n"
                                         "       vfm data bench PATH [--seconds N] [--config FILE] [a.b.c=value ...]";
 static const char *const k_data_about =
     "index:   reads every shard (*.tar) under PATH and writes the length index PATH/.vfm/length_index.bin\n"
     "         and the Energon metadata energon prepare writes (.tar.idx, .nv-meta/: .info.json, index.sqlite,\n"
     "         index.uuid, split.yaml by the --split ratio, dataset.yaml); lists the samples that cannot be read.\n"
-    "inspect: shards, samples, skipped samples with their reasons, latent shapes, text lengths and token\n"
-    "         counts against the pack budget, under the model and dataset keys of the config.\n"
+    "inspect: shards and samples per shard, the split, every part's format, dtypes and shapes, every problem\n"
+    "         (shard:key: reason), latent shapes, text lengths and a histogram of tokens against the pack\n"
+    "         budget, under the model and dataset keys of the config.\n"
     "bench:   runs the loader for N seconds and prints samples/s, packs/s, tokens/s, MB/s read,\n"
     "         packing efficiency and the skipped count.";
 
@@ -173,24 +177,176 @@ static int cmp_i32(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+static int cmp_i64(const void *a, const void *b) {
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+static void inspect_progress(void *ctx, int64_t done, int64_t total) { cli_progress_update(ctx, done, total, NULL); }
+
+/* Shards with their sample counts, and the per-shard spread. */
+static void print_shards(const LengthIndex *li, int all) {
+    int unreadable = 0;
+    int64_t *counts = malloc((size_t)(li->n_shards ? li->n_shards : 1) * sizeof *counts);
+    int n = 0;
+    for (int i = 0; i < li->n_shards; i++) {
+        unreadable += li->shards[i].error != NULL;
+        if (!li->shards[i].error && counts) counts[n++] = li->shards[i].count;
+    }
+    printf("  shards: %d", li->n_shards);
+    if (unreadable) printf(" (%d unreadable)", unreadable);
+    if (n && counts) {
+        qsort(counts, (size_t)n, sizeof *counts, cmp_i64);
+        printf("; samples per shard: min %lld, median %lld, max %lld", (long long)counts[0], (long long)counts[n / 2],
+               (long long)counts[n - 1]);
+    }
+    printf("\n");
+    free(counts);
+    const int limit = all || li->n_shards <= 16 ? li->n_shards : 8;
+    for (int i = 0; i < li->n_shards; i++) {
+        if (li->shards[i].error) printf("    %s: unreadable: %s\n", li->shards[i].rel, li->shards[i].error);
+        else if (i < limit) printf("    %s  %lld sample%s\n", li->shards[i].rel, (long long)li->shards[i].count, li->shards[i].count == 1 ? "" : "s");
+    }
+    if (limit < li->n_shards) printf("    ... %d more shards (--all lists them)\n", li->n_shards - limit);
+}
+
+/* The Energon split parts with their shards and samples, and which one dataset.split trains on.
+ * Returns 1 when training would refuse the split (a problem), else 0. */
+static int print_split(const char *path, const Config *cfg, const LengthIndex *li) {
+    const char *want = cfg_str(cfg, "dataset.split");
+    EnergonMeta *m = NULL;
+    if (energon_meta_read(&m, path, NULL, NULL) != VFM_OK) {
+        printf("  split: problem: %s\n", vfm_last_error());
+        return 1;
+    }
+    int bad = 0;
+    if (!m->has_split) {
+        bad = strcmp(want, "train") != 0;
+        printf("  split: no Energon split file (%s/split.yaml): every shard is in \"train\"; dataset.split = %s%s\n",
+               ENERGON_META_DIR, want, bad ? ": problem: there is no such split" : "");
+        energon_meta_free(m);
+        return bad;
+    }
+    printf("  split (%s/%s), dataset.split = %s:\n", ENERGON_META_DIR, m->split_file, want);
+    int found = 0;
+    for (int p = 0; p < m->n_parts; p++) {
+        const EnergonSplitPart *part = &m->parts[p];
+        int64_t shards = 0, samples = 0, missing = 0;
+        for (int64_t k = 0; k < part->shards.n; k++) {
+            const char *rel = part->shards.items[k];
+            int excluded = 0;
+            for (int64_t x = 0; x < m->excluded_shards.n && !excluded; x++) excluded = strcmp(m->excluded_shards.items[x], rel) == 0;
+            if (excluded) continue;
+            int s = 0;
+            while (s < li->n_shards && strcmp(li->shards[s].rel, rel) != 0) s++;
+            if (s == li->n_shards) {
+                missing++;
+                continue;
+            }
+            shards++;
+            for (int64_t e = li->shards[s].first; e < li->shards[s].first + li->shards[s].count; e++)
+                samples += !energon_sample_excluded(m, rel, li->samples[e].key);
+        }
+        const int chosen = strcmp(part->name, want) == 0;
+        found |= chosen;
+        printf("    %-8s %lld shard%s, %lld samples%s", part->name, (long long)shards, shards == 1 ? "" : "s", (long long)samples,
+               chosen ? "  <- trained on" : "");
+        if (missing) printf("  (problem: %lld listed shard%s not found)", (long long)missing, missing == 1 ? "" : "s");
+        printf("\n");
+        bad |= chosen && missing;
+    }
+    if (m->excluded_shards.n || m->excluded_samples.n)
+        printf("    excluded: %lld shard%s, %lld single sample%s\n", (long long)m->excluded_shards.n,
+               m->excluded_shards.n == 1 ? "" : "s", (long long)m->excluded_samples.n, m->excluded_samples.n == 1 ? "" : "s");
+    if (!found) {
+        printf("    problem: dataset.split = %s is not a part of %s\n", want, m->split_file);
+        bad = 1;
+    }
+    printf("    (the rest of this report covers every shard, whatever its split)\n");
+    energon_meta_free(m);
+    return bad;
+}
+
+static void print_parts(const InspectReport *r, int all) {
+    printf("  parts (%lld samples read whole):\n", (long long)r->samples_read);
+    int width = 4;
+    for (int i = 0; i < r->n_parts; i++)
+        if ((int)strlen(r->parts[i].name) > width) width = (int)strlen(r->parts[i].name);
+    for (int i = 0; i < r->n_parts; i++) {
+        const InspectPart *p = &r->parts[i];
+        printf("    %-*s  %lld sample%s  %s", width, p->name, (long long)p->count, p->count == 1 ? "" : "s", p->format);
+        for (int k = 0; k < p->n_dtypes; k++) printf("%s%s", k ? ", " : "  ", p->dtypes[k].text);
+        if (p->n_dtypes > 1)
+            for (int k = 0; k < p->n_dtypes; k++) printf("%s%s x%lld", k ? ", " : " (", p->dtypes[k].text, (long long)p->dtypes[k].count);
+        if (p->n_dtypes > 1) printf(")");
+        const int limit = all ? p->n_shapes : p->n_shapes < 6 ? p->n_shapes : 6;
+        for (int k = 0; k < limit; k++) printf("%s%s x%lld", k ? ", " : "  shapes ", p->shapes[k].text, (long long)p->shapes[k].count);
+        if (limit < p->n_shapes) printf(", ... %d more", p->n_shapes - limit);
+        if (p->unreadable) printf("  (%lld unreadable)", (long long)p->unreadable);
+        printf("\n");
+    }
+}
+
+/* Tokens per usable sample: one row per value when there are few, else ten equal bins. */
+static void print_token_histogram(const int32_t *sorted, int64_t n) {
+    if (n == 0) return;
+    int32_t lo = sorted[0], hi = sorted[n - 1];
+    int64_t distinct = 1;
+    for (int64_t i = 1; i < n; i++) distinct += sorted[i] != sorted[i - 1];
+    const int bins = distinct <= 12 ? (int)distinct : 10;
+    int32_t edge[13];
+    int64_t count[12] = {0};
+    if (distinct <= 12) {
+        int b = 0;
+        edge[0] = lo;
+        for (int64_t i = 1; i < n; i++)
+            if (sorted[i] != sorted[i - 1]) edge[++b] = sorted[i];
+        edge[bins] = hi + 1;
+    } else {
+        for (int b = 0; b <= bins; b++) edge[b] = lo + (int32_t)((int64_t)(hi + 1 - lo) * b / bins);
+    }
+    for (int64_t i = 0, b = 0; i < n; i++) {
+        while (b < bins - 1 && sorted[i] >= edge[b + 1]) b++;
+        count[b]++;
+    }
+    int64_t most = 0;
+    for (int b = 0; b < bins; b++) most = count[b] > most ? count[b] : most;
+    printf("  tokens per sample (histogram of the usable samples):\n");
+    for (int b = 0; b < bins; b++) {
+        char range[40];
+        if (distinct <= 12) snprintf(range, sizeof range, "%d", edge[b]);
+        else snprintf(range, sizeof range, "%d-%d", edge[b], edge[b + 1] - 1);
+        int bar = (int)(count[b] * 40 / (most ? most : 1));
+        if (count[b] && !bar) bar = 1;
+        printf("    %13s  %-40.*s  %lld\n", range, bar, "########################################", (long long)count[b]);
+    }
+}
+
 static int data_inspect(int argc, char **argv) {
-    ArgFlag flags[] = {{"--config", "FILE", "YAML config: the model and dataset keys decide tokens and skips", NULL, 0}};
-    int nflags = 1, help;
+    ArgFlag flags[] = {{"--config", "FILE", "YAML config: the model and dataset keys decide tokens and skips", NULL, 0},
+                       {"--quick", NULL, "use the length index only: no whole-sample read (no parts table, no value checks)", NULL, 0},
+                       {"--all", NULL, "list every shard and every shape", NULL, 0}};
+    int nflags = 3, help;
     ArgList pos;
     vfm_status s = args_parse("data inspect", argc, argv, flags, nflags, &pos, &help);
     if (s != VFM_OK) return cli_report(s);
     if (help) {
-        args_print_help("data inspect PATH [--config FILE] [a.b.c=value ...]",
-                        "Lists what the WebDataset at PATH holds: shards, samples, the samples skipped and why,\n"
-                        "latent shapes, text lengths, and token counts against dataset.task_encoder_seq_length\n"
-                        "under the config's model and dataset keys (model.in_channels, model.patch_spatial, ...).\n"
-                        "Builds the length index first when it is missing or stale.",
+        args_print_help("data inspect PATH [--config FILE] [--quick] [--all] [a.b.c=value ...]",
+                        "Says what the WebDataset at PATH holds and how it trains under the config's model and dataset\n"
+                        "keys (model.in_channels, model.patch_spatial, dataset.task_encoder_seq_length, ...): shards and\n"
+                        "samples per shard, the split, every part name with its format, dtypes and shapes (npy,\n"
+                        "safetensors, json; read from every sample), every problem found (shard:key: reason, exactly as\n"
+                        "training would skip it: unreadable, missing part, bad json, NaN/Inf, |x| > 1000, wrong shape,\n"
+                        "too long, ...), latent shapes, text rows, a histogram of tokens per sample against the pack\n"
+                        "budget, and the packing of epoch 0. Builds the length index first when it is missing or stale.\n"
+                        "Exit status 0 when every sample is usable, 1 when any problem was found.",
                         flags, nflags);
         return 0;
     }
     const char *path, *ov[260];
     int n, rc = path_and_overrides("inspect", &pos, &path, ov, &n, 1);
     if (rc) return rc;
+    const int quick = args_flag(flags, nflags, "--quick")->present, all = args_flag(flags, nflags, "--all")->present;
     Config *cfg;
     s = load_config(&cfg, args_value(flags, nflags, "--config", NULL), path, ov, n);
     if (s != VFM_OK) return cli_report(s);
@@ -198,8 +354,17 @@ static int data_inspect(int argc, char **argv) {
     LengthIndex *li = NULL;
     s = encode_config_from(&ec, cfg);
     int threads = (int)cfg_int(cfg, "dataset.num_workers");
-    if (s == VFM_OK) s = length_index_open(&li, path, 0, threads > 0 ? threads : 1);
+    threads = threads > 0 ? threads : 1;
+    if (s == VFM_OK) s = length_index_open(&li, path, 0, threads);
+    InspectReport rep;
+    memset(&rep, 0, sizeof rep);
+    if (s == VFM_OK && !quick) {
+        CliProgress progress;
+        cli_progress_init(&progress, "inspect", "samples");
+        s = inspect_dataset(li, &ec, threads, inspect_progress, &progress, &rep);
+    }
     if (s != VFM_OK) {
+        length_index_free(li);
         config_free(cfg);
         return cli_report(s);
     }
@@ -208,30 +373,27 @@ static int data_inspect(int argc, char **argv) {
     int32_t *text = malloc((size_t)(ns ? ns : 1) * sizeof *text);
     ShapeCount *shapes = calloc((size_t)(ns ? ns : 1), sizeof *shapes);
     int64_t n_shapes = 0;
-    int unreadable = 0;
     printf("dataset %s (%s)\n", path, ec.dataset);
-    for (int i = 0; i < li->n_shards; i++) unreadable += li->shards[i].error != NULL;
-    if (unreadable) printf("  shards:   %d (%d unreadable)\n", li->n_shards, unreadable);
-    else printf("  shards:   %d\n", li->n_shards);
-    for (int i = 0; i < li->n_shards; i++)
-        if (li->shards[i].error) printf("    unreadable %s: %s\n", li->shards[i].rel, li->shards[i].error);
+    print_shards(li, all);
+    const int split_problem = print_split(path, cfg, li);
+    if (!quick) print_parts(&rep, all);
     int printed_header = 0;
     for (int64_t i = 0; i < ns; i++) {
         const LengthEntry *e = &li->samples[i];
         EncodeLengths len;
         char reason[512];
-        EncodeSkip skip = (EncodeSkip)e->status;
+        EncodeSkip skip = quick ? (EncodeSkip)e->status : (EncodeSkip)rep.skip[i];
         if (skip == ENC_OK)
             skip = encode_lengths(&ec, e->shape, e->text_width, e->text_len, e->text_real, &len, reason, sizeof reason);
         else
-            snprintf(reason, sizeof reason, "%s", e->reason);
+            snprintf(reason, sizeof reason, "%s", quick ? e->reason : rep.reason[i] ? rep.reason[i] : "?");
         if (e->status == ENC_OK) { /* the shape is known: count it even when the config skips it */
             memcpy(shapes[n_shapes].shape, e->shape, sizeof e->shape);
             shapes[n_shapes++].count = 1;
         }
         if (skip != ENC_OK) {
-            if (!printed_header++) printf("  skipped samples:\n");
-            printf("    %s:%s: %s\n", length_index_shard_of(li, i), e->key, reason);
+            if (!printed_header++) printf("  problems (shard:key: reason):\n");
+            printf("    %s:%s: %s: %s\n", length_index_shard_of(li, i), e->key, encode_skip_name(skip), reason);
             count[skip]++;
             continue;
         }
@@ -240,7 +402,8 @@ static int data_inspect(int argc, char **argv) {
         text[usable] = len.text_rows;
         usable++;
     }
-    printf("  samples:  %lld, %lld usable under this config, %lld skipped\n", (long long)ns, (long long)usable,
+    if (!printed_header) printf("  problems: none%s\n", quick ? " the length index sees (--quick: values not checked)" : "");
+    printf("  samples: %lld, %lld usable under this config, %lld skipped\n", (long long)ns, (long long)usable,
            (long long)(ns - usable));
     for (int r = 1; r < ENC_SKIP_COUNT; r++)
         if (count[r]) printf("    %-12s %lld\n", encode_skip_name((EncodeSkip)r), (long long)count[r]);
@@ -256,10 +419,11 @@ static int data_inspect(int argc, char **argv) {
     n_shapes = distinct;
     qsort(shapes, (size_t)n_shapes, sizeof *shapes, by_count);
     printf("  latent shapes (C x T x H x W), most common first:\n");
-    for (int64_t k = 0; k < n_shapes && k < 20; k++)
+    const int64_t shape_limit = all ? n_shapes : 20;
+    for (int64_t k = 0; k < n_shapes && k < shape_limit; k++)
         printf("    %d x %d x %d x %d%s  %lld\n", shapes[k].shape[0], shapes[k].shape[1], shapes[k].shape[2],
                shapes[k].shape[3], shapes[k].shape[1] == 1 ? " (image)" : "", (long long)shapes[k].count);
-    if (n_shapes > 20) printf("    ... %lld more shapes\n", (long long)(n_shapes - 20));
+    if (n_shapes > shape_limit) printf("    ... %lld more shapes (--all lists them)\n", (long long)(n_shapes - shape_limit));
     if (usable > 0) {
         int64_t real_sum = 0, padded_sum = 0, text_sum = 0;
         for (int64_t i = 0; i < usable; i++) real_sum += tokens[i], padded_sum += padded[i], text_sum += text[i];
@@ -274,6 +438,7 @@ static int data_inspect(int argc, char **argv) {
                text[usable - 1], ec.max_text_len);
         printf("  tokens per sample: min %d, median %d, max %d; padded to a multiple of %d: mean %.1f\n", tokens[0],
                tokens[usable / 2], tokens[usable - 1], ec.pad_multiple, (double)padded_sum / usable);
+        print_token_histogram(tokens, usable);
         printf("  pack budget (dataset.task_encoder_seq_length): %lld tokens; the longest sample fills %.1f%%\n",
                (long long)ec.budget, 100.0 * tokens[usable - 1] / (double)ec.budget);
         if (ps == VFM_OK)
@@ -286,13 +451,16 @@ static int data_inspect(int argc, char **argv) {
     const char *ps = length_index_pixel_space(li);
     printf("  pixel_space: %s\n", ps ? ps : "none");
     printf("  length index: %s (%s)\n", li->cache_path, origin_text(li->origin));
+    int unreadable_shards = 0;
+    for (int i = 0; i < li->n_shards; i++) unreadable_shards += li->shards[i].error != NULL;
     free(tokens);
     free(padded);
     free(text);
     free(shapes);
+    inspect_report_free(&rep);
     length_index_free(li);
     config_free(cfg);
-    return 0;
+    return usable == ns && !unreadable_shards && !split_problem ? 0 : 1;
 }
 
 /* ---- bench ---- */

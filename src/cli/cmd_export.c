@@ -1,26 +1,80 @@
-/* vfm export: one checkpoint's weights (or EMA weights) as a single safetensors file. */
+/* vfm export: one checkpoint's weights (or EMA weights) as a single safetensors file; for
+ * adaln-zero with --input-size, plus the DiT reference's fixed pos_embed buffer, so its models.py
+ * loads the file with load_state_dict(strict=True). */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "args.h"
 #include "commands.h"
 #include "core/fileutil.h"
+#include "data/safetensors.h"
+#include "model/dit_interop.h"
+#include "checkpoint_dir.h"
 #include "train/checkpoint.h"
+
+/* The weights of src (laid out by the model's table) and pos_embed [1, grid², D] into `to`. */
+static vfm_status export_with_pos_embed(const char *dir, const char *src, const char *to, int input_size) {
+    Config *cfg;
+    DiTConfig c;
+    VFM_TRY(cli_checkpoint_config(dir, &cfg, &c));
+    config_free(cfg);
+    if (c.variant != DIT_VARIANT_ADALN_ZERO)
+        return vfm_fail_at(VFM_ERR_USAGE, NULL, "--input-size", "", "only model.variant=adaln-zero has the reference's "
+                           "pos_embed buffer (this checkpoint is %s)", dit_variant_name(c.variant));
+    if (input_size < 1 || input_size % c.patch_spatial || c.patch_temporal != 1) {
+        char v[32];
+        snprintf(v, sizeof v, "%d", input_size);
+        return vfm_fail_at(VFM_ERR_USAGE, NULL, "--input-size", v, "must be a positive multiple of the patch size %d "
+                           "(2-D models only)", c.patch_spatial);
+    }
+    int grid = input_size / c.patch_spatial;
+    DiT m;
+    dit_describe(&m, &c);
+    const ParamTable *t = &m.table;
+    int64_t n_pos = (int64_t)grid * grid * c.hidden;
+    float *buf = malloc((size_t)(t->total + n_pos) * sizeof(float));
+    SafetensorsEntry *e = calloc((size_t)t->count + 1, sizeof *e);
+    vfm_status s = buf && e ? VFM_OK : vfm_fail(VFM_ERR_NOMEM, "export: %lld floats", (long long)(t->total + n_pos));
+    if (s == VFM_OK) s = load_named_tensors(src, t, "", buf);
+    if (s == VFM_OK) s = dit_reference_pos_embed(&c, grid, buf + t->total);
+    if (s == VFM_OK) {
+        for (int i = 0; i < t->count; i++) {
+            const ParamEntry *p = &t->entries[i];
+            e[i] = (SafetensorsEntry){p->name, DT_F32, p->ndim, {0}, buf + p->offset};
+            memcpy(e[i].shape, p->shape, sizeof p->shape);
+        }
+        e[t->count] = (SafetensorsEntry){"pos_embed", DT_F32, 3, {1, (int64_t)grid * grid, c.hidden}, buf + t->total};
+        const char *meta[] = {"format", "pt", NULL};
+        s = safetensors_write(to, e, t->count + 1, meta);
+    }
+    if (s == VFM_OK)
+        printf("wrote %s: %d tensors from %s and pos_embed [1, %d, %d] for input size %d\n", to, t->count, src,
+               grid * grid, c.hidden, input_size);
+    free(buf);
+    free(e);
+    dit_destroy(&m);
+    return s;
+}
 
 int cmd_export(int argc, char **argv) {
     ArgFlag flags[] = {
         {"--checkpoint", "DIR", "a run directory (its newest checkpoint) or one iter_* directory", NULL, 0},
         {"--to", "FILE", "the safetensors file to write", NULL, 0},
         {"--ema", NULL, "export the EMA weights", NULL, 0},
+        {"--input-size", "N", "adaln-zero: add the DiT reference's pos_embed for N x N latents", NULL, 0},
     };
     int nflags = (int)(sizeof flags / sizeof flags[0]), help;
     ArgList pos;
     vfm_status s = args_parse("export", argc, argv, flags, nflags, &pos, &help);
     if (s != VFM_OK) return cli_report(s);
     if (help) {
-        args_print_help("export --checkpoint DIR --to FILE [--ema]",
+        args_print_help("export --checkpoint DIR --to FILE [--ema] [--input-size N]",
                         "Writes the checkpoint's weights, named as reference/model_torch.py, to one safetensors\n"
-                        "file that PyTorch loads with safetensors.torch.load_file.", flags, nflags);
+                        "file that PyTorch loads with safetensors.torch.load_file. For model.variant=adaln-zero the\n"
+                        "names are the DiT reference's (facebookresearch/DiT models.py); --input-size N adds its\n"
+                        "fixed pos_embed buffer for N x N latents, so DiT(input_size=N, ...).load_state_dict(...,\n"
+                        "strict=True) takes the file as it is.", flags, nflags);
         return 0;
     }
     const char *ckpt = args_value(flags, nflags, "--checkpoint", NULL), *to = args_value(flags, nflags, "--to", NULL);
@@ -28,17 +82,22 @@ int cmd_export(int argc, char **argv) {
         fprintf(stderr, "vfm export: --checkpoint DIR and --to FILE are required (see vfm export --help)\n");
         return 2;
     }
-    char dir[1200], done[1300], src[1400];
-    path_join(done, sizeof done, ckpt, "DONE");
-    int found = 1;
-    if (path_exists(done)) snprintf(dir, sizeof dir, "%s", ckpt);
-    else if ((s = checkpoint_find_latest(ckpt, dir, sizeof dir, &found)) != VFM_OK) return cli_report(s);
-    if (!found) return cli_report(vfm_fail_at(VFM_ERR_USAGE, NULL, "--checkpoint", ckpt, "holds no complete checkpoint"));
+    const char *size_text = args_value(flags, nflags, "--input-size", NULL);
+    char *end = NULL;
+    long input_size = size_text ? strtol(size_text, &end, 10) : 0;
+    if (size_text && (!*size_text || *end || input_size < 1 || input_size > 1 << 20)) {
+        fprintf(stderr, "vfm export: --input-size '%s': expected a positive integer\n", size_text);
+        return 2;
+    }
+    char dir[1200], src[1400];
+    if ((s = cli_checkpoint_dir(ckpt, "--checkpoint", dir, sizeof dir)) != VFM_OK) return cli_report(s);
     path_join(src, sizeof src, dir, args_flag(flags, nflags, "--ema")->present ? "ema.safetensors" : "model.safetensors");
+    if (size_text) return cli_report(export_with_pos_embed(dir, src, to, (int)input_size));
     char *data;
     size_t size;
     if ((s = read_file_all(src, &data, &size)) != VFM_OK) return cli_report(s);
     s = write_file_atomic(to, data, size);
+    free(data);
     if (s == VFM_OK) printf("wrote %s (%zu bytes) from %s\n", to, size, src);
     return cli_report(s);
 }

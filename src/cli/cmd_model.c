@@ -1,4 +1,6 @@
-/* vfm model info: parameters (by group) and FLOPs of a model configuration. */
+/* vfm model info: parameters (by group) and FLOPs of a model configuration;
+ * vfm model presets: the parameter count of every preset in every variant (docs/models.md);
+ * vfm model forward: see cmd_model_forward.c. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,37 +10,153 @@
 #include "core/config.h"
 #include "model/dit.h"
 
-static int64_t count_matching(const ParamTable *t, const char *prefix, const char *contains) {
+/* The DiT paper's setting for adaln-zero (references.md B5): 4 latent channels, 1000 classes,
+ * learned sigma (patch 2 comes with every preset). */
+static const char *const DIT_PAPER[] = {"model.variant=adaln-zero", "model.in_channels=4", "model.out_channels=4",
+                                        "model.num_classes=1000", "model.learn_sigma=true"};
+enum { N_DIT_PAPER = 5 };
+
+static int64_t count_group(const ParamTable *t, int group) {
     int64_t n = 0;
     for (int i = 0; i < t->count; i++)
-        if (strncmp(t->entries[i].name, prefix, strlen(prefix)) == 0 && (!contains || strstr(t->entries[i].name, contains)))
-            n += t->entries[i].numel;
+        if (t->entries[i].group == group) n += t->entries[i].numel;
     return n;
 }
 
+static void print_info(const Config *cfg, const DiTConfig *c, const ParamTable *t, int seq, int text) {
+    const DiTFeatures *f = &c->f;
+    const char *preset = cfg_str(cfg, "model.preset");
+    printf("model %s (preset %s): hidden %d, layers %d, heads %d (head dim %d, kv heads %d), ffn %d, patch %dx%dx%d, "
+           "in %d / out %d channels%s\n",
+           dit_variant_name(c->variant), preset[0] ? preset : "none", c->hidden, c->layers, c->heads, c->head_dim,
+           c->kv_heads, c->ffn, c->patch_temporal, c->patch_spatial, c->patch_spatial, c->in_channels, c->out_channels,
+           c->learn_sigma ? " (+ as many for the learned variance)" : "");
+    printf("blocks: adaLN %s, %d chunks%s; %s self-attention%s; %s; MLP %s GELU%s\n",
+           f->adaln_full ? "full-rank" : "LoRA", f->n_chunks, f->adaln_bias ? " with bias" : "",
+           f->fused_qkv ? "fused-qkv" : "q/k/v", f->self_qk_norm ? " with QK-norm" : "",
+           f->cross_attn ? "cross-attention to the text" : "no cross-attention",
+           f->mlp_act == ACT_GELU_TANH ? "tanh" : "erf", f->linear_bias ? "; linears with biases" : "");
+    if (f->cross_attn) printf("text width %d%s\n", c->d_text, f->cross_qk_norm ? ", cross-attention QK-norm" : "");
+    if (c->num_classes > 0)
+        printf("classes: %d%s\n", c->num_classes, c->class_dropout_prob > 0 ? " + the null class" : "");
+    printf("position: %s sin-cos; final layer: %s\n", f->pos == DIT_POS_SINCOS_2D ? "2-D" : "3-D",
+           f->final_adaln ? "LayerNorm + shift/scale + Linear" : "Linear");
+    int64_t trainable = param_table_trainable(t);
+    printf("parameters: %lld (%.1f M), trainable %lld (%.1f M)\n", (long long)t->total, t->total / 1e6,
+           (long long)trainable, trainable / 1e6);
+    for (int g = 0; g < DIT_N_GROUPS; g++) {
+        int64_t n = count_group(t, g);
+        if (n) printf("  %-30s %14lld  (%5.2f%%)\n", dit_group_name(g), (long long)n, 100.0 * n / (double)t->total);
+    }
+    int32_t cu_q[2] = {0, seq}, cu_t[2] = {0, f->cross_attn ? text : 0};
+    double fwd = dit_forward_flops(c, 1, cu_q, cu_t);
+    printf("FLOPs for one sample of %d tokens%s: forward %.4g (%.4g per token), training step %.4g (%.4g per token)\n",
+           seq, f->cross_attn ? "" : " (no text)", fwd, fwd / seq, 3 * fwd, 3 * fwd / seq);
+    if (f->cross_attn) printf("  (with %d text rows)\n", text);
+}
+
+static void print_list(const ParamTable *t) {
+    for (int i = 0; i < t->count; i++) {
+        const ParamEntry *e = &t->entries[i];
+        printf("  %-48s [", e->name);
+        for (int d = 0; d < e->ndim; d++) printf("%s%lld", d ? ", " : "", (long long)e->shape[d]);
+        printf("]%s\n", e->weight_decay ? "" : "  (no weight decay)");
+    }
+}
+
+/* Trainable parameters of a preset with extra settings; -1 (message set) when it does not build. */
+static int64_t preset_count(const char *preset, const char *const *extra, int n_extra) {
+    char ov[64];
+    snprintf(ov, sizeof ov, "model.preset=%s", preset);
+    const char *ovs[8] = {ov};
+    for (int i = 0; i < n_extra; i++) ovs[1 + i] = extra[i];
+    Config *cfg;
+    if (config_load(&cfg, NULL, ovs, 1 + n_extra) != VFM_OK) return -1;
+    DiTConfig c;
+    int64_t n = -1;
+    if (dit_config_from(&c, cfg) == VFM_OK) {
+        DiT m;
+        dit_describe(&m, &c);
+        n = param_table_trainable(&m.table);
+        dit_destroy(&m);
+    }
+    config_free(cfg);
+    return n;
+}
+
+static void print_count(int64_t n, int markdown) {
+    if (n < 0) printf(markdown ? " — |" : " %14s", "-");
+    else if (markdown && n >= 1000000000) printf(" %lld (%.2f B) |", (long long)n, n / 1e9);
+    else if (markdown) printf(" %lld (%.1f M) |", (long long)n, n / 1e6);
+    else printf(" %14lld", (long long)n);
+}
+
+static int cmd_model_presets(int markdown) {
+    static const char *const variant_ov[3] = {"model.variant=dfm", "model.variant=nemo-adaln", "model.variant=adaln-zero"};
+    if (markdown) {
+        printf("| preset | D | L | H | dfm | nemo-adaln | adaln-zero | adaln-zero, DiT paper setting |\n");
+        printf("|---|---|---|---|---|---|---|---|\n");
+    } else {
+        printf("%-12s %5s %3s %3s %14s %14s %14s %14s\n", "preset", "D", "L", "H", "dfm", "nemo-adaln", "adaln-zero",
+               "adaln-zero-DiT");
+    }
+    for (const char *const *p = config_preset_names(); *p; p++) {
+        char ov[64];
+        snprintf(ov, sizeof ov, "model.preset=%s", *p);
+        const char *ovs[1] = {ov};
+        Config *cfg;
+        if (config_load(&cfg, NULL, ovs, 1) != VFM_OK) return cli_report(VFM_ERR_USAGE);
+        int D = (int)cfg_int(cfg, "model.hidden_size"), L = (int)cfg_int(cfg, "model.num_layers");
+        int H = (int)cfg_int(cfg, "model.num_attention_heads");
+        config_free(cfg);
+        if (markdown) printf("| `%s` | %d | %d | %d |", *p, D, L, H);
+        else printf("%-12s %5d %3d %3d", *p, D, L, H);
+        for (int v = 0; v < 3; v++) print_count(preset_count(*p, &variant_ov[v], 1), markdown);
+        print_count(preset_count(*p, DIT_PAPER, N_DIT_PAPER), markdown);
+        printf("\n");
+    }
+    return 0;
+}
+
 int cmd_model(int argc, char **argv) {
+    if (argc > 0 && strcmp(argv[0], "forward") == 0) return cmd_model_forward(argc - 1, argv + 1);
     ArgFlag flags[] = {
-        {"--preset", "NAME", "a model preset (dit-s, dit-b, dit-l, dit-xl, dit-7b, tiny, tiny-demo)", NULL, 0},
+        {"--preset", "NAME", "a model preset (vfm model presets lists them)", NULL, 0},
         {"--config", "FILE", "a config file (its model.* keys)", NULL, 0},
         {"--seq", "N", "tokens of one sample for the FLOP count (default 1024)", NULL, 0},
         {"--text", "L", "text rows of one sample (default 512, DFM's T5 length)", NULL, 0},
         {"--list", NULL, "print every parameter tensor", NULL, 0},
+        {"--dit-paper", NULL, "adaln-zero in the DiT paper's setting (4 channels, 1000 classes, learned sigma)", NULL, 0},
+        {"--markdown", NULL, "presets: print a Markdown table (for docs/models.md)", NULL, 0},
     };
     int nflags = (int)(sizeof flags / sizeof flags[0]), help;
     ArgList pos;
     vfm_status s = args_parse("model", argc, argv, flags, nflags, &pos, &help);
     if (s != VFM_OK) return cli_report(s);
     if (help || pos.n == 0) {
-        args_print_help("model info [--preset NAME | --config FILE] [--seq N] [--text L] [a.b=v ...]",
-                        "Prints the parameter count (total and by part) and the FLOPs of one training step per\n"
-                        "sample of N tokens (forward + backward = 3x the forward's matmul FLOPs).", flags, nflags);
+        args_print_help("model info [--preset NAME | --config FILE] [--seq N] [--text L] [--dit-paper] [a.b=v ...]\n"
+                        "       vfm model presets [--markdown]\n"
+                        "       vfm model forward --checkpoint DIR --latent X.npy --t T --out Y.npy ... (see its --help)",
+                        "info: the parameter count (total and by group), the variant's structure, and the FLOPs of\n"
+                        "one sample of N tokens: forward, and a training step (forward + backward = 3x the forward's\n"
+                        "matmul FLOPs), also per token.\n"
+                        "presets: the trainable parameters of every preset in every variant.\n"
+                        "forward: one call of a checkpoint's network on one latent (to compare implementations).",
+                        flags, nflags);
         return help ? 0 : 2;
     }
+    if (strcmp(pos.items[0], "presets") == 0) {
+        if (pos.n > 1) {
+            fprintf(stderr, "vfm model presets: takes no settings (got '%s')\n", pos.items[1]);
+            return 2;
+        }
+        return cmd_model_presets(args_flag(flags, nflags, "--markdown")->present);
+    }
     if (strcmp(pos.items[0], "info") != 0) {
-        fprintf(stderr, "vfm model: unknown subcommand '%s' (expected info)\n", pos.items[0]);
+        fprintf(stderr, "vfm model: unknown subcommand '%s' (expected info, presets or forward)\n", pos.items[0]);
         return 2;
     }
-    const char *ov[260];
+    const char *ov[270];
     int n = 0;
     char preset[128];
     const char *p = args_value(flags, nflags, "--preset", NULL);
@@ -46,40 +164,25 @@ int cmd_model(int argc, char **argv) {
         snprintf(preset, sizeof preset, "model.preset=%s", p);
         ov[n++] = preset;
     }
-    for (int i = 1; i < pos.n; i++) ov[n++] = pos.items[i];
+    if (args_flag(flags, nflags, "--dit-paper")->present)
+        for (int i = 0; i < N_DIT_PAPER; i++) ov[n++] = DIT_PAPER[i];
+    for (int i = 1; i < pos.n && n < 270; i++) ov[n++] = pos.items[i];
+    int seq = atoi(args_value(flags, nflags, "--seq", "1024")), text = atoi(args_value(flags, nflags, "--text", "512"));
+    if (seq < 1 || text < 0) {
+        fprintf(stderr, "vfm model info: --seq must be >= 1 and --text >= 0\n");
+        return 2;
+    }
     Config *cfg;
     if ((s = config_load(&cfg, args_value(flags, nflags, "--config", NULL), ov, n)) != VFM_OK) return cli_report(s);
     DiTConfig c;
-    if ((s = dit_config_from(&c, cfg)) != VFM_OK) return cli_report(s);
+    if ((s = dit_config_from(&c, cfg)) != VFM_OK) {
+        config_free(cfg);
+        return cli_report(s);
+    }
     DiT m;
     dit_describe(&m, &c);
-    const ParamTable *t = &m.table;
-    int seq = atoi(args_value(flags, nflags, "--seq", "1024")), text = atoi(args_value(flags, nflags, "--text", "512"));
-    int32_t cu_q[2] = {0, seq}, cu_t[2] = {0, text};
-    double fwd = dit_forward_flops(&c, 1, cu_q, cu_t);
-    printf("model %s (preset %s): hidden %d, layers %d, heads %d (head dim %d, kv heads %d), ffn %d, patch %dx%dx%d, "
-           "in %d / out %d channels, text width %d\n",
-           cfg_str(cfg, "model.variant"), cfg_str(cfg, "model.preset")[0] ? cfg_str(cfg, "model.preset") : "none",
-           c.hidden, c.layers, c.heads, c.head_dim, c.kv_heads, c.ffn, c.patch_temporal, c.patch_spatial,
-           c.patch_spatial, c.in_channels, c.out_channels, c.d_text);
-    printf("parameters: %lld (%.1f M)\n", (long long)t->total, t->total / 1e6);
-    printf("  embedders (x, t, fps)     %12lld\n", (long long)(count_matching(t, "x_embedder", NULL) +
-                                                             count_matching(t, "t_embedder", NULL) +
-                                                             count_matching(t, "fps_embedder", NULL)));
-    printf("  adaLN-LoRA                %12lld\n", (long long)count_matching(t, "blocks.", "adaln"));
-    printf("  self-attention            %12lld\n", (long long)count_matching(t, "blocks.", "self_attn"));
-    printf("  cross-attention           %12lld\n", (long long)count_matching(t, "blocks.", "cross_attn"));
-    printf("  MLP                       %12lld\n", (long long)count_matching(t, "blocks.", "mlp"));
-    printf("  final linear              %12lld\n", (long long)count_matching(t, "final_linear", NULL));
-    printf("FLOPs per sample of %d tokens and %d text rows: forward %.3g, training step %.3g (%.3g per token)\n", seq,
-           text, fwd, 3 * fwd, 3 * fwd / seq);
-    if (args_flag(flags, nflags, "--list")->present)
-        for (int i = 0; i < t->count; i++) {
-            const ParamEntry *e = &t->entries[i];
-            printf("  %-44s [", e->name);
-            for (int d = 0; d < e->ndim; d++) printf("%s%lld", d ? ", " : "", (long long)e->shape[d]);
-            printf("]%s\n", e->weight_decay ? "" : "  (no weight decay)");
-        }
+    print_info(cfg, &m.cfg, &m.table, seq, text);
+    if (args_flag(flags, nflags, "--list")->present) print_list(&m.table);
     dit_destroy(&m);
     config_free(cfg);
     return 0;

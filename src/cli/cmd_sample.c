@@ -1,5 +1,5 @@
 /* vfm sample: generates latents from a checkpoint with EDM Heun + classifier-free guidance, and
- * for checkpoints trained on a pixel-space dataset also pictures (PNG for images, GIF for
+ * for checkpoints trained on a pixel-space dataset also pictures (PNG for images, GIF and MP4 for
  * videos) and a grid; optionally beside real examples of the same captions and with the colour
  * score of the synthetic set's judge. */
 #include <jansson.h>
@@ -22,6 +22,7 @@
 #include "data/npy.h"
 #include "data/synthetic.h"
 #include "data/tar.h"
+#include "data/video_encode.h"
 #include "diffusion/generate.h"
 #include "model/dit.h"
 #include "ops/ops.h"
@@ -39,6 +40,7 @@ typedef struct SampleJob {
     char *prompts[MAX_PROMPTS];
     int n_prompts;
     int32_t shape[4];
+    double data_fps; /* the training data example's fps (30 when unknown) */
 } SampleJob;
 
 static void progress_bar(void *ctx, int step, int total) {
@@ -89,11 +91,14 @@ static vfm_status load_checkpoint(SampleJob *j, int use_ema) {
     VFM_TRY(load_named_tensors(path, &j->model.table, "", j->model.params));
     /* what the data looked like */
     j->shape[0] = mc.in_channels, j->shape[1] = 1, j->shape[2] = 16, j->shape[3] = 16;
+    j->data_fps = 30;
     if (j->meta.data_info) {
         json_error_t err;
         json_t *info = json_loads(j->meta.data_info, 0, &err);
         json_t *shape = json_object_get(info, "example_latent_shape");
         for (int k = 1; k < 4 && json_is_array(shape); k++) j->shape[k] = (int32_t)json_integer_value(json_array_get(shape, (size_t)k));
+        double fps = json_number_value(json_object_get(info, "fps"));
+        if (fps > 0 && fps < 1e6) j->data_fps = fps;
         json_t *pix = json_object_get(info, "pixel_space");
         if (json_is_object(pix)) {
             char *text = json_dumps(pix, JSON_COMPACT);
@@ -168,7 +173,7 @@ int cmd_sample(int argc, char **argv) {
         {"--steps", "N", "Heun steps (default sampler.num_steps of the run)", NULL, 0},
         {"--guidance", "G", "classifier-free guidance g: D_c + g(D_c - D_u); DFM uses 7 (default sampler.guidance)", NULL, 0},
         {"--seed", "S", "noise seed (default 1)", NULL, 0},
-        {"--fps", "F", "frames per second given to the model (default 30)", NULL, 0},
+        {"--fps", "F", "frames per second given to the model, and the MP4's rate (default: the training data's)", NULL, 0},
         {"--s-churn", "X", "EDM stochasticity S_churn (default 0: deterministic)", NULL, 0},
         {"--dfm-heun", NULL, "reproduce DFM's Heun (second evaluation at x_hat, t_hat)", NULL, 0},
         {"--ema", NULL, "use the EMA weights", NULL, 0},
@@ -184,8 +189,9 @@ int cmd_sample(int argc, char **argv) {
         args_print_help("sample --checkpoint DIR --out DIR [--prompt TEXT | --prompts FILE | --prompt-embedding F.npy] ...",
                         "Generates samples with EDM's Heun sampler and classifier-free guidance. Writes each latent as\n"
                         "sample_NNN.npy ([C,T,H,W], the data's latent units) and, when the run trained on a pixel-space\n"
-                        "dataset, sample_NNN.png (images) or .gif (videos) and grid.png. Without a prompt it samples\n"
-                        "unconditionally (the null prompt).", flags, nflags);
+                        "dataset, sample_NNN.png (images) or sample_NNN.gif and sample_NNN.mp4 (videos; the MP4 plays at\n"
+                        "--fps: H.264 from libx264, or MPEG-4 part 2 when this FFmpeg lacks it) and grid.png. Without a\n"
+                        "prompt it samples unconditionally (the null prompt).", flags, nflags);
         return 0;
     }
     if (pos.n > 0) {
@@ -262,7 +268,12 @@ int cmd_sample(int argc, char **argv) {
     go.sigma_data = (float)cfg_float(j.cfg, "model.sigma_data");
     go.seed = (uint64_t)atoll(args_value(flags, nflags, "--seed", "1"));
     go.progress = progress_bar;
-    float fps = (float)atof(args_value(flags, nflags, "--fps", "30"));
+    const char *fps_text = args_value(flags, nflags, "--fps", NULL);
+    float fps = fps_text ? (float)atof(fps_text) : (float)j.data_fps;
+    if (!(fps > 0 && fps < 1e6)) {
+        fprintf(stderr, "vfm sample: --fps %s: want a number > 0\n", fps_text ? fps_text : "?");
+        return 2;
+    }
 
     int n = n_cond * num;
     GenerateSample *gs = calloc((size_t)n, sizeof *gs);
@@ -303,6 +314,8 @@ int cmd_sample(int argc, char **argv) {
     ColourJudge judge = colour_judge_defaults();
     int judged = 0, correct = 0;
     json_t *index = json_array();
+    int n_mp4 = 0;
+    const char *mp4_codec = NULL;
     for (int i = 0; i < n && s == VFM_OK; i++) {
         char name[64], path[1200];
         snprintf(name, sizeof name, "sample_%03d.npy", i);
@@ -325,6 +338,16 @@ int cmd_sample(int argc, char **argv) {
                 snprintf(name, sizeof name, "sample_%03d.gif", i);
                 path_join(path, sizeof path, j.out, name);
                 s = gif_write_rgb(path, frames, shape[1], 12, 0);
+                snprintf(name, sizeof name, "sample_%03d.mp4", i);
+                path_join(path, sizeof path, j.out, name);
+                const char *codec = NULL;
+                if (s == VFM_OK) s = mp4_write_rgb(path, frames, shape[1], fps, &codec);
+                if (s == VFM_OK) {
+                    json_object_set_new(rec, "video", json_pack("{s:s,s:s,s:f}", "file", name, "codec", codec, "fps", (double)fps));
+                    mp4_codec = codec;
+                    n_mp4++;
+                }
+                snprintf(name, sizeof name, "sample_%03d.gif", i);
                 img = frames[0];
                 for (int f = 1; f < shape[1]; f++) rgb_image_free(&frames[f]);
                 free(frames);
@@ -372,6 +395,7 @@ int cmd_sample(int argc, char **argv) {
         free(text);
         json_decref(doc);
         printf("wrote %d sample%s to %s\n", n, n > 1 ? "s" : "", j.out);
+        if (n_mp4) printf("wrote %d MP4 video%s (%s, %g fps) beside the GIFs\n", n_mp4, n_mp4 > 1 ? "s" : "", mp4_codec, (double)fps);
     }
     if (s == VFM_OK && judged)
         printf("colour score: %d/%d = %.1f%% of the pictures show the colour their caption asks for\n", correct, judged,

@@ -21,8 +21,10 @@ int cmd_sample(int argc, char **argv);
 int cmd_prepare(int argc, char **argv);
 int cmd_data(int argc, char **argv);
 int cmd_model(int argc, char **argv);
+int cmd_model_forward(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_export(int argc, char **argv);
+int cmd_import(int argc, char **argv);
 int cmd_checkpoint(int argc, char **argv);
 
 /* Prints "vfm: <message>" for a failed status and returns its exit code. */

@@ -3,8 +3,12 @@
 #include <string.h>
 
 #include "commands.h"
+#include "core/cuda_runtime_shim.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "data/av_util.h"
+#include "data/video_encode.h"
+#include "ops/ops.h"
 
 #ifndef VFM_VERSION
 #define VFM_VERSION "0.1.0"
@@ -18,6 +22,7 @@ static const Command g_commands[] = {
     {"model", "model information: parameters and FLOPs (vfm model info)", cmd_model},
     {"bench", "measure training throughput (tokens/s, TFLOP/s, MFU, memory)", cmd_bench},
     {"export", "export checkpoint weights to one safetensors file", cmd_export},
+    {"import", "make a checkpoint from a state dict (the DiT reference's, safetensors)", cmd_import},
     {"checkpoint", "list a run's checkpoints; diff two checkpoints' weights", cmd_checkpoint},
     {"config", "show the merged configuration (vfm config show)", cmd_config},
     {"version", "print the version and build features", cmd_version},
@@ -57,10 +62,15 @@ int cmd_version(int argc, char **argv) {
     }
     printf("vfm %s\n", VFM_VERSION);
 #ifdef VFM_CUDA
-    printf("cuda: built in\n");
+    /* the GPU libraries are loaded at run time: say which were found (or why not) */
+    printf("cuda: built in; device: %s\n", vfm_cuda_describe());
+    fputs(ops_describe_libraries(), stdout);
 #else
     printf("cuda: not built (nvcc was not found)\n");
 #endif
+    printf("pictures: PNG (libpng), JPEG (libjpeg)\n");
+    if (av_api()) printf("video: FFmpeg (%s), MP4 with %s\n", av_api_libraries(), mp4_encoder_name() ? mp4_encoder_name() : "no encoder");
+    else printf("video: unavailable: %s\n", vfm_last_error());
     return 0;
 }
 

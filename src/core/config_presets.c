@@ -24,7 +24,11 @@ static const CfgPreset g_presets[] = {
     {"dit-b", DIT_SIZE(768, 12, 12)},
     {"dit-l", DIT_SIZE(1024, 24, 16)},
     {"dit-xl", DIT_SIZE(1152, 28, 16)},
-    {"dit-7b", DIT_SIZE(3072, 32, 24)},
+    /* NeMo paper's DiT-7B (the 519 TFLOP/s figure) and NeMo's code config of that name */
+    {"dit-7b", DIT_SIZE(4096, 28, 32)},
+    {"dit-7b-nemo", DIT_SIZE(3072, 32, 24)},
+    /* NeMo benchmarks a "DiT 28B" but publishes no config: MovieGen-30B's width and depth */
+    {"dit-28b", DIT_SIZE(6144, 48, 48)},
 };
 #define NPRESETS ((int)(sizeof g_presets / sizeof g_presets[0]))
 

@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -180,3 +181,29 @@ vfm_status remove_tree(const char *path) {
     if (unlink(path) != 0) return vfm_fail(VFM_ERR_IO, "%s: cannot remove: %s", path, strerror(errno));
     return VFM_OK;
 }
+
+static vfm_status walk_dir(const char *root, const char *rel, int depth, FileWalkFn fn, void *ctx) {
+    char dir[2200];
+    if (rel[0]) snprintf(dir, sizeof dir, "%s/%s", root, rel);
+    else snprintf(dir, sizeof dir, "%s", root);
+    if (depth > 32) return vfm_fail(VFM_ERR_USAGE, "%s: directories nested more than 32 deep (a link loop?)", dir);
+    DIR *d = opendir(dir);
+    if (!d) return vfm_fail(VFM_ERR_IO, "%s: cannot list: %s", dir, strerror(errno));
+    vfm_status s = VFM_OK;
+    struct dirent *e;
+    while (s == VFM_OK && (e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.') continue;
+        char child[1100], path[3400];
+        if (rel[0]) snprintf(child, sizeof child, "%s/%s", rel, e->d_name);
+        else snprintf(child, sizeof child, "%s", e->d_name);
+        snprintf(path, sizeof path, "%s/%s", root, child);
+        struct stat st;
+        if (stat(path, &st) != 0) continue; /* a dangling link */
+        if (S_ISDIR(st.st_mode)) s = walk_dir(root, child, depth + 1, fn, ctx);
+        else if (S_ISREG(st.st_mode)) s = fn(ctx, child, e->d_name, &st);
+    }
+    closedir(d);
+    return s;
+}
+
+vfm_status walk_files(const char *root, FileWalkFn fn, void *ctx) { return walk_dir(root, "", 0, fn, ctx); }

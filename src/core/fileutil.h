@@ -5,6 +5,7 @@
 
 #include <stddef.h>
 #include <stdio.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #include "error.h"
@@ -33,6 +34,11 @@ vfm_status fsync_path(const char *path);
 vfm_status remove_tree(const char *path);
 int path_exists(const char *path);
 int dir_exists(const char *path);
+/* Calls fn for every regular file below root (symbolic links followed, at most 32 directories
+ * deep), skipping names that start with a dot; rel is the path relative to root, st its stat.
+ * A non-OK return from fn stops the walk with that status. Order: as readdir gives it. */
+typedef vfm_status (*FileWalkFn)(void *ctx, const char *rel, const char *name, const struct stat *st);
+vfm_status walk_files(const char *root, FileWalkFn fn, void *ctx);
 /* out = a + "/" + b */
 void path_join(char *out, size_t n, const char *a, const char *b);
 /* The directory part of path ("." when none). */

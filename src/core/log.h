@@ -2,6 +2,10 @@
 #ifndef VFM_LOG_H
 #define VFM_LOG_H
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef enum { LOG_ERROR = 0, LOG_WARN = 1, LOG_INFO = 2, LOG_DEBUG = 3 } LogLevel;
 
 void log_set_level(LogLevel level);
@@ -16,5 +20,9 @@ void log_msg(LogLevel level, const char *fmt, ...) __attribute__((format(printf,
 #define log_warn(...) log_msg(LOG_WARN, __VA_ARGS__)
 #define log_info(...) log_msg(LOG_INFO, __VA_ARGS__)
 #define log_debug(...) log_msg(LOG_DEBUG, __VA_ARGS__)
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -271,7 +271,7 @@ vfm_status energon_sqlite_scan(const char *path, int tar_file_id, const uint64_t
                          tar_file_id, (long long)i);
             break;
         }
-        TarScanMember m = {i, key, part, -1, off, size};
+        TarScanMember m = {i, key, part, -1, off, size, size};
         s = fn(ctx, &m);
     }
     if (s == VFM_OK && seen != n_samples)

@@ -11,7 +11,6 @@
  * A file that fails any check (magic, version, bounds, hash) is ignored and rebuilt. */
 #include "data/length_index.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -158,31 +157,11 @@ static int ends_with(const char *s, const char *suffix) {
     return n >= k && strcmp(s + n - k, suffix) == 0;
 }
 
-/* Every regular file `*.tar` under root/rel (symbolic links followed), skipping names that start
- * with a dot (.vfm, .nv-meta, hidden files). */
-static vfm_status walk(const char *root, const char *rel, int depth, ShardList *out) {
-    char dir[2200];
-    if (rel[0]) snprintf(dir, sizeof dir, "%s/%s", root, rel);
-    else snprintf(dir, sizeof dir, "%s", root);
-    if (depth > 32) return vfm_fail(VFM_ERR_USAGE, "%s: directories nested more than 32 deep (a link loop?)", dir);
-    DIR *d = opendir(dir);
-    if (!d) return vfm_fail(VFM_ERR_IO, "%s: cannot list: %s", dir, strerror(errno));
-    vfm_status s = VFM_OK;
-    struct dirent *e;
-    while (s == VFM_OK && (e = readdir(d)) != NULL) {
-        if (e->d_name[0] == '.') continue;
-        char child_rel[1100], path[3400];
-        if (rel[0]) snprintf(child_rel, sizeof child_rel, "%s/%s", rel, e->d_name);
-        else snprintf(child_rel, sizeof child_rel, "%s", e->d_name);
-        snprintf(path, sizeof path, "%s/%s", root, child_rel);
-        struct stat st;
-        if (stat(path, &st) != 0) continue; /* a dangling link */
-        if (S_ISDIR(st.st_mode)) s = walk(root, child_rel, depth + 1, out);
-        else if (S_ISREG(st.st_mode) && ends_with(e->d_name, ".tar") && list_add(out, child_rel, &st) != 0)
-            s = vfm_fail(VFM_ERR_NOMEM, "length index: out of memory");
-    }
-    closedir(d);
-    return s;
+/* Collects every `*.tar` (walk_files skips names that start with a dot: .vfm, .nv-meta). */
+static vfm_status add_shard(void *ctx, const char *rel, const char *name, const struct stat *st) {
+    if (!ends_with(name, ".tar")) return VFM_OK;
+    if (list_add(ctx, rel, st) != 0) return vfm_fail(VFM_ERR_NOMEM, "length index: out of memory");
+    return VFM_OK;
 }
 
 static int by_rel(const void *a, const void *b) { return strcmp(((const ShardFile *)a)->rel, ((const ShardFile *)b)->rel); }
@@ -711,7 +690,7 @@ vfm_status length_index_open(LengthIndex **out, const char *root, int force_rebu
     if (stat(root, &st) != 0 || !S_ISDIR(st.st_mode))
         return vfm_fail_at(VFM_ERR_USAGE, NULL, "dataset.path", root, "is not a directory");
     ShardList list = {0};
-    vfm_status s = walk(root, "", 0, &list);
+    vfm_status s = walk_files(root, add_shard, &list);
     if (s == VFM_OK && list.n == 0)
         s = vfm_fail_at(VFM_ERR_USAGE, NULL, "dataset.path", root, "holds no .tar shards");
     if (s != VFM_OK) {

@@ -3,7 +3,6 @@
  * thread count. */
 #include "data/prepare_synthetic.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <jansson.h>
@@ -18,7 +17,6 @@
 #include "data/caption_encoder.h"
 #include "data/npy.h"
 #include "data/synthetic.h"
-#include "data/tar.h"
 
 /* Samples encoded at once before they are written in order (bounds memory, not results). */
 #define PREPARE_CHUNK 128
@@ -54,66 +52,6 @@ static vfm_status check_options(const PrepareSyntheticOptions *o, const Syntheti
                                 o->factor, c[i].height, c[i].width);
     }
     return VFM_OK;
-}
-
-/* ---- the output directory ---- */
-
-static int ends_with(const char *s, const char *suffix) {
-    size_t n = strlen(s), k = strlen(suffix);
-    return n >= k && strcmp(s + n - k, suffix) == 0;
-}
-
-/* A file this command writes: shard-*.tar, shard-*.tar.idx, or a temporary file of either. */
-static int is_own_shard_file(const char *name) {
-    if (strncmp(name, "shard-", 6) != 0) return 0;
-    return ends_with(name, ".tar") || ends_with(name, ".tar.idx") || strstr(name, ".tar.tmp.") || strstr(name, ".tar.idx.tmp.");
-}
-
-/* Refuses a directory holding a dataset unless force; with force removes what an earlier run wrote. */
-static vfm_status clear_out_dir(const char *dir, int force) {
-    DIR *d = opendir(dir);
-    if (!d) return vfm_fail(VFM_ERR_IO, "%s: cannot open directory: %s", dir, strerror(errno));
-    char first_shard[256] = "", foreign[256] = "";
-    int64_t n_shards = 0;
-    int has_meta = 0;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        const char *name = e->d_name;
-        if (strcmp(name, PREPARE_DATASET_FILE) == 0) has_meta = 1;
-        if (!ends_with(name, ".tar")) continue;
-        n_shards++;
-        /* the smallest names, so the message does not depend on readdir's order */
-        if (is_own_shard_file(name)) {
-            if (!first_shard[0] || strcmp(name, first_shard) < 0) snprintf(first_shard, sizeof first_shard, "%s", name);
-        } else if (!foreign[0] || strcmp(name, foreign) < 0) {
-            snprintf(foreign, sizeof foreign, "%s", name);
-        }
-    }
-    closedir(d);
-    if (foreign[0] && force)
-        return vfm_fail(VFM_ERR_IO, "%s: holds %s, which vfm prepare did not write; choose another directory", dir, foreign);
-    if (n_shards && !force)
-        return vfm_fail(VFM_ERR_IO, "%s: already holds %" PRId64 " shard%s (%s%s); pass --force to replace them", dir, n_shards,
-                        n_shards > 1 ? "s" : "", first_shard[0] ? first_shard : foreign, n_shards > 1 ? ", ..." : "");
-    if (has_meta && !force)
-        return vfm_fail(VFM_ERR_IO, "%s: already holds %s; pass --force to replace it", dir, PREPARE_DATASET_FILE);
-    if (!force) return VFM_OK;
-
-    d = opendir(dir);
-    if (!d) return vfm_fail(VFM_ERR_IO, "%s: cannot open directory: %s", dir, strerror(errno));
-    vfm_status s = VFM_OK;
-    while (s == VFM_OK && (e = readdir(d))) {
-        if (!is_own_shard_file(e->d_name) && strcmp(e->d_name, PREPARE_DATASET_FILE) != 0) continue;
-        char path[4096];
-        path_join(path, sizeof path, dir, e->d_name);
-        if (unlink(path) != 0 && errno != ENOENT) s = vfm_fail(VFM_ERR_IO, "%s: cannot remove: %s", path, strerror(errno));
-    }
-    closedir(d);
-    /* Energon's metadata describes the old shards */
-    char nv_meta[4096];
-    path_join(nv_meta, sizeof nv_meta, dir, ".nv-meta");
-    if (s == VFM_OK) s = remove_tree(nv_meta);
-    return s;
 }
 
 /* ---- one sample ---- */
@@ -217,37 +155,20 @@ static vfm_status write_dataset_json(const PrepareContext *ctx, int64_t shards) 
     json_object_set_new(root, "directions", directions);
     json_object_set_new(root, "canvases", canvases);
     json_object_set_new(root, "video_frames", json_pack("[i,i]", ctx->cfg.min_frames, ctx->cfg.max_frames));
-    char *text = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
-    json_decref(root);
-    if (!text || !pixel_space) {
-        free(text);
+    if (!pixel_space) {
+        json_decref(root);
         return vfm_fail(VFM_ERR_INTERNAL, "%s: cannot format", PREPARE_DATASET_FILE);
     }
-    size_t len = strlen(text);
-    char *with_newline = realloc(text, len + 2);
-    if (!with_newline) {
-        free(text);
-        return vfm_fail(VFM_ERR_NOMEM, "%s: out of memory", PREPARE_DATASET_FILE);
-    }
-    with_newline[len] = '\n';
-    with_newline[len + 1] = 0;
-    char path[4096];
-    path_join(path, sizeof path, o->out_dir, PREPARE_DATASET_FILE);
-    vfm_status s = write_file_atomic(path, with_newline, len + 1);
-    free(with_newline);
-    return s;
+    return prepare_write_dataset_json(o->out_dir, root);
 }
 
 /* ---- the run ---- */
 
-static vfm_status add_sample(TarWriter *w, int64_t n, const EncodedSample *e) {
-    char name[64];
-    snprintf(name, sizeof name, "%08" PRId64 ".latent.npy", n);
-    VFM_TRY(tar_writer_add(w, name, e->latent_npy, e->latent_len));
-    snprintf(name, sizeof name, "%08" PRId64 ".text.npy", n);
-    VFM_TRY(tar_writer_add(w, name, e->text_npy, e->text_len));
-    snprintf(name, sizeof name, "%08" PRId64 ".json", n);
-    return tar_writer_add(w, name, e->json, e->json_len);
+static vfm_status add_sample(ShardSink *sink, const EncodedSample *e) {
+    const SinkPart parts[3] = {{"latent.npy", e->latent_npy, e->latent_len},
+                               {"text.npy", e->text_npy, e->text_len},
+                               {"json", e->json, e->json_len}};
+    return shard_sink_add(sink, parts, 3);
 }
 
 vfm_status prepare_synthetic(const PrepareSyntheticOptions *o, PrepareProgress *result) {
@@ -259,14 +180,14 @@ vfm_status prepare_synthetic(const PrepareSyntheticOptions *o, PrepareProgress *
 
     VFM_TRY(mkdir_p(o->out_dir));
     if (access(o->out_dir, W_OK) != 0) return vfm_fail(VFM_ERR_IO, "%s: not writable: %s", o->out_dir, strerror(errno));
-    VFM_TRY(clear_out_dir(o->out_dir, o->force));
+    VFM_TRY(prepare_clear_dir(o->out_dir, o->force));
 
-    const int64_t total = o->images + o->videos, K = o->samples_per_shard;
+    const int64_t total = o->images + o->videos;
     PrepareProgress progress = {.samples_total = total};
     EncodedSample *chunk = calloc(PREPARE_CHUNK, sizeof *chunk);
     if (!chunk) return vfm_fail(VFM_ERR_NOMEM, "prepare: out of memory");
-    TarWriter *writer = NULL;
-    char shard_path[4096] = "";
+    ShardSink sink;
+    shard_sink_init(&sink, o->out_dir, o->samples_per_shard);
     vfm_status s = VFM_OK;
     for (int64_t first = 0; s == VFM_OK && first < total; first += PREPARE_CHUNK) {
         const int64_t count = total - first < PREPARE_CHUNK ? total - first : PREPARE_CHUNK;
@@ -277,39 +198,23 @@ vfm_status prepare_synthetic(const PrepareSyntheticOptions *o, PrepareProgress *
             if (e->status != VFM_OK) snprintf(e->error, sizeof e->error, "%s", vfm_last_error());
         }
         for (int64_t i = 0; s == VFM_OK && i < count; i++) {
-            const int64_t n = first + i;
             if (chunk[i].status != VFM_OK) {
                 s = vfm_fail(chunk[i].status, "%s", chunk[i].error);
                 break;
             }
-            if (n % K == 0) {
-                char name[64];
-                snprintf(name, sizeof name, PREPARE_SHARD_PATTERN, (int)(n / K));
-                path_join(shard_path, sizeof shard_path, o->out_dir, name);
-                s = tar_writer_open(&writer, shard_path);
-                if (s != VFM_OK) break;
-            }
-            s = add_sample(writer, n, &chunk[i]);
-            if (s == VFM_OK && ((n + 1) % K == 0 || n + 1 == total)) {
-                s = tar_writer_close(writer);
-                writer = NULL; /* closed or freed on error */
-                struct stat st;
-                if (s == VFM_OK && stat(shard_path, &st) != 0)
-                    s = vfm_fail(VFM_ERR_IO, "%s: cannot stat: %s", shard_path, strerror(errno));
-                if (s == VFM_OK) {
-                    progress.shards_done++;
-                    progress.bytes_written += (int64_t)st.st_size;
-                }
-            }
+            s = add_sample(&sink, &chunk[i]);
+            if (s == VFM_OK && sink.samples == total) s = shard_sink_finish(&sink);
             if (s != VFM_OK) break;
-            progress.samples_done = n + 1;
+            progress.samples_done = sink.samples;
+            progress.shards_done = sink.shards_done;
+            progress.bytes_written = sink.bytes_written;
             progress.seconds = time_now() - start;
             if (o->progress) o->progress(o->progress_ctx, &progress);
         }
         for (int64_t i = 0; i < count; i++) encoded_free(&chunk[i]);
     }
     free(chunk);
-    if (writer) tar_writer_discard(writer);
+    shard_sink_discard(&sink);
     if (s == VFM_OK) s = write_dataset_json(&ctx, progress.shards_done);
     if (s != VFM_OK) return s;
     progress.seconds = time_now() - start;

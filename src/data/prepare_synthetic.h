@@ -16,23 +16,10 @@
 #include <stdint.h>
 
 #include "core/error.h"
+#include "data/prepare_output.h"
 
 #define PREPARE_IMAGE_FPS 30 /* design §3's default fps: an image behaves like a sample with no fps */
 #define PREPARE_VIDEO_FPS 8
-#define PREPARE_DATASET_FILE "vfm_dataset.json"
-#define PREPARE_SHARD_PATTERN "shard-%06d.tar"
-#define PREPARE_MAX_SAMPLES 100000000LL /* keys are 8 digits */
-#define PREPARE_MAX_SHARDS 1000000      /* shard names have 6 digits */
-
-typedef struct {
-    int64_t samples_done, samples_total;
-    int shards_done;       /* shards closed: complete on disk under their final names */
-    int64_t bytes_written; /* bytes of those shards */
-    double seconds;        /* since prepare_synthetic started */
-} PrepareProgress;
-
-/* Called after every sample written, in sample order, from the calling thread. */
-typedef void (*PrepareProgressFn)(void *ctx, const PrepareProgress *progress);
 
 typedef struct {
     const char *out_dir;     /* created (with parents) when missing */

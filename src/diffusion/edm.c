@@ -45,7 +45,7 @@ typedef struct EdmWork {
     Tensor loss, sample_sum, sample_count;                        /* [1], [B], [B] */
     Tensor text;                                                  /* [L, d_text] conditioning copy */
     int32_t *cu_text_cond;                                        /* [B+1] */
-    Tensor tok2sample, pos, mask;
+    Tensor tok2sample, pos, mask, class_row;
     DiTInputs in;
 } EdmWork;
 
@@ -61,6 +61,19 @@ static vfm_status edm_draw(const EdmConfig *e, const DiTConfig *mc, const Pack *
         d->sigma[i] = edm_draw_sigma(e, step, key_uid);
         d->drop[i] = edm_draw_cfg_drop(e, step, key_uid);
     }
+    if (mc->num_classes > 0) { /* the class label's own CFG coin: element 1 of the CFG stream */
+        d->class_row = malloc((size_t)B * sizeof(int32_t));
+        if (!d->class_row) return vfm_fail(VFM_ERR_NOMEM, "edm: class labels of %d samples", B);
+        for (int i = 0; i < B; i++) {
+            uint64_t key_uid = e->sigma_per_pack ? p->samples[0].uid : p->samples[i].uid;
+            int drop = philox_uniform_at(e->seed, RNG_STREAM_CFG, step, key_uid, 1) < mc->class_dropout_prob;
+            d->class_row[i] = dit_class_row(mc, p->samples[i].class_label, drop);
+            if (d->class_row[i] < 0)
+                return vfm_fail(VFM_ERR_USAGE, "%s: class label %d does not fit model.num_classes=%d (an unlabelled "
+                                "sample needs the null class: model.class_dropout_prob > 0)", p->samples[i].source,
+                                p->samples[i].class_label, mc->num_classes);
+        }
+    }
     return edm_pack_noise(d->noise, p, mc, e->seed, RNG_STREAM_NOISE, step);
 }
 
@@ -68,6 +81,7 @@ static void edm_draws_free(EdmDraws *d) {
     free(d->sigma);
     free(d->drop);
     free(d->noise);
+    free(d->class_row);
 }
 
 static vfm_status edm_work_build(EdmWork *w, DiT *model, float sigma_data, const Pack *p, const EdmDraws *draws,
@@ -135,6 +149,8 @@ static vfm_status edm_work_build(EdmWork *w, DiT *model, float sigma_data, const
     in->fps = &w->fps;
     in->text = &w->text;
     in->tok2sample = &w->tok2sample;
+    if (draws->class_row) w->class_row = TI32(draws->class_row, B);
+    in->class_labels = draws->class_row ? &w->class_row : NULL;
     in->pos = &w->pos;
     in->self_layout = (VarlenLayout){B, TI32(p->cu_seqlens, B + 1), TI32(p->cu_seqlens_padded, B + 1),
                                      TI32(p->cu_seqlens, B + 1), TI32(p->cu_seqlens_padded, B + 1), max_q, max_q};

@@ -41,6 +41,8 @@ typedef struct EdmDraws {
     float *sigma;  /* [B] */
     int *drop;     /* [B] */
     float *noise;  /* [S, token_dim], zero on padding rows */
+    int32_t *class_row; /* [B] class-table row (dit_class_row: label or null class after the CFG coin),
+                         * NULL for models without classes */
 } EdmDraws;
 
 /* The loss (and gradient) with given draws instead of the keyed RNG (golden tests, invariance tests). */

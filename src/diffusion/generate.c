@@ -15,7 +15,8 @@ typedef struct GenCtx {
     int n, halves;
     int64_t S;          /* tokens of the n samples */
     Tensor x_all, net_in, F, denoised, tok2sample, pos, text; /* x_all: x repeated in every half */
-    Tensor sigma, c_skip, c_out, c_in, c_noise, fps;
+    Tensor sigma, c_skip, c_out, c_in, c_noise, fps, class_row;
+    int32_t *class_rows;  /* [2n] the null class for every sample (class-conditional models) */
     DiTInputs in;
 } GenCtx;
 
@@ -127,7 +128,17 @@ vfm_status generate_latents(DiT *model, const GenerateOptions *opt, const Genera
         g.in = (DiTInputs){&g.net_in, &g.c_noise, &g.fps, &g.text, &g.tok2sample, &g.pos,
                            (VarlenLayout){B, cu_q, cu_qp, cu_q, cu_qp, max_q, max_q},
                            (VarlenLayout){B, cu_q, cu_qp, cu_t, cu_tp, max_q, max_kv}, NULL};
-        st = dit_reserve(model, S_all, g.pack.n_text, B);
+        /* class-conditional models sample unconditionally (the null class) until sampling takes a class */
+        if (mc->num_classes > 0) {
+            g.class_rows = malloc((size_t)B * sizeof(int32_t));
+            for (int i = 0; g.class_rows && i < B; i++) g.class_rows[i] = dit_class_row(mc, -1, 1);
+            if (!g.class_rows || g.class_rows[0] < 0)
+                st = vfm_fail(VFM_ERR_USAGE, "this model has %d classes and no null class (model.class_dropout_prob = 0): "
+                              "it cannot sample without a class", mc->num_classes);
+            g.class_row = TI32(g.class_rows, B);
+            g.in.class_labels = &g.class_row;
+        }
+        if (st == VFM_OK) st = dit_reserve(model, S_all, g.pack.n_text, B);
     }
     /* initial noise: each sample's own, in its canonical latent layout, then patchified */
     Tensor x = TF32(buf ? buf + 4 * S_all * C + 6 * B : NULL, g.S, C);
@@ -153,6 +164,7 @@ vfm_status generate_latents(DiT *model, const GenerateOptions *opt, const Genera
         if (st == VFM_OK) st = op_scale(&out, 1.0 / opt->sigma_data);
     }
     free(buf);
+    free(g.class_rows);
     pack_free(&g.pack);
     return st;
 }

@@ -1,10 +1,18 @@
-/* The DFM DiT (research/dfm.md §1.1–1.4): patch embedding + fixed 3-D sin-cos position, timestep
- * and fps embeddings summed into a conditioning vector c per sample, L blocks of
- *   self-attention (per-head RMSNorm QK-norm) → cross-attention to the text → GELU MLP,
- * each pre-normed by one non-affine LayerNorm modulated per sample (adaLN-LoRA, 9 chunks) and
- * gated, then a plain final Linear. Built only from the op API; parameters in one named table.
- * One call handles one pack: tokens of several samples of any size, attention never crossing
- * samples, padding rows never read. */
+/* The DiT family, one model code for every variant (docs/models.md):
+ *   dfm         DFM's cross-attention DiT (research/dfm.md §1.1–1.4): adaLN-LoRA, 9 chunks,
+ *               per-head RMSNorm QK-norm, no biases, erf-GELU, 3-D sin-cos position, plain final Linear;
+ *   nemo-adaln  NeMo's full-rank form of it (dfm.md §1.6): one Linear(D → 9D) modulation and a
+ *               learnable RMSNorm on the conditioning t + fps;
+ *   adaln-zero  the original DiT (references.md B1–B4, facebookresearch/DiT models.py): 6-chunk
+ *               adaLN with bias, fused qkv and MLP with biases, tanh-GELU, cos-first 256-wide
+ *               timestep features, class embedding with a null class, 2-D sin-cos position, conv
+ *               patch layout, final LayerNorm + shift/scale + Linear; optionally cross-attention
+ *               to the text with QK-norm (9 chunks).
+ * A variant is a set of features (DiTFeatures) read by one table builder (dit_table.c) and one
+ * block forward/backward (dit.c); parameter names follow reference/model_torch.py (for
+ * adaln-zero: the DiT reference's own names). Built only from the op API. One call handles one
+ * pack: tokens of several samples of any size, attention never crossing samples, padding rows
+ * never read. */
 #ifndef VFM_DIT_H
 #define VFM_DIT_H
 
@@ -14,35 +22,92 @@
 
 typedef struct Config Config;
 
+typedef enum { DIT_VARIANT_DFM, DIT_VARIANT_NEMO_ADALN, DIT_VARIANT_ADALN_ZERO } DiTVariant;
+typedef enum { DIT_POS_AUTO = 0, DIT_POS_SINCOS_3D, DIT_POS_SINCOS_2D } DiTPosEmbedding;
+enum { DIT_AUTO = 0, DIT_ON = 1, DIT_OFF = 2 }; /* DiTConfig.cross_attention */
+
+/* What a variant is made of; dit_config_resolve derives it from the variant and the options. */
+typedef struct DiTFeatures {
+    int adaln_full;       /* 1: one Linear(D → n·D) modulation; 0: adaLN-LoRA W2·W1 (rank adaln_lora) */
+    int adaln_bias;       /* the modulation Linear has a bias */
+    int cross_attn;       /* cross-attention to the text in every block */
+    int n_chunks;         /* modulation chunks per block: 9 with cross-attention, 6 without */
+    int linear_bias;      /* attention and MLP linears have biases */
+    int fused_qkv;        /* self-attention q|k|v in one weight [3D, D] (the DiT reference), else three */
+    Activation mlp_act;   /* ACT_GELU_ERF (Megatron) or ACT_GELU_TANH (DiT) */
+    int self_qk_norm, cross_qk_norm; /* per-head RMSNorm on q and k */
+    float block_ln_eps;   /* eps of the block and final LayerNorms */
+    int t_freq_dim;       /* width of the sinusoidal timestep features (D for DFM, 256 for DiT) */
+    int t_flip;           /* 1: features [cos | sin] (DiT); 0: [sin | cos] (diffusers' default, DFM) */
+    int fps_embedder;     /* an fps embedding is added to the conditioning */
+    int cond_norm;        /* learnable RMSNorm (eps 1e-6) on the conditioning (NeMo's affline_norm) */
+    int final_adaln;      /* final LayerNorm + shift/scale from Linear(D → 2D) before the output Linear */
+    int conv_patch;       /* x_embedder is a conv weight [D, C, (pt,) p, p]: token columns are permuted */
+    DiTPosEmbedding pos;  /* resolved: 3-D or 2-D sin-cos */
+} DiTFeatures;
+
 typedef struct DiTConfig {
+    DiTVariant variant;
     int hidden;        /* D */
     int layers;        /* L */
     int heads;         /* H */
     int kv_heads;      /* Hkv (grouped-query when < H) */
     int head_dim;      /* D / H */
     int ffn;           /* MLP width (4D by default) */
-    int in_channels, out_channels;
+    int in_channels, out_channels; /* latent channels in and out (the prediction's; see learn_sigma) */
     int patch_spatial, patch_temporal;
     int d_text;        /* width of the text embedding rows */
-    int adaln_lora;    /* rank of the adaLN-LoRA bottleneck */
+    int adaln_lora;    /* rank of the adaLN-LoRA bottleneck (dfm) */
     int fps_dim;       /* width of the fps embedding (zero-padded to D) */
-    int qk_norm;       /* per-head RMSNorm on q and k */
-    float ln_eps;      /* LayerNorm and RMSNorm epsilon */
-    float init_std;    /* N(0, std) for input projections; std/√(2L) for output projections */
+    int qk_norm;       /* per-head RMSNorm on q and k (adaln-zero: cross-attention only) */
+    float ln_eps;      /* LayerNorm and RMSNorm epsilon (adaln-zero: QK-norm only; its LayerNorms use 1e-6) */
+    float init_std;    /* N(0, std) for input projections; std/√(2L) for output projections (dfm, nemo-adaln) */
+    int cross_attention;       /* DIT_AUTO (dfm/nemo-adaln on, adaln-zero off), DIT_ON or DIT_OFF */
+    int num_classes;           /* > 0: class-label embedding (y_embedder) added to the conditioning */
+    float class_dropout_prob;  /* > 0: the class table has a null row, index num_classes (DiT's rule) */
+    int learn_sigma;           /* output 2·out_channels per element: channels [0, C) the prediction,
+                                * [C, 2C) the variance (token layout (ph pw pt 2C), C fastest) */
+    DiTPosEmbedding pos_embedding; /* DIT_POS_AUTO: 2-D for adaln-zero, 3-D otherwise */
+    DiTFeatures f;             /* derived by dit_config_resolve */
 } DiTConfig;
 
-/* Reads model.* keys (after presets) into a DiTConfig; checks divisibility (heads | hidden, ...). */
+/* Reads model.* keys (after presets) into a DiTConfig and resolves it. */
 vfm_status dit_config_from(DiTConfig *c, const Config *cfg);
+/* Derives head_dim, the default ffn and the features from the variant and the options, and checks
+ * that the configuration builds (divisibility, widths). Call after filling a DiTConfig by hand. */
+vfm_status dit_config_resolve(DiTConfig *c);
+const char *dit_variant_name(DiTVariant v);
 int dit_token_dim(const DiTConfig *c);  /* C_in·p²·pt */
-int dit_out_dim(const DiTConfig *c);    /* p²·pt·C_out */
+int dit_out_dim(const DiTConfig *c);    /* p²·pt·C_out, doubled with learn_sigma */
+/* The class-table row of a sample: its label, or the null class (num_classes) when the label is
+ * dropped for CFG or absent (< 0). -1 when that needs a null class the model does not have
+ * (class_dropout_prob = 0), when a kept label is >= num_classes, or without classes. */
+int32_t dit_class_row(const DiTConfig *c, int32_t label, int drop);
 
-/* Per-block parameter indices into the table, resolved by name once. */
+/* A linear layer's parameters: weight entry w (rows [row0, row0 + out) of it), bias entry b
+ * (elements [row0, row0 + out)) or -1. Fused weights (qkv) hand out row blocks of one entry. */
+typedef struct DiTLinear {
+    int w, b;
+    int64_t row0, out;
+} DiTLinear;
+
+/* Per-block parameters, resolved when the table is built. */
 typedef struct DiTBlockParams {
-    int ada_l1, ada_l2;
-    int sa_q, sa_k, sa_v, sa_qn, sa_kn, sa_proj;
-    int ca_q, ca_k, ca_v, ca_qn, ca_kn, ca_proj;
-    int fc1, fc2;
+    int first_entry;               /* the block's first table entry (its entries are contiguous) */
+    DiTLinear ada_down, ada_up;    /* LoRA: down [R, D] and up [nD, R]; full: up only [nD, D] (down.w = -1) */
+    DiTLinear sa_q, sa_k, sa_v, sa_proj;
+    int sa_qn, sa_kn;              /* QK-norm weights [hd] or -1 */
+    DiTLinear ca_q, ca_k, ca_v, ca_proj; /* unused without cross-attention */
+    int ca_qn, ca_kn;
+    DiTLinear fc1, fc2;
 } DiTBlockParams;
+
+/* Parameter groups (ParamEntry.group), for `vfm model info`. */
+typedef enum {
+    DIT_GROUP_PATCH, DIT_GROUP_COND, DIT_GROUP_ADALN, DIT_GROUP_SELF_ATTN, DIT_GROUP_CROSS_ATTN, DIT_GROUP_MLP,
+    DIT_GROUP_FINAL, DIT_N_GROUPS
+} DiTParamGroup;
+const char *dit_group_name(int group);
 
 typedef struct DiT {
     DiTConfig cfg;
@@ -50,8 +115,12 @@ typedef struct DiT {
     Device device;
     float *params; /* [table.total] */
     float *grads;  /* [table.total], accumulated by dit_backward */
-    int x_w, x_b, t_l1_w, t_l1_b, t_l2_w, t_l2_b, f_l1_w, f_l1_b, f_l2_w, f_l2_b, out_w, out_b;
+    DiTLinear x_embed, t_l1, t_l2, f_l1, f_l2, final_ada, final_out; /* final_ada.w = -1 without */
+    int y_table;     /* class table [N(+1), D] or -1 */
+    int cond_norm_w; /* [D] or -1 */
+    int head_first;  /* first table entry after the blocks (the final layer's) */
     DiTBlockParams *blocks;
+    int32_t *patch_perm; /* [token_dim] on the model's device: conv column order (conv_patch) */
     Arena arena;   /* activations of the last forward */
     void *saved;   /* internal: the activation tensors of the last forward */
     /* Optional: called during dit_backward each time the gradients of every table entry with
@@ -68,7 +137,7 @@ void dit_destroy(DiT *m);
 /* Only the parameter table and block indices (no memory for weights): sizes and names of a
  * configuration, e.g. for `vfm model info`. Free with dit_destroy. */
 void dit_describe(DiT *m, const DiTConfig *cfg);
-/* DFM initialisation (§1.4), Philox-keyed by parameter name and seed. */
+/* The variant's initialisation (docs/parameters.md), Philox-keyed by parameter name and seed. */
 vfm_status dit_init_weights(DiT *m, uint64_t seed);
 /* Reserves activation memory for packs of up to max_tokens rows, max_text rows and max_samples
  * samples (the trainer passes its pack budget). */
@@ -84,19 +153,20 @@ typedef struct DiTInputs {
     const Tensor *pos;        /* [S, 3] i32 (t, h, w) token grid position */
     VarlenLayout self_layout; /* tokens vs tokens */
     VarlenLayout cross_layout;/* tokens vs text rows */
-    /* [B] i32 class label per sample for class-conditional variants (model.num_classes is the
-     * null class: dropped or unlabelled); NULL when the model takes no class. */
+    /* [B] i32 class-table row per sample for class-conditional models (dit_class_row: the label,
+     * or num_classes, the null class, when dropped or unlabelled); NULL when the model takes none. */
     const Tensor *class_labels;
 } DiTInputs;
 
-/* out[S, out_dim] = F(x; c_noise, fps, text). Keeps the activations for dit_backward. */
+/* out[S, out_dim] = F(x; c_noise, fps, text, class). Keeps the activations for dit_backward. */
 vfm_status dit_forward(DiT *m, const DiTInputs *in, Tensor *out);
 /* Accumulates parameter gradients (m->grads +=) for dout[S, out_dim] of the last forward.
  * The inputs must be those of that forward. */
 vfm_status dit_backward(DiT *m, const DiTInputs *in, const Tensor *dout);
 
-/* Matmul FLOPs of one forward over a pack (2 per multiply-add; attention included), from the
- * cumulative real token and text lengths cu_q[n+1], cu_text[n+1]. Padding rows are not counted. */
+/* Matmul FLOPs of one forward over a pack (2 per multiply-add): token-wise layers and attention
+ * from the cumulative real token and text lengths cu_q[n+1], cu_text[n+1] (padding rows are not
+ * counted), plus the per-sample conditioning (embedders, modulation). */
 double dit_forward_flops(const DiTConfig *c, int n, const int32_t *cu_q, const int32_t *cu_text);
 
 #endif

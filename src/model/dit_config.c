@@ -1,21 +1,106 @@
-/* DiTConfig from the model.* config keys, with the checks that make a config buildable. */
+/* DiTConfig from the model.* config keys, the features each variant implies, and the checks that
+ * make a configuration buildable. */
 #include <string.h>
 
 #include "core/config.h"
 #include "model/dit.h"
 
+static const char *const VARIANT_NAMES[] = {"dfm", "nemo-adaln", "adaln-zero"};
+
+const char *dit_variant_name(DiTVariant v) {
+    return (unsigned)v < sizeof VARIANT_NAMES / sizeof VARIANT_NAMES[0] ? VARIANT_NAMES[v] : "?";
+}
+
+int dit_token_dim(const DiTConfig *c) { return c->in_channels * c->patch_spatial * c->patch_spatial * c->patch_temporal; }
+
+int dit_out_dim(const DiTConfig *c) {
+    return c->out_channels * (c->learn_sigma ? 2 : 1) * c->patch_spatial * c->patch_spatial * c->patch_temporal;
+}
+
+int32_t dit_class_row(const DiTConfig *c, int32_t label, int drop) {
+    if (c->num_classes <= 0) return -1;
+    if (!drop && label >= 0) return label < c->num_classes ? label : -1;
+    return c->class_dropout_prob > 0 ? c->num_classes : -1;
+}
+
+/* The features of each variant (docs/models.md has the table). */
+static void variant_features(DiTConfig *c) {
+    DiTFeatures *f = &c->f;
+    memset(f, 0, sizeof *f);
+    int dit = c->variant == DIT_VARIANT_ADALN_ZERO;
+    f->adaln_full = c->variant != DIT_VARIANT_DFM;
+    f->adaln_bias = dit;
+    f->linear_bias = dit;
+    f->fused_qkv = dit;
+    f->mlp_act = dit ? ACT_GELU_TANH : ACT_GELU_ERF;
+    f->self_qk_norm = dit ? 0 : c->qk_norm;
+    f->cross_qk_norm = c->qk_norm;
+    f->block_ln_eps = dit ? 1e-6f : c->ln_eps;
+    f->t_freq_dim = dit ? 256 : c->hidden;
+    f->t_flip = dit;
+    f->fps_embedder = !dit;
+    f->cond_norm = c->variant == DIT_VARIANT_NEMO_ADALN;
+    f->final_adaln = dit;
+    f->conv_patch = dit;
+    f->cross_attn = c->cross_attention == DIT_AUTO ? !dit : c->cross_attention == DIT_ON;
+    f->n_chunks = f->cross_attn ? 9 : 6;
+    f->pos = c->pos_embedding != DIT_POS_AUTO ? c->pos_embedding : dit ? DIT_POS_SINCOS_2D : DIT_POS_SINCOS_3D;
+}
+
+vfm_status dit_config_resolve(DiTConfig *c) {
+    if ((unsigned)c->variant > DIT_VARIANT_ADALN_ZERO)
+        return vfm_fail(VFM_ERR_USAGE, "model.variant: unknown variant %d", (int)c->variant);
+    if (c->hidden <= 0 || c->heads <= 0 || c->layers <= 0)
+        return vfm_fail(VFM_ERR_USAGE, "model: hidden_size, num_layers and num_attention_heads must be positive");
+    if (c->kv_heads <= 0) c->kv_heads = c->heads;
+    if (c->ffn <= 0) c->ffn = 4 * c->hidden;
+    variant_features(c);
+    const DiTFeatures *f = &c->f;
+    if (c->hidden % c->heads != 0)
+        return vfm_fail(VFM_ERR_USAGE, "model.hidden_size (%d) must be a multiple of model.num_attention_heads (%d)",
+                        c->hidden, c->heads);
+    c->head_dim = c->hidden / c->heads;
+    if (c->heads % c->kv_heads != 0)
+        return vfm_fail(VFM_ERR_USAGE, "model.num_query_groups (%d) must divide model.num_attention_heads (%d)",
+                        c->kv_heads, c->heads);
+    if (f->fused_qkv && c->kv_heads != c->heads)
+        return vfm_fail(VFM_ERR_USAGE, "model.num_query_groups (%d): model.variant=%s has no grouped-query attention "
+                        "(use 0)", c->kv_heads, dit_variant_name(c->variant));
+    if (f->pos == DIT_POS_SINCOS_3D && c->hidden % 16 != 0)
+        return vfm_fail(VFM_ERR_USAGE, "model.hidden_size (%d) must be a multiple of 16 (the 3-D position embedding "
+                        "splits it into sin/cos halves of D/4, 3D/8, 3D/8)", c->hidden);
+    if (f->pos == DIT_POS_SINCOS_2D && c->hidden % 4 != 0)
+        return vfm_fail(VFM_ERR_USAGE, "model.hidden_size (%d) must be a multiple of 4 (the 2-D position embedding "
+                        "splits it into sin/cos halves of D/2 each)", c->hidden);
+    if (f->fps_embedder && (c->fps_dim > c->hidden || c->fps_dim < 2 || c->fps_dim % 2))
+        return vfm_fail(VFM_ERR_USAGE, "model.fps_embedding_dim (%d) must be even and at most model.hidden_size (%d)",
+                        c->fps_dim, c->hidden);
+    if (!f->adaln_full && c->adaln_lora <= 0)
+        return vfm_fail(VFM_ERR_USAGE, "model.adaln_lora_dim (%d) must be positive", c->adaln_lora);
+    if (c->num_classes < 0 || c->class_dropout_prob < 0 || c->class_dropout_prob > 1)
+        return vfm_fail(VFM_ERR_USAGE, "model.num_classes (%d) must be >= 0 and model.class_dropout_prob (%g) in [0, 1]",
+                        c->num_classes, c->class_dropout_prob);
+    if (f->cross_attn && c->d_text <= 0)
+        return vfm_fail(VFM_ERR_USAGE, "model.crossattn_emb_size (%d) must be positive with cross-attention", c->d_text);
+    return VFM_OK;
+}
+
+/* "auto", "true", "false" (the registry allows nothing else). */
+static int auto_bool(const char *s) { return strcmp(s, "auto") == 0 ? DIT_AUTO : strcmp(s, "true") == 0 ? DIT_ON : DIT_OFF; }
+
 vfm_status dit_config_from(DiTConfig *c, const Config *cfg) {
     memset(c, 0, sizeof *c);
     const char *variant = cfg_str(cfg, "model.variant");
-    if (strcmp(variant, "dfm") != 0)
-        return vfm_fail_at(VFM_ERR_UNSUPPORTED, NULL, "model.variant", variant, "this version builds the 'dfm' DiT only");
+    int found = 0;
+    for (int v = 0; v <= DIT_VARIANT_ADALN_ZERO; v++)
+        if (strcmp(variant, VARIANT_NAMES[v]) == 0) c->variant = (DiTVariant)v, found = 1;
+    if (!found)
+        return vfm_fail_at(VFM_ERR_USAGE, NULL, "model.variant", variant, "expected dfm, nemo-adaln or adaln-zero");
     c->hidden = (int)cfg_int(cfg, "model.hidden_size");
     c->layers = (int)cfg_int(cfg, "model.num_layers");
     c->heads = (int)cfg_int(cfg, "model.num_attention_heads");
-    int groups = (int)cfg_int(cfg, "model.num_query_groups");
-    c->kv_heads = groups > 0 ? groups : c->heads;
-    int ffn = (int)cfg_int(cfg, "model.ffn_hidden_size");
-    c->ffn = ffn > 0 ? ffn : 4 * c->hidden;
+    c->kv_heads = (int)cfg_int(cfg, "model.num_query_groups");
+    c->ffn = (int)cfg_int(cfg, "model.ffn_hidden_size");
     c->in_channels = (int)cfg_int(cfg, "model.in_channels");
     c->out_channels = (int)cfg_int(cfg, "model.out_channels");
     c->patch_spatial = (int)cfg_int(cfg, "model.patch_spatial");
@@ -26,18 +111,12 @@ vfm_status dit_config_from(DiTConfig *c, const Config *cfg) {
     c->qk_norm = cfg_bool(cfg, "model.qk_layernorm");
     c->ln_eps = (float)cfg_float(cfg, "model.layernorm_epsilon");
     c->init_std = (float)cfg_float(cfg, "model.init_method_std");
-    if (c->hidden % c->heads != 0)
-        return vfm_fail(VFM_ERR_USAGE, "model.hidden_size (%d) must be a multiple of model.num_attention_heads (%d)",
-                        c->hidden, c->heads);
-    c->head_dim = c->hidden / c->heads;
-    if (c->heads % c->kv_heads != 0)
-        return vfm_fail(VFM_ERR_USAGE, "model.num_query_groups (%d) must divide model.num_attention_heads (%d)",
-                        c->kv_heads, c->heads);
-    if (c->hidden % 16 != 0)
-        return vfm_fail(VFM_ERR_USAGE, "model.hidden_size (%d) must be a multiple of 16 (the 3-D position embedding "
-                        "splits it into sin/cos halves of D/4, 3D/8, 3D/8)", c->hidden);
-    if (c->fps_dim > c->hidden || c->fps_dim % 2)
-        return vfm_fail(VFM_ERR_USAGE, "model.fps_embedding_dim (%d) must be even and at most model.hidden_size (%d)",
-                        c->fps_dim, c->hidden);
-    return VFM_OK;
+    c->cross_attention = auto_bool(cfg_str(cfg, "model.cross_attention"));
+    c->num_classes = (int)cfg_int(cfg, "model.num_classes");
+    c->class_dropout_prob = (float)cfg_float(cfg, "model.class_dropout_prob");
+    c->learn_sigma = cfg_bool(cfg, "model.learn_sigma");
+    const char *pos = cfg_str(cfg, "model.pos_embedding");
+    c->pos_embedding = strcmp(pos, "sincos3d") == 0 ? DIT_POS_SINCOS_3D
+                       : strcmp(pos, "sincos2d") == 0 ? DIT_POS_SINCOS_2D : DIT_POS_AUTO;
+    return dit_config_resolve(c);
 }

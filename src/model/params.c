@@ -42,9 +42,13 @@ int param_table_add(ParamTable *t, ParamInit init, float init_scale, int ndim, c
     e->tp_split_dim = tp_split_dim;
     e->reduce_groups = reduce_groups | REDUCE_DP_CP;
     e->trainable = 1;
+    e->tp_parts = 1;
+    e->group = t->group;
     t->total += e->numel;
     return t->count++;
 }
+
+void param_table_set_group(ParamTable *t, int group) { t->group = group; }
 
 int param_table_find(const ParamTable *t, const char *name) {
     for (int i = 0; i < t->count; i++)
@@ -76,6 +80,13 @@ vfm_status param_table_init_values(const ParamTable *t, float *buf, uint64_t see
             break;
         case INIT_UNIFORM_FANIN: {
             float bound = 1.0f / sqrtf(e->init_scale);
+            for (int64_t k = 0; k < e->numel; k++)
+                p[k] = bound * (2.0f * philox_uniform_at(seed, RNG_STREAM_INIT, 0, uid, (uint64_t)k) - 1.0f);
+            break;
+        }
+        case INIT_XAVIER_UNIFORM: {
+            double fan_out = (double)e->shape[0], fan_in = (double)e->numel / fan_out;
+            float bound = (float)sqrt(6.0 / (fan_in + fan_out));
             for (int64_t k = 0; k < e->numel; k++)
                 p[k] = bound * (2.0f * philox_uniform_at(seed, RNG_STREAM_INIT, 0, uid, (uint64_t)k) - 1.0f);
             break;

@@ -16,6 +16,7 @@ typedef enum {
     INIT_ONE,           /* ones (norm weights) */
     INIT_NORMAL,        /* N(0, std²) */
     INIT_UNIFORM_FANIN, /* U(±1/√fan_in): PyTorch nn.Linear's default for weight and bias */
+    INIT_XAVIER_UNIFORM,/* U(±√(6/(fan_in+fan_out))), fan_out = shape[0], fan_in = numel/shape[0] (DiT) */
 } ParamInit;
 
 /* Reduce groups: which process groups a gradient is summed over (design §3). */
@@ -30,21 +31,25 @@ enum {
 typedef struct ParamEntry {
     char name[96];
     int ndim;
-    int64_t shape[4];
+    int64_t shape[VFM_MAX_DIMS];
     int64_t numel;
     int64_t offset;       /* elements from the start of the buffer */
     ParamInit init;
     float init_scale;     /* std for INIT_NORMAL; fan_in for INIT_UNIFORM_FANIN */
     int weight_decay;     /* 1 for weights with >= 2 dims */
     int tp_split_dim;     /* -1 replicated, 0 column-parallel (rows of W), 1 row-parallel */
+    int tp_parts;         /* equal parts along tp_split_dim that split separately (3 for a fused
+                           * qkv weight [3D, D]: each rank takes its heads of q, of k and of v); 1 */
     unsigned reduce_groups;
     int trainable;        /* 0: frozen (kept in the buffer, never updated) */
+    int group;            /* the model's grouping for reports (dit.h DiTParamGroup) */
 } ParamEntry;
 
 typedef struct ParamTable {
     ParamEntry *entries;
     int count, capacity;
     int64_t total;        /* elements over all entries */
+    int group;            /* given to the entries added next (param_table_set_group) */
 } ParamTable;
 
 void param_table_init(ParamTable *t);
@@ -54,6 +59,8 @@ void param_table_free(ParamTable *t);
 int param_table_add(ParamTable *t, ParamInit init, float init_scale, int ndim, const int64_t *shape,
                     unsigned reduce_groups, int tp_split_dim, const char *name_fmt, ...)
     __attribute__((format(printf, 8, 9)));
+/* Entries added from now on get this group (ParamEntry.group). */
+void param_table_set_group(ParamTable *t, int group);
 int param_table_find(const ParamTable *t, const char *name); /* -1 when absent */
 /* A view of entry i inside a buffer laid out by the table (buf has t->total elements). */
 Tensor param_view(const ParamTable *t, int i, void *buf, DType dtype, Device dev);

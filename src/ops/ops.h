@@ -13,8 +13,20 @@
  *    activations are OVERWRITTEN (=) unless the argument says "(+=)".
  *  - On the CPU all floating tensors of one call share one dtype: f32, or f64 (the double
  *    build used by the finite-difference tests). Index tensors are i32.
+ *  - On CUDA (the mixed-precision contract) every float argument is of one of two kinds:
+ *      ACT  the activation side: bf16, or f32 (then the whole call runs in f32: tests, debugging).
+ *           All ACT arguments of one call share the dtype of the op's first ACT input.
+ *      F32  always f32 on CUDA, marked "[f32]" below: statistics (LayerNorm mean/rstd, RMSNorm
+ *           rstd, attention lse), per-sample scalars [B] (σ, t, c_skip/c_out/c_in/c_noise, loss
+ *           weights), the loss, its mask and per-sample sums, the EDM math (x0, noise, x_t,
+ *           denoised and its gradient), parameter gradients (linear dw/db, RMSNorm dw, the class
+ *           table's dtable: an fp32 buffer that accumulates over micro-batches) and AdamW's param
+ *           (fp32 master), m, v, grad.
+ *    Kernels read ACT values as f32, compute and accumulate in f32 (or f64 where the CPU does), and
+ *    round once on the store. On the CPU "[f32]" arguments simply have the call's dtype. A wrong
+ *    dtype is an error naming the op and the argument.
  *  - Reductions run in a fixed order that does not depend on the thread count (no OpenMP
- *    reduction clauses): the same inputs give the same bits. */
+ *    reduction clauses; on CUDA no floating-point atomics): the same inputs give the same bits. */
 #ifndef VFM_OPS_H
 #define VFM_OPS_H
 
@@ -30,22 +42,27 @@ extern "C" {
 /* Threads used by CPU ops and OpenBLAS (pinned, so results are reproducible). */
 void ops_set_threads(int n);
 int ops_get_threads(void);
+/* The GPU libraries the CUDA ops load at run time (cuBLASLt, cuDNN), one line each: the file and
+ * version loaded, or why not; "" in a build without CUDA. Tries to load them. */
+const char *ops_describe_libraries(void);
 
 typedef enum { ACT_NONE = 0, ACT_GELU_ERF = 1, ACT_GELU_TANH = 2 } Activation;
 
 /* ---- linear --------------------------------------------------------------------------- */
-/* y[N,out] = act(pre), pre[N,out] = x[N,in]·w[out,in]ᵀ + b[out].
+/* y[N,out] = act(pre), pre[N,out] = x[N,in]·w[out,in]ᵀ + b[out]; all ACT (bf16 weights on CUDA).
  * b may be NULL. pre is required when act != ACT_NONE (the backward needs it), else NULL. */
 vfm_status op_linear_forward(Tensor *y, Tensor *pre, const Tensor *x, const Tensor *w, const Tensor *b,
                              Activation act);
 /* From dy[N,out]: dx[N,in] = dpre·w (overwritten, or added when dx_accumulate), dw[out,in] +=
  * dpreᵀ·x, db[out] += Σ_rows dpre, where dpre = dy·act'(pre). When act != ACT_NONE, dy is
- * overwritten with dpre. dx, dw, db may each be NULL (not needed / frozen / no bias). */
+ * overwritten with dpre. dx, dw, db may each be NULL (not needed / frozen / no bias).
+ * dw, db [f32]; dx, dy, x, w, pre ACT. */
 vfm_status op_linear_backward(Tensor *dx, Tensor *dw, Tensor *db, Tensor *dy, const Tensor *x, const Tensor *w,
                               const Tensor *pre, Activation act, int dx_accumulate);
 
 /* ---- pointwise activations ------------------------------------------------------------ */
-/* y = gelu(x), kind ACT_GELU_ERF (exact) or ACT_GELU_TANH; any shape, y and x same shape. */
+/* y = gelu(x), kind ACT_GELU_ERF (exact) or ACT_GELU_TANH; any shape, y and x same shape.
+ * All pointwise activations: every argument ACT. */
 vfm_status op_gelu_forward(Tensor *y, const Tensor *x, Activation kind);
 vfm_status op_gelu_backward(Tensor *dx, const Tensor *dy, const Tensor *x, Activation kind);
 /* y = x·sigmoid(x) */
@@ -59,18 +76,19 @@ vfm_status op_swiglu_backward(Tensor *dx, const Tensor *dy, const Tensor *x);
 /* Non-affine LayerNorm fused with adaLN modulate:
  *   y[s] = (x[s]-mean)·rstd · (1 + scale[b]) + shift[b],  b = tok2sample[s]
  * x[S,D], shift[B,D], scale[B,D] (either may be NULL: no shift / no scale), mean[S], rstd[S]
- * saved for the backward; padding rows: y = 0, mean = rstd = 0. */
+ * saved for the backward; padding rows: y = 0, mean = rstd = 0.
+ * mean, rstd [f32]; x, y, shift, scale ACT (per-sample chunks in the activation dtype). */
 vfm_status op_layernorm_modulate_forward(Tensor *y, Tensor *mean, Tensor *rstd, const Tensor *x,
                                          const Tensor *shift, const Tensor *scale, const Tensor *tok2sample,
                                          float eps);
 /* dx[S,D] (+=: it feeds the residual stream), dshift[B,D] +=, dscale[B,D] += (NULL when the
- * forward had none). */
+ * forward had none). mean, rstd [f32]; the rest ACT (per-sample sums accumulate in f32 inside). */
 vfm_status op_layernorm_modulate_backward(Tensor *dx, Tensor *dshift, Tensor *dscale, const Tensor *dy,
                                           const Tensor *x, const Tensor *mean, const Tensor *rstd,
                                           const Tensor *scale, const Tensor *tok2sample);
 
 /* Gated residual: out[s] = x[s] + gate[b] ⊙ y[s]  (x[S,D], y[S,D], gate[B,D] or NULL for a plain
- * sum). out may alias x. Padding rows: out = x. */
+ * sum). out may alias x. Padding rows: out = x. Forward and backward: every argument ACT. */
 vfm_status op_gated_residual_forward(Tensor *out, const Tensor *x, const Tensor *y, const Tensor *gate,
                                      const Tensor *tok2sample);
 /* dy[S,D] = gate ⊙ dout (=); dgate[B,D] += Σ_s dout ⊙ y; dx[S,D] += dout unless dx is NULL or
@@ -79,9 +97,9 @@ vfm_status op_gated_residual_backward(Tensor *dx, Tensor *dy, Tensor *dgate, con
                                       const Tensor *y, const Tensor *gate, const Tensor *tok2sample);
 
 /* RMSNorm with weight: y[n] = x[n]·rsqrt(mean(x[n]²) + eps) ⊙ w, x[N,d], w[d] (NULL: no weight),
- * rstd[N]. The per-head QK-norm is this op on q viewed as [S·H, head_dim]. */
+ * rstd[N] [f32]; x, y, w ACT. The per-head QK-norm is this op on q viewed as [S·H, head_dim]. */
 vfm_status op_rmsnorm_forward(Tensor *y, Tensor *rstd, const Tensor *x, const Tensor *w, float eps);
-/* dx[N,d] (=), dw[d] += */
+/* dx[N,d] (=), dw[d] += [f32]; rstd [f32]; dx, dy, x, w ACT. */
 vfm_status op_rmsnorm_backward(Tensor *dx, Tensor *dw, const Tensor *dy, const Tensor *x, const Tensor *rstd,
                                const Tensor *w);
 
@@ -93,16 +111,25 @@ vfm_status op_rmsnorm_backward(Tensor *dx, Tensor *dw, const Tensor *dy, const T
 typedef struct VarlenLayout {
     int n_samples;
     Tensor cu_q, cu_q_padded, cu_kv, cu_kv_padded;
-    int max_q, max_kv; /* longest real sequence (kernels size their tiles with it) */
+    int max_q, max_kv; /* longest real sequence, or more (kernels size their tiles and grids with it;
+                        * checked on the CPU, trusted on CUDA where the offsets live on the GPU) */
 } VarlenLayout;
 
 /* o[Sq,H,hd] = softmax(q·kᵀ/√hd)·v per sample and head; q[Sq,H,hd], k,v[Skv,Hkv,hd] with Hkv
  * dividing H (grouped-query: head h reads kv head h/(H/Hkv)); lse[Sq,H] = log-sum-exp of the
  * scaled scores (0 on padding rows). A sample with no keys gives o = 0 and lse = -inf (the log of
- * an empty sum: a log-sum-exp merge gives it weight 0). */
+ * an empty sum: a log-sum-exp merge gives it weight 0). lse [f32]; q, k, v, o ACT. On CUDA the
+ * layout's cu arrays live on the GPU; bf16 runs cuDNN's fused attention (f32 and the shapes cuDNN
+ * declines run a reference kernel); head_dim <= 256; cuDNN may read (never write) up to a tile
+ * past a sample's real rows, so CUDA buffers of q, k, v, o, dout and the gradients should have
+ * ATTN_SPARE_ROWS rows after the last sample's slot (padding rows; not checked: the offsets
+ * live on the GPU), and their padding rows should be finite, as the model's are (a NaN read
+ * there may leak through a zero probability; test cuda_attention_cudnn_nan_padding_unchanged). */
+#define ATTN_SPARE_ROWS 128
 vfm_status op_attention_forward(Tensor *o, Tensor *lse, const Tensor *q, const Tensor *k, const Tensor *v,
                                 const VarlenLayout *layout);
-/* dq[Sq,H,hd], dk[Skv,Hkv,hd], dv[Skv,Hkv,hd] (all =), using the forward's o and lse. */
+/* dq[Sq,H,hd], dk[Skv,Hkv,hd], dv[Skv,Hkv,hd] (all =), using the forward's o and lse [f32];
+ * the rest ACT. Deterministic on both backends. */
 vfm_status op_attention_backward(Tensor *dq, Tensor *dk, Tensor *dv, const Tensor *dout, const Tensor *q,
                                  const Tensor *k, const Tensor *v, const Tensor *o, const Tensor *lse,
                                  const VarlenLayout *layout);
@@ -114,44 +141,73 @@ vfm_status op_attention_backward(Tensor *dq, Tensor *dk, Tensor *dv, const Tenso
  * writes them. A side with lse = -inf (no keys) gets weight 0; when both are -inf, o = 0 and
  * lse = -inf. Only the real query rows of layout's q side (cu_q, cu_q_padded) are read; padding
  * rows are written 0. No backward: ring attention's backward runs each block's
- * op_attention_backward with the merged o and lse, which gives the exact gradient directly. */
+ * op_attention_backward with the merged o and lse, which gives the exact gradient directly.
+ * lse, lse_part [f32]; o, o_part ACT (merged in f32, rounded once). */
 vfm_status op_attention_merge(Tensor *o, Tensor *lse, const Tensor *o_part, const Tensor *lse_part,
                               const VarlenLayout *layout);
 
 /* ---- embeddings ----------------------------------------------------------------------- */
 /* Sinusoidal timestep embedding (diffusers' get_timestep_embedding): half = dim/2,
  * f_i = exp(-ln(max_period)·i/(half - shift)), out[b] = [sin(t_b f) | cos(t_b f)] or, with
- * flip_sin_to_cos, [cos | sin]. t[B], out[B,dim], dim even. */
+ * flip_sin_to_cos, [cos | sin]. t[B] [f32], out[B,dim] ACT, dim even. */
 vfm_status op_timestep_embedding_forward(Tensor *out, const Tensor *t, int flip_sin_to_cos, float shift,
                                          float max_period);
-/* dt[B] (=) = Σ_i dout[b,i]·∂out[b,i]/∂t_b */
+/* dt[B] (=) [f32] = Σ_i dout[b,i]·∂out[b,i]/∂t_b; dout ACT. */
 vfm_status op_timestep_embedding_backward(Tensor *dt, const Tensor *dout, const Tensor *t, int flip_sin_to_cos,
                                           float shift, float max_period);
 /* x[S,D] += fixed 3-D sin-cos position embedding of pos[S,3] = (t,h,w) token indices, for rows
  * with tok2sample >= 0. Layout per row: [temporal D/4 | w-part 3D/8 | h-part 3D/8], each part
  * [sin(p·ω) | cos(p·ω)], ω_k = 10000^(-k/(d/2)) for a part of width d (research/dfm.md §1.3,
- * diffusers' get_3d_sincos_pos_embed). Any (t,h,w): no table. D must be a multiple of 16. */
+ * diffusers' get_3d_sincos_pos_embed). Any (t,h,w): no table. D must be a multiple of 16. x ACT. */
 vfm_status op_pos_embed_3d_add(Tensor *x, const Tensor *pos, const Tensor *tok2sample);
+
+/* x[S,D] += fixed 2-D sin-cos position embedding of (h, w) = (pos[s,1], pos[s,2]) for rows with
+ * tok2sample >= 0 (pos[s,0], the frame, is not read). Layout per row, as the DiT reference
+ * (facebookresearch/DiT, MAE's get_2d_sincos_pos_embed): [w part D/2 | h part D/2], each part
+ * [sin(p·ω) | cos(p·ω)], ω_k = 10000^(-k/(D/4)), k < D/4 — the first half encodes the column
+ * because the reference builds its grid with meshgrid(w, h). D must be a multiple of 4. x ACT. */
+vfm_status op_pos_embed_2d_add(Tensor *x, const Tensor *pos, const Tensor *tok2sample);
+
+/* Row lookup (class-label embedding): out[B,D] = table[idx[b]], table[N,D], idx[B] i32 in [0, N)
+ * (an index outside is VFM_ERR_SHAPE, nothing written; on CUDA the check waits for the GPU).
+ * table, out ACT. */
+vfm_status op_embedding_forward(Tensor *out, const Tensor *table, const Tensor *idx);
+/* dtable[N,D] += Σ_{b: idx[b] = n} dout[b], each row's terms added in order of b (the same bits
+ * at any thread count, repeated indices included). dtable [f32] (a parameter gradient); dout ACT. */
+vfm_status op_embedding_backward(Tensor *dtable, const Tensor *dout, const Tensor *idx);
+
+/* ---- column permutation --------------------------------------------------------------- */
+/* out[N,K] = in[N, idx[k]] (in[N,M], idx[K] i32 in [0, M)): e.g. token columns (ph pw pt C) to
+ * the (C pt ph pw) order of a convolution weight [D, C, pt, ph, pw]. in, out: one float dtype (any
+ * on CUDA); an index outside is VFM_ERR_SHAPE (on CUDA the check waits for the GPU). */
+vfm_status op_gather_columns(Tensor *out, const Tensor *in, const Tensor *idx);
+/* din[N,M] += scatter of dout[N,K]: din[n, idx[k]] += dout[n,k], in order of k. din, dout: one
+ * float dtype. */
+vfm_status op_gather_columns_backward(Tensor *din, const Tensor *dout, const Tensor *idx);
 
 /* ---- patchify ------------------------------------------------------------------------- */
 /* latent[C, T'·pt, H'·ph, W'·pw] -> tokens[T'·H'·W', ph·pw·pt·C]: tokens t-major, then h, then
  * w; inside a token C fastest, then pt, then pw, then ph (einops "C (T pt)(H ph)(W pw) ->
- * (T H W)(ph pw pt C)"). unpatchify is the inverse (and each is the other's backward). */
+ * (T H W)(ph pw pt C)"). unpatchify is the inverse (and each is the other's backward).
+ * tokens and latent share one float dtype (f32 or bf16 on CUDA). */
 vfm_status op_patchify(Tensor *tokens, const Tensor *latent, int pt, int ph, int pw);
 vfm_status op_unpatchify(Tensor *latent, const Tensor *tokens, int pt, int ph, int pw);
 
 /* ---- EDM ------------------------------------------------------------------------------ */
 /* Per-sample coefficients from sigma[B]: c_skip = σd²/(σ²+σd²), c_out = σσd/√(σ²+σd²),
- * c_in = 1/√(σ²+σd²), c_noise = ¼ ln σ, weight = (σ²+σd²)/(σσd)². Any output may be NULL. */
+ * c_in = 1/√(σ²+σd²), c_noise = ¼ ln σ, weight = (σ²+σd²)/(σσd)². Any output may be NULL.
+ * Every argument [f32]. */
 vfm_status op_edm_precondition(Tensor *c_skip, Tensor *c_out, Tensor *c_in, Tensor *c_noise, Tensor *weight,
                                const Tensor *sigma, float sigma_data);
-/* x_t[S,C] = x0 + σ[b]·noise; net_in[S,C] = c_in[b]·x_t (either output may be NULL); padding 0. */
+/* x_t[S,C] = x0 + σ[b]·noise; net_in[S,C] = c_in[b]·x_t (either output may be NULL); padding 0.
+ * x_t, x0, noise, sigma, c_in [f32]; net_in ACT (what the network reads). */
 vfm_status op_edm_add_noise(Tensor *x_t, Tensor *net_in, const Tensor *x0, const Tensor *noise,
                             const Tensor *sigma, const Tensor *c_in, const Tensor *tok2sample);
-/* denoised[S,C] = c_skip[b]·x_t + c_out[b]·F; padding rows 0. */
+/* denoised[S,C] = c_skip[b]·x_t + c_out[b]·F; padding rows 0. F ACT (the network's output); the
+ * rest [f32]. */
 vfm_status op_edm_denoise(Tensor *denoised, const Tensor *x_t, const Tensor *F, const Tensor *c_skip,
                           const Tensor *c_out, const Tensor *tok2sample);
-/* dF[S,C] (=) = c_out[b]·ddenoised; padding rows 0. */
+/* dF[S,C] (=) = c_out[b]·ddenoised; padding rows 0. dF ACT; ddenoised, c_out [f32]. */
 vfm_status op_edm_denoise_backward(Tensor *dF, const Tensor *ddenoised, const Tensor *c_out,
                                    const Tensor *tok2sample);
 
@@ -159,11 +215,11 @@ vfm_status op_edm_denoise_backward(Tensor *dF, const Tensor *ddenoised, const Te
  *   loss[1] = Σ_s mask[s]·w[b]·mean_c (pred[s,c]-target[s,c])² / Σ_s mask[s]
  * over rows with tok2sample >= 0; pred, target [S,C]; weight[B]; mask[S]. sample_sum[B]
  * (optional) receives each sample's Σ_s mask·w·mean_c(err²) and sample_count[B] (optional)
- * its Σ_s mask. Padding rows are never read. */
+ * its Σ_s mask. Padding rows are never read. Every argument [f32]. */
 vfm_status op_weighted_mse_forward(Tensor *loss, Tensor *sample_sum, Tensor *sample_count, const Tensor *pred,
                                    const Tensor *target, const Tensor *weight, const Tensor *mask,
                                    const Tensor *tok2sample);
-/* dpred[S,C] (=) = dloss·mask·w·2(pred-target)/(C·Σmask); padding rows 0. */
+/* dpred[S,C] (=) = dloss·mask·w·2(pred-target)/(C·Σmask); padding rows 0. Every argument [f32]. */
 vfm_status op_weighted_mse_backward(Tensor *dpred, double dloss, const Tensor *pred, const Tensor *target,
                                     const Tensor *weight, const Tensor *mask, const Tensor *tok2sample);
 
@@ -175,22 +231,26 @@ typedef struct AdamWHyper {
 } AdamWHyper;
 /* torch.optim.AdamW: p ← p·(1 - lr·wd); m ← β1 m + (1-β1) g; v ← β2 v + (1-β2) g²;
  * p ← p - lr·(m/(1-β1^t)) / (√v/√(1-β2^t) + eps), with g = grad_scale·grad.
- * param, m, v, grad: same shape; weight decay only when h->weight_decay != 0. */
+ * param, m, v, grad: same shape, all [f32]; weight decay only when h->weight_decay != 0. On CUDA the
+ * f32 arithmetic is done in the CPU's order without fused multiply-adds: the same bits as the CPU. */
 vfm_status op_adamw_step(Tensor *param, Tensor *m, Tensor *v, const Tensor *grad, const AdamWHyper *h);
-/* *out = Σ x² (accumulated in double, fixed order): global grad norm = √ of the sum. */
+/* *out = Σ x² (accumulated in double, fixed order): global grad norm = √ of the sum. Any float x;
+ * on CUDA the call waits for the GPU. */
 vfm_status op_sum_squares(double *out, const Tensor *x);
 /* out[i] = std · N(0,1) drawn from Philox at key (seed, stream), counter (step, uid,
  * element_offset + i) — see core/philox.h. Any float dtype. */
 vfm_status op_randn_fill(Tensor *out, uint64_t seed, uint32_t stream, uint32_t step, uint64_t uid,
                          uint64_t element_offset, float std);
-/* *count = number of NaN/Inf elements of x. */
+/* *count = number of NaN/Inf elements of x (any float dtype; on CUDA the call waits for the GPU). */
 vfm_status op_count_nonfinite(int64_t *count, const Tensor *x);
 
 /* ---- small utilities ------------------------------------------------------------------ */
+/* Any float dtype; the tensors of one call share it (except op_convert). */
 vfm_status op_fill(Tensor *x, double value);
 /* dst = src (any devices; same dtype and element count) */
 vfm_status op_copy(Tensor *dst, const Tensor *src);
-/* dst = src with dtype conversion (e.g. f32 master -> bf16 weights); same element count */
+/* dst = src with dtype conversion (e.g. f32 master -> bf16 weights); same element count. On CUDA:
+ * f32 <-> bf16 (round to nearest even), both tensors on the GPU. */
 vfm_status op_convert(Tensor *dst, const Tensor *src);
 /* out = a + b (out may alias a or b) */
 vfm_status op_add(Tensor *out, const Tensor *a, const Tensor *b);

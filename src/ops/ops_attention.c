@@ -1,6 +1,7 @@
 /* Dispatchers of varlen (THD) attention and of the log-sum-exp merge of partial attentions:
  * checks of the q/k/v shapes and of the VarlenLayout (cu arrays, padded offsets within the
- * tensors, declared longest lengths), then the backend. */
+ * tensors, declared longest lengths), then the backend. lse is f32 on CUDA; there the offsets
+ * live on the GPU and only their shapes are checked. */
 #include "ops_check.h"
 
 /* q[Sq,H,hd], k and v [Skv,Hkv,hd], Hkv dividing H. */
@@ -51,7 +52,9 @@ static vfm_status check_side(const char *op, const char *side, const Tensor *cu_
 static vfm_status check_layout(const char *op, const VarlenLayout *layout, const Tensor *q, const Tensor *k) {
     if (!layout) return vfm_fail(VFM_ERR_SHAPE, "%s: layout is missing", op);
     int n = layout->n_samples;
-    if (n < 0) return vfm_fail(VFM_ERR_SHAPE, "%s: layout n_samples = %d", op, n);
+    if (n < 0 || layout->max_q < 0 || layout->max_kv < 0)
+        return vfm_fail(VFM_ERR_SHAPE, "%s: layout n_samples = %d, max_q = %d, max_kv = %d must be >= 0", op, n,
+                        layout->max_q, layout->max_kv);
     OPS_EXPECT(op, "layout cu_q", &layout->cu_q, DT_I32, q->device, n + 1);
     OPS_EXPECT(op, "layout cu_q_padded", &layout->cu_q_padded, DT_I32, q->device, n + 1);
     OPS_EXPECT(op, "layout cu_kv", &layout->cu_kv, DT_I32, q->device, n + 1);
@@ -67,9 +70,9 @@ vfm_status op_attention_forward(Tensor *o, Tensor *lse, const Tensor *q, const T
     const char *op = "attention_forward";
     VFM_TRY(check_qkv(op, q, k, v));
     OPS_EXPECT(op, "o", o, q->dtype, q->device, q->shape[0], q->shape[1], q->shape[2]);
-    OPS_EXPECT(op, "lse", lse, q->dtype, q->device, q->shape[0], q->shape[1]);
+    OPS_EXPECT(op, "lse", lse, ops_f32_dtype(q), q->device, q->shape[0], q->shape[1]);
     VFM_TRY(check_layout(op, layout, q, k));
-    OPS_DISPATCH(attention_forward, q, o, lse, q, k, v, layout);
+    OPS_DISPATCH_WITH_CUDA(attention_forward, q, o, lse, q, k, v, layout);
 }
 
 vfm_status op_attention_backward(Tensor *dq, Tensor *dk, Tensor *dv, const Tensor *dout, const Tensor *q,
@@ -79,12 +82,12 @@ vfm_status op_attention_backward(Tensor *dq, Tensor *dk, Tensor *dv, const Tenso
     VFM_TRY(check_qkv(op, q, k, v));
     OPS_EXPECT(op, "dout", dout, q->dtype, q->device, q->shape[0], q->shape[1], q->shape[2]);
     OPS_EXPECT(op, "o", o, q->dtype, q->device, q->shape[0], q->shape[1], q->shape[2]);
-    OPS_EXPECT(op, "lse", lse, q->dtype, q->device, q->shape[0], q->shape[1]);
+    OPS_EXPECT(op, "lse", lse, ops_f32_dtype(q), q->device, q->shape[0], q->shape[1]);
     OPS_EXPECT(op, "dq", dq, q->dtype, q->device, q->shape[0], q->shape[1], q->shape[2]);
     OPS_EXPECT(op, "dk", dk, q->dtype, q->device, k->shape[0], k->shape[1], k->shape[2]);
     OPS_EXPECT(op, "dv", dv, q->dtype, q->device, k->shape[0], k->shape[1], k->shape[2]);
     VFM_TRY(check_layout(op, layout, q, k));
-    OPS_DISPATCH(attention_backward, q, dq, dk, dv, dout, q, k, v, o, lse, layout);
+    OPS_DISPATCH_WITH_CUDA(attention_backward, q, dq, dk, dv, dout, q, k, v, o, lse, layout);
 }
 
 vfm_status op_attention_merge(Tensor *o, Tensor *lse, const Tensor *o_part, const Tensor *lse_part,
@@ -93,8 +96,8 @@ vfm_status op_attention_merge(Tensor *o, Tensor *lse, const Tensor *o_part, cons
     VFM_TRY(ops_float_dtype(op, o));
     OPS_EXPECT(op, "o", o, o->dtype, o->device, -1, -1, -1);
     OPS_EXPECT(op, "o_part", o_part, o->dtype, o->device, o->shape[0], o->shape[1], o->shape[2]);
-    OPS_EXPECT(op, "lse", lse, o->dtype, o->device, o->shape[0], o->shape[1]);
-    OPS_EXPECT(op, "lse_part", lse_part, o->dtype, o->device, o->shape[0], o->shape[1]);
+    OPS_EXPECT(op, "lse", lse, ops_f32_dtype(o), o->device, o->shape[0], o->shape[1]);
+    OPS_EXPECT(op, "lse_part", lse_part, ops_f32_dtype(o), o->device, o->shape[0], o->shape[1]);
     if (!layout) return vfm_fail(VFM_ERR_SHAPE, "%s: layout is missing", op);
     int n = layout->n_samples;
     if (n < 0) return vfm_fail(VFM_ERR_SHAPE, "%s: layout n_samples = %d", op, n);
@@ -102,5 +105,5 @@ vfm_status op_attention_merge(Tensor *o, Tensor *lse, const Tensor *o_part, cons
     OPS_EXPECT(op, "layout cu_q_padded", &layout->cu_q_padded, DT_I32, o->device, n + 1);
     if (o->device == DEV_CPU)
         VFM_TRY(check_side(op, "q", &layout->cu_q, &layout->cu_q_padded, n, o->shape[0], layout->max_q));
-    OPS_DISPATCH(attention_merge, o, o, lse, o_part, lse_part, layout);
+    OPS_DISPATCH_WITH_CUDA(attention_merge, o, o, lse, o_part, lse_part, layout);
 }

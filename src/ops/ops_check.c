@@ -72,6 +72,21 @@ vfm_status ops_same_numel(const char *op, const char *a_name, const Tensor *a, c
     return VFM_OK;
 }
 
+DType ops_f32_dtype(const Tensor *ref) { return ref->device == DEV_CUDA ? DT_F32 : ref->dtype; }
+
+DType ops_act_dtype(const Tensor *t, const Tensor *ref) {
+    if (ref->device != DEV_CUDA) return ref->dtype;
+    return t && (t->dtype == DT_BF16 || t->dtype == DT_F32) ? t->dtype : DT_BF16;
+}
+
+const char *ops_describe_libraries(void) {
+#ifdef VFM_CUDA
+    return cuda_describe_libraries();
+#else
+    return "";
+#endif
+}
+
 vfm_status ops_no_cuda(const char *op) {
     return vfm_fail(VFM_ERR_UNSUPPORTED, "op %s has no CUDA kernel in this build", op);
 }

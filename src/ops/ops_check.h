@@ -20,6 +20,12 @@ vfm_status ops_float_dtype(const char *op, const Tensor *t);
 /* As ops_float_dtype, naming the argument in the message. */
 vfm_status ops_float_arg(const char *op, const char *arg, const Tensor *t);
 vfm_status ops_same_numel(const char *op, const char *a_name, const Tensor *a, const char *b_name, const Tensor *b);
+/* The dtype an "[f32]" argument must have (ops.h's mixed-precision contract): f32 on cuda, the
+ * call's dtype (that of its reference tensor ref) on the cpu. */
+DType ops_f32_dtype(const Tensor *ref);
+/* The dtype an ACT argument t must have in a call whose reference tensor is ref: ref's dtype on
+ * the cpu; on cuda t's own dtype when it is bf16 or f32, else bf16 (so the message names it). */
+DType ops_act_dtype(const Tensor *t, const Tensor *ref);
 vfm_status ops_no_cuda(const char *op);
 
 /* Calls cpu_<name>_f32 / cpu_<name>_f64 by the reference tensor's dtype. */

@@ -1,5 +1,6 @@
 /* Dispatchers of the linear layer (GEMM + bias + GELU epilogue) and the pointwise activations
- * GELU, SiLU and SwiGLU: argument checks, then the backend of the tensors' device and dtype. */
+ * GELU, SiLU and SwiGLU: argument checks, then the backend of the tensors' device and dtype
+ * (on CUDA dw and db are f32 whatever the activation dtype). */
 #include "ops_check.h"
 
 static vfm_status check_activation(const char *op, Activation act, int allow_none) {
@@ -21,7 +22,7 @@ vfm_status op_linear_forward(Tensor *y, Tensor *pre, const Tensor *x, const Tens
     if (b) OPS_EXPECT(op, "b", b, dt, dev, out);
     OPS_EXPECT(op, "y", y, dt, dev, n, out);
     if (act != ACT_NONE || pre) OPS_EXPECT(op, "pre", pre, dt, dev, n, out);
-    OPS_DISPATCH(linear_forward, x, y, pre, x, w, b, act);
+    OPS_DISPATCH_WITH_CUDA(linear_forward, x, y, pre, x, w, b, act);
 }
 
 vfm_status op_linear_backward(Tensor *dx, Tensor *dw, Tensor *db, Tensor *dy, const Tensor *x, const Tensor *w,
@@ -38,9 +39,9 @@ vfm_status op_linear_backward(Tensor *dx, Tensor *dw, Tensor *db, Tensor *dy, co
     OPS_EXPECT(op, "dy", dy, dt, dev, n, out);
     if (act != ACT_NONE) OPS_EXPECT(op, "pre", pre, dt, dev, n, out);
     if (dx) OPS_EXPECT(op, "dx", dx, dt, dev, n, in);
-    if (dw) OPS_EXPECT(op, "dw", dw, dt, dev, out, in);
-    if (db) OPS_EXPECT(op, "db", db, dt, dev, out);
-    OPS_DISPATCH(linear_backward, x, dx, dw, db, dy, x, w, pre, act, dx_accumulate);
+    if (dw) OPS_EXPECT(op, "dw", dw, ops_f32_dtype(x), dev, out, in);
+    if (db) OPS_EXPECT(op, "db", db, ops_f32_dtype(x), dev, out);
+    OPS_DISPATCH_WITH_CUDA(linear_backward, x, dx, dw, db, dy, x, w, pre, act, dx_accumulate);
 }
 
 vfm_status op_gelu_forward(Tensor *y, const Tensor *x, Activation kind) {
@@ -48,7 +49,7 @@ vfm_status op_gelu_forward(Tensor *y, const Tensor *x, Activation kind) {
     VFM_TRY(ops_float_arg(op, "x", x));
     VFM_TRY(check_activation(op, kind, 0));
     VFM_TRY(ops_expect(op, "y", y, x->dtype, x->device, x->ndim, x->shape));
-    OPS_DISPATCH(gelu_forward, x, y, x, kind);
+    OPS_DISPATCH_WITH_CUDA(gelu_forward, x, y, x, kind);
 }
 
 vfm_status op_gelu_backward(Tensor *dx, const Tensor *dy, const Tensor *x, Activation kind) {
@@ -57,14 +58,14 @@ vfm_status op_gelu_backward(Tensor *dx, const Tensor *dy, const Tensor *x, Activ
     VFM_TRY(check_activation(op, kind, 0));
     VFM_TRY(ops_expect(op, "dy", dy, x->dtype, x->device, x->ndim, x->shape));
     VFM_TRY(ops_expect(op, "dx", dx, x->dtype, x->device, x->ndim, x->shape));
-    OPS_DISPATCH(gelu_backward, x, dx, dy, x, kind);
+    OPS_DISPATCH_WITH_CUDA(gelu_backward, x, dx, dy, x, kind);
 }
 
 vfm_status op_silu_forward(Tensor *y, const Tensor *x) {
     const char *op = "silu_forward";
     VFM_TRY(ops_float_arg(op, "x", x));
     VFM_TRY(ops_expect(op, "y", y, x->dtype, x->device, x->ndim, x->shape));
-    OPS_DISPATCH(silu_forward, x, y, x);
+    OPS_DISPATCH_WITH_CUDA(silu_forward, x, y, x);
 }
 
 vfm_status op_silu_backward(Tensor *dx, const Tensor *dy, const Tensor *x) {
@@ -72,7 +73,7 @@ vfm_status op_silu_backward(Tensor *dx, const Tensor *dy, const Tensor *x) {
     VFM_TRY(ops_float_arg(op, "x", x));
     VFM_TRY(ops_expect(op, "dy", dy, x->dtype, x->device, x->ndim, x->shape));
     VFM_TRY(ops_expect(op, "dx", dx, x->dtype, x->device, x->ndim, x->shape));
-    OPS_DISPATCH(silu_backward, x, dx, dy, x);
+    OPS_DISPATCH_WITH_CUDA(silu_backward, x, dx, dy, x);
 }
 
 /* x[N,2F] with an even number of columns; returns F. */
@@ -92,7 +93,7 @@ vfm_status op_swiglu_forward(Tensor *y, const Tensor *x) {
     int64_t F;
     VFM_TRY(check_swiglu_input(op, x, &F));
     OPS_EXPECT(op, "y", y, x->dtype, x->device, x->shape[0], F);
-    OPS_DISPATCH(swiglu_forward, x, y, x);
+    OPS_DISPATCH_WITH_CUDA(swiglu_forward, x, y, x);
 }
 
 vfm_status op_swiglu_backward(Tensor *dx, const Tensor *dy, const Tensor *x) {
@@ -101,5 +102,5 @@ vfm_status op_swiglu_backward(Tensor *dx, const Tensor *dy, const Tensor *x) {
     VFM_TRY(check_swiglu_input(op, x, &F));
     OPS_EXPECT(op, "dy", dy, x->dtype, x->device, x->shape[0], F);
     OPS_EXPECT(op, "dx", dx, x->dtype, x->device, x->shape[0], 2 * F);
-    OPS_DISPATCH(swiglu_backward, x, dx, dy, x);
+    OPS_DISPATCH_WITH_CUDA(swiglu_backward, x, dx, dy, x);
 }

@@ -1,5 +1,6 @@
 /* Dispatchers of the normalisation ops: LayerNorm + adaLN modulate, the gated residual and
- * RMSNorm. They check dtypes, devices, shapes and the token->sample map, then call the backend. */
+ * RMSNorm. They check dtypes (statistics and the RMSNorm weight gradient are f32 on CUDA), devices,
+ * shapes and the token->sample map, then call the backend. */
 #include "ops_check.h"
 
 /* A per-sample tensor t[B,D] (optional): the first one present fixes B (and names it in *b_arg). */
@@ -36,12 +37,12 @@ vfm_status op_layernorm_modulate_forward(Tensor *y, Tensor *mean, Tensor *rstd, 
     int64_t S = x->shape[0], D = x->shape[1], B = -1;
     const char *b_arg = NULL;
     OPS_EXPECT(op, "y", y, x->dtype, x->device, S, D);
-    OPS_EXPECT(op, "mean", mean, x->dtype, x->device, S);
-    OPS_EXPECT(op, "rstd", rstd, x->dtype, x->device, S);
+    OPS_EXPECT(op, "mean", mean, ops_f32_dtype(x), x->device, S);
+    OPS_EXPECT(op, "rstd", rstd, ops_f32_dtype(x), x->device, S);
     VFM_TRY(check_per_sample(op, "shift", shift, x, D, &B, &b_arg));
     VFM_TRY(check_per_sample(op, "scale", scale, x, D, &B, &b_arg));
     VFM_TRY(check_tok2sample(op, tok2sample, x, S, B, b_arg));
-    OPS_DISPATCH(layernorm_modulate_forward, x, y, mean, rstd, x, shift, scale, tok2sample, eps);
+    OPS_DISPATCH_WITH_CUDA(layernorm_modulate_forward, x, y, mean, rstd, x, shift, scale, tok2sample, eps);
 }
 
 vfm_status op_layernorm_modulate_backward(Tensor *dx, Tensor *dshift, Tensor *dscale, const Tensor *dy,
@@ -53,14 +54,14 @@ vfm_status op_layernorm_modulate_backward(Tensor *dx, Tensor *dshift, Tensor *ds
     int64_t S = x->shape[0], D = x->shape[1], B = -1;
     const char *b_arg = NULL;
     OPS_EXPECT(op, "dy", dy, x->dtype, x->device, S, D);
-    OPS_EXPECT(op, "mean", mean, x->dtype, x->device, S);
-    OPS_EXPECT(op, "rstd", rstd, x->dtype, x->device, S);
+    OPS_EXPECT(op, "mean", mean, ops_f32_dtype(x), x->device, S);
+    OPS_EXPECT(op, "rstd", rstd, ops_f32_dtype(x), x->device, S);
     if (dx) OPS_EXPECT(op, "dx", dx, x->dtype, x->device, S, D);
     VFM_TRY(check_per_sample(op, "scale", scale, x, D, &B, &b_arg));
     VFM_TRY(check_per_sample(op, "dshift", dshift, x, D, &B, &b_arg));
     VFM_TRY(check_per_sample(op, "dscale", dscale, x, D, &B, &b_arg));
     VFM_TRY(check_tok2sample(op, tok2sample, x, S, B, b_arg));
-    OPS_DISPATCH(layernorm_modulate_backward, x, dx, dshift, dscale, dy, x, mean, rstd, scale, tok2sample);
+    OPS_DISPATCH_WITH_CUDA(layernorm_modulate_backward, x, dx, dshift, dscale, dy, x, mean, rstd, scale, tok2sample);
 }
 
 vfm_status op_gated_residual_forward(Tensor *out, const Tensor *x, const Tensor *y, const Tensor *gate,
@@ -74,7 +75,7 @@ vfm_status op_gated_residual_forward(Tensor *out, const Tensor *x, const Tensor 
     OPS_EXPECT(op, "out", out, x->dtype, x->device, S, D);
     VFM_TRY(check_per_sample(op, "gate", gate, x, D, &B, &b_arg));
     VFM_TRY(check_tok2sample(op, tok2sample, x, S, B, b_arg));
-    OPS_DISPATCH(gated_residual_forward, x, out, x, y, gate, tok2sample);
+    OPS_DISPATCH_WITH_CUDA(gated_residual_forward, x, out, x, y, gate, tok2sample);
 }
 
 vfm_status op_gated_residual_backward(Tensor *dx, Tensor *dy, Tensor *dgate, const Tensor *dout,
@@ -90,7 +91,7 @@ vfm_status op_gated_residual_backward(Tensor *dx, Tensor *dy, Tensor *dgate, con
     VFM_TRY(check_per_sample(op, "gate", gate, dout, D, &B, &b_arg));
     VFM_TRY(check_per_sample(op, "dgate", dgate, dout, D, &B, &b_arg));
     VFM_TRY(check_tok2sample(op, tok2sample, dout, S, B, b_arg));
-    OPS_DISPATCH(gated_residual_backward, dout, dx, dy, dgate, dout, y, gate, tok2sample);
+    OPS_DISPATCH_WITH_CUDA(gated_residual_backward, dout, dx, dy, dgate, dout, y, gate, tok2sample);
 }
 
 vfm_status op_rmsnorm_forward(Tensor *y, Tensor *rstd, const Tensor *x, const Tensor *w, float eps) {
@@ -99,9 +100,9 @@ vfm_status op_rmsnorm_forward(Tensor *y, Tensor *rstd, const Tensor *x, const Te
     OPS_EXPECT(op, "x", x, x->dtype, x->device, -1, -1);
     int64_t N = x->shape[0], d = x->shape[1];
     OPS_EXPECT(op, "y", y, x->dtype, x->device, N, d);
-    OPS_EXPECT(op, "rstd", rstd, x->dtype, x->device, N);
+    OPS_EXPECT(op, "rstd", rstd, ops_f32_dtype(x), x->device, N);
     if (w) OPS_EXPECT(op, "w", w, x->dtype, x->device, d);
-    OPS_DISPATCH(rmsnorm_forward, x, y, rstd, x, w, eps);
+    OPS_DISPATCH_WITH_CUDA(rmsnorm_forward, x, y, rstd, x, w, eps);
 }
 
 vfm_status op_rmsnorm_backward(Tensor *dx, Tensor *dw, const Tensor *dy, const Tensor *x, const Tensor *rstd,
@@ -111,9 +112,9 @@ vfm_status op_rmsnorm_backward(Tensor *dx, Tensor *dw, const Tensor *dy, const T
     OPS_EXPECT(op, "x", x, x->dtype, x->device, -1, -1);
     int64_t N = x->shape[0], d = x->shape[1];
     OPS_EXPECT(op, "dy", dy, x->dtype, x->device, N, d);
-    OPS_EXPECT(op, "rstd", rstd, x->dtype, x->device, N);
+    OPS_EXPECT(op, "rstd", rstd, ops_f32_dtype(x), x->device, N);
     if (w) OPS_EXPECT(op, "w", w, x->dtype, x->device, d);
     if (dx) OPS_EXPECT(op, "dx", dx, x->dtype, x->device, N, d);
-    if (dw) OPS_EXPECT(op, "dw", dw, x->dtype, x->device, d);
-    OPS_DISPATCH(rmsnorm_backward, x, dx, dw, dy, x, rstd, w);
+    if (dw) OPS_EXPECT(op, "dw", dw, ops_f32_dtype(x), x->device, d);
+    OPS_DISPATCH_WITH_CUDA(rmsnorm_backward, x, dx, dw, dy, x, rstd, w);
 }

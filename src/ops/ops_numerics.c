@@ -3,7 +3,7 @@
 
 vfm_status op_sum_squares(double *out, const Tensor *x) {
     VFM_TRY(ops_float_dtype("sum_squares", x));
-    OPS_DISPATCH(sum_squares, x, out, x);
+    OPS_DISPATCH_WITH_CUDA(sum_squares, x, out, x);
 }
 
 vfm_status op_randn_fill(Tensor *out, uint64_t seed, uint32_t stream, uint32_t step, uint64_t uid,
@@ -14,5 +14,5 @@ vfm_status op_randn_fill(Tensor *out, uint64_t seed, uint32_t stream, uint32_t s
 
 vfm_status op_count_nonfinite(int64_t *count, const Tensor *x) {
     VFM_TRY(ops_float_dtype("count_nonfinite", x));
-    OPS_DISPATCH(count_nonfinite, x, count, x);
+    OPS_DISPATCH_WITH_CUDA(count_nonfinite, x, count, x);
 }

@@ -1,9 +1,12 @@
-/* Dispatcher of the optimizer step (AdamW): argument checks, then the CPU backend. */
+/* Dispatcher of the optimizer step (AdamW): argument checks (all f32 on CUDA), then the backend. */
 #include "ops_check.h"
 
 vfm_status op_adamw_step(Tensor *param, Tensor *m, Tensor *v, const Tensor *grad, const AdamWHyper *h) {
     const char *op = "adamw_step";
     VFM_TRY(ops_float_dtype(op, param));
+    if (param->dtype != ops_f32_dtype(param))
+        return vfm_fail(VFM_ERR_SHAPE, "%s: param is %s; on cuda the master weights, m, v and grad are f32", op,
+                        dtype_name(param->dtype));
     if (!h) return vfm_fail(VFM_ERR_SHAPE, "%s: hyper-parameters are missing", op);
     const char *names[3] = {"m", "v", "grad"};
     const Tensor *others[3] = {m, v, grad};
@@ -14,5 +17,5 @@ vfm_status op_adamw_step(Tensor *param, Tensor *m, Tensor *v, const Tensor *grad
                             dtype_name(param->dtype));
     }
     if (h->step < 1) return vfm_fail(VFM_ERR_SHAPE, "%s: step %d must be >= 1 (bias correction)", op, h->step);
-    OPS_DISPATCH(adamw_step, param, param, m, v, grad, h);
+    OPS_DISPATCH_WITH_CUDA(adamw_step, param, param, m, v, grad, h);
 }

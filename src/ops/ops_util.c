@@ -5,7 +5,7 @@
 
 vfm_status op_fill(Tensor *x, double value) {
     VFM_TRY(ops_float_dtype("fill", x));
-    OPS_DISPATCH(fill, x, x, value);
+    OPS_DISPATCH_WITH_CUDA(fill, x, x, value);
 }
 
 vfm_status op_copy(Tensor *dst, const Tensor *src) { return tensor_copy(dst, src); }
@@ -34,7 +34,13 @@ static void store_from_double(void *p, DType t, int64_t i, double v) {
 vfm_status op_convert(Tensor *dst, const Tensor *src) {
     VFM_TRY(ops_same_numel("convert", "dst", dst, "src", src));
     if (dst->dtype == src->dtype) return tensor_copy(dst, src);
-    if (dst->device != DEV_CPU) return ops_no_cuda("convert");
+    if (dst->device == DEV_CUDA) {
+#ifdef VFM_CUDA
+        return cuda_convert(dst, src);
+#else
+        return ops_no_cuda("convert");
+#endif
+    }
     int64_t n = tensor_numel(src);
     if (src->dtype == DT_F32 && dst->dtype == DT_BF16) { /* the hot case: exact rounding rule */
         const float *s = src->data;
@@ -57,22 +63,22 @@ static vfm_status same_float(const char *op, const Tensor *a, const Tensor *b) {
 vfm_status op_add(Tensor *out, const Tensor *a, const Tensor *b) {
     VFM_TRY(same_float("add", out, a));
     VFM_TRY(same_float("add", out, b));
-    OPS_DISPATCH(add, out, out, a, b);
+    OPS_DISPATCH_WITH_CUDA(add, out, out, a, b);
 }
 
 vfm_status op_scale(Tensor *x, double alpha) {
     VFM_TRY(ops_float_dtype("scale", x));
-    OPS_DISPATCH(scale, x, x, alpha);
+    OPS_DISPATCH_WITH_CUDA(scale, x, x, alpha);
 }
 
 vfm_status op_axpy(Tensor *y, double alpha, const Tensor *x) {
     VFM_TRY(same_float("axpy", y, x));
-    OPS_DISPATCH(axpy, y, y, alpha, x);
+    OPS_DISPATCH_WITH_CUDA(axpy, y, y, alpha, x);
 }
 
 vfm_status op_ema_update(Tensor *ema, const Tensor *param, double decay) {
     VFM_TRY(same_float("ema_update", ema, param));
-    OPS_DISPATCH(ema_update, ema, ema, param, decay);
+    OPS_DISPATCH_WITH_CUDA(ema_update, ema, ema, param, decay);
 }
 
 static vfm_status check_columns(const char *op, const Tensor *narrow, const Tensor *wide, int64_t col0) {
@@ -88,10 +94,10 @@ static vfm_status check_columns(const char *op, const Tensor *narrow, const Tens
 
 vfm_status op_columns_get(Tensor *out, const Tensor *in, int64_t col0) {
     VFM_TRY(check_columns("columns_get", out, in, col0));
-    OPS_DISPATCH(columns_get, out, out, in, col0);
+    OPS_DISPATCH_WITH_CUDA(columns_get, out, out, in, col0);
 }
 
 vfm_status op_columns_add(Tensor *out, const Tensor *in, int64_t col0) {
     VFM_TRY(check_columns("columns_add", in, out, col0));
-    OPS_DISPATCH(columns_add, out, out, in, col0);
+    OPS_DISPATCH_WITH_CUDA(columns_add, out, out, in, col0);
 }

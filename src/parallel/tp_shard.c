@@ -24,7 +24,7 @@ vfm_status tp_shard_map_init(TpShardMap *m, const ParamTable *full, int tp, int 
         const ParamEntry *e = &full->entries[i];
         TpShard *s = &m->shards[i];
         int d = e->tp_split_dim;
-        int64_t shape[4];
+        int64_t shape[VFM_MAX_DIMS];
         memcpy(shape, e->shape, sizeof shape);
         if (d >= e->ndim) d = -1;
         s->split_dim = d;

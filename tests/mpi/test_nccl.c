@@ -16,6 +16,7 @@
 static int gpus_ready(char *why, size_t n, int one_each) {
     int bad = 0;
 #ifndef VFM_NCCL
+    (void)one_each;
     snprintf(why, n, "this build has no NCCL backend");
     bad = 1;
 #else

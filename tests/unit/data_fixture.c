@@ -1,6 +1,7 @@
 /* Test fixtures: small WebDataset shards written in the test's temporary directory. */
 #include "data_fixture.h"
 
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -151,3 +152,48 @@ Config *fixture_config(const char *dataset_dir, int channels, int text_width, in
     }
     return cfg;
 }
+
+/* Sorted names of the regular files in dir. */
+static int list_files(const char *dir, char names[][64], int cap) {
+    DIR *d = opendir(dir);
+    if (!d) return -1;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)))
+        if (e->d_name[0] != '.' && n < cap) snprintf(names[n++], 64, "%s", e->d_name);
+    closedir(d);
+    for (int i = 1; i < n; i++)
+        for (int k = i; k > 0 && strcmp(names[k - 1], names[k]) > 0; k--) {
+            char t[64];
+            memcpy(t, names[k], 64);
+            memcpy(names[k], names[k - 1], 64);
+            memcpy(names[k - 1], t, 64);
+        }
+    return n;
+}
+
+int fixture_same_files(const char *a, const char *b, int *n_files) {
+    static char na[32][64], nb[32][64];
+    int n = list_files(a, na, 32), m = list_files(b, nb, 32);
+    *n_files = n;
+    if (n < 0 || n != m) return 0;
+    for (int i = 0; i < n; i++) {
+        if (strcmp(na[i], nb[i]) != 0) return 0;
+        char pa[1500], pb[1500];
+        path_join(pa, sizeof pa, a, na[i]);
+        path_join(pb, sizeof pb, b, nb[i]);
+        char *da, *db;
+        size_t la, lb;
+        if (read_file_all(pa, &da, &la) != VFM_OK) return 0;
+        if (read_file_all(pb, &db, &lb) != VFM_OK) {
+            free(da);
+            return 0;
+        }
+        int same = la == lb && memcmp(da, db, la) == 0;
+        free(da);
+        free(db);
+        if (!same) return 0;
+    }
+    return 1;
+}
+

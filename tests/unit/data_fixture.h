@@ -45,4 +45,8 @@ vfm_status fixture_mixed_dataset(const char *dir, int n_shards, int per_shard, i
  * given overrides on top ("a.b=v", NULL-terminated list may be NULL). */
 Config *fixture_config(const char *dataset_dir, int channels, int text_width, int budget, const char *const *extra);
 
+/* 1 when directories a and b hold the same file names (not starting with '.', at most 32) with the
+ * same bytes; *n_files gets a's count. */
+int fixture_same_files(const char *a, const char *b, int *n_files);
+
 #endif

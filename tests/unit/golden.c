@@ -65,6 +65,10 @@ void golden_free(Golden *g) {
     free(g);
 }
 
+int golden_count(const Golden *g) { return g ? g->n : 0; }
+
+const char *golden_name(const Golden *g, int i) { return g->e[i].name; }
+
 const Tensor *golden_get(const Golden *g, const char *name) {
     for (int i = 0; g && i < g->n; i++)
         if (strcmp(g->e[i].name, name) == 0) return &g->e[i].t;

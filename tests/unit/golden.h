@@ -11,6 +11,9 @@ typedef struct Golden Golden;
 /* Loads tests/fixtures/golden/<name>; NULL (with vfm_last_error set) when missing or malformed. */
 Golden *golden_load(const char *name);
 void golden_free(Golden *g);
+/* Number of tensors and the name of tensor i (file order). */
+int golden_count(const Golden *g);
+const char *golden_name(const Golden *g, int i);
 /* The named tensor (CPU), or NULL. */
 const Tensor *golden_get(const Golden *g, const char *name);
 /* As golden_get but reports a test failure when absent. */

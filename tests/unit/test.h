@@ -76,5 +76,8 @@ void test_find_root(char *root, size_t n);
 /* Deterministic test data: uniform in [lo, hi) from a seeded counter RNG. */
 void test_fill_uniform_f32(float *x, int64_t n, uint64_t seed, float lo, float hi);
 void test_fill_uniform_f64(double *x, int64_t n, uint64_t seed, double lo, double hi);
+/* A malloc'd copy of an f32 or f64 tensor's values as double / as float (free() it). */
+double *test_as_f64(const Tensor *t);
+float *test_as_f32(const Tensor *t);
 
 #endif

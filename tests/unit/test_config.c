@@ -142,10 +142,11 @@ static const LoadCase k_cases[] = {
     {NULL, {"scheduler.lr_decay_style=step"}, VFM_ERR_USAGE,
      "command line: key 'scheduler.lr_decay_style': value 'step': expected one of cosine, constant, linear", {0}},
     {"model:\n  preset: huge\n", {0}, VFM_ERR_USAGE,
-     "@:2: key 'model.preset': value 'huge': expected one of \"\", tiny, tiny-demo, dit-s, dit-b, dit-l, dit-xl, dit-7b", {0}},
+     "@:2: key 'model.preset': value 'huge': expected one of \"\", tiny, tiny-demo, dit-s, dit-b, dit-l, dit-xl, dit-7b, "
+     "dit-7b-nemo, dit-28b", {0}},
     {"model:\n  preset: tiny\n", {"model.preset=dit-m"}, VFM_ERR_USAGE,
      "command line: key 'model.preset': value 'dit-m': expected one of \"\", tiny, tiny-demo, dit-s, dit-b, dit-l, dit-xl, "
-     "dit-7b", {0}},
+     "dit-7b, dit-7b-nemo, dit-28b", {0}},
     {"model:\n  hidden_size: 64\n  hidden_size: 128\n", {0}, VFM_ERR_USAGE,
      "@:3: duplicate key 'model.hidden_size' (first on line 2)", {0}},
     {"model:\n  hidden_size: 64\ntrain:\n  train_iters: 1\nmodel:\n  num_layers: 2\n", {0}, VFM_ERR_USAGE,
@@ -550,7 +551,8 @@ TEST(config_presets_load_with_their_sizes) {
         const char *name;
         int64_t hidden, layers, heads;
     } sizes[] = {{"tiny", 64, 2, 4},      {"tiny-demo", 128, 4, 4}, {"dit-s", 384, 12, 6},   {"dit-b", 768, 12, 12},
-                 {"dit-l", 1024, 24, 16}, {"dit-xl", 1152, 28, 16}, {"dit-7b", 3072, 32, 24}};
+                 {"dit-l", 1024, 24, 16}, {"dit-xl", 1152, 28, 16}, {"dit-7b", 4096, 28, 32},
+                 {"dit-7b-nemo", 3072, 32, 24}, {"dit-28b", 6144, 48, 48}};
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
         char ov[64];
         snprintf(ov, sizeof ov, "model.preset=%s", sizes[i].name);

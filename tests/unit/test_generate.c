@@ -18,7 +18,7 @@ static void tiny_model(DiT *m, int text_matters) {
     free(noise);
     for (int l = 0; l < c.layers; l++) {
         /* the cross-attention output projection: off (the text cannot matter) or strong */
-        const ParamEntry *e = &m->table.entries[m->blocks[l].ca_proj];
+        const ParamEntry *e = &m->table.entries[m->blocks[l].ca_proj.w];
         for (int64_t k = 0; k < e->numel; k++) m->params[e->offset + k] *= text_matters ? 30.0f : 0.0f;
     }
 }

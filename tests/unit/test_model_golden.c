@@ -1,7 +1,9 @@
-/* The whole DiT + EDM objective against the PyTorch twin (reference/model_golden.py): random
- * non-zero weights, a pack of 3 samples of different sizes (one with a dropped prompt) with given
- * σ and noise → network output, loss, every parameter gradient (all asserted non-zero), and the
- * losses of 10 AdamW steps with clipping. */
+/* The whole DiT + EDM objective against the PyTorch twin (reference/model_golden.py), for every
+ * variant: dfm (and its pt 2 + grouped-query case), adaln-zero with class labels, adaln-zero with
+ * cross-attention, class labels and a conv3d patch, nemo-adaln with a text width != D. Random
+ * non-zero weights, a pack of 3 samples of different sizes (a dropped prompt or label) with given σ
+ * and noise → network output, loss, every parameter gradient (all asserted non-zero), and the
+ * losses of 10 AdamW steps with clipping. Each file carries its configuration. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,23 +15,27 @@
 #include "test.h"
 #include "optim/optimizer.h"
 
-typedef struct Case {
-    const char *file;
-    DiTConfig cfg;
-} Case;
-
-static const Case CASES[] = {
-    {"model_tiny.bin", {.hidden = 32, .layers = 2, .heads = 4, .kv_heads = 4, .head_dim = 8, .ffn = 128, .in_channels = 4,
-                        .out_channels = 4, .patch_spatial = 2, .patch_temporal = 1, .d_text = 16, .adaln_lora = 16,
-                        .fps_dim = 16, .qk_norm = 1, .ln_eps = 1e-5f, .init_std = 0.02f}},
-    {"model_tiny_pt2_gqa.bin", {.hidden = 32, .layers = 2, .heads = 4, .kv_heads = 2, .head_dim = 8, .ffn = 64,
-                                .in_channels = 3, .out_channels = 3, .patch_spatial = 2, .patch_temporal = 2, .d_text = 16,
-                                .adaln_lora = 8, .fps_dim = 16, .qk_norm = 1, .ln_eps = 1e-5f, .init_std = 0.02f}},
-};
+/* The DiTConfig the twin wrote (DiTConfig.c_ints in reference/model_torch.py). */
+static int config_from_golden(const Golden *g, DiTConfig *c) {
+    const Tensor *ti = golden_need(g, "config.ints"), *tf = golden_need(g, "config.floats");
+    if (!ti || !tf || tensor_numel(ti) != 18 || tensor_numel(tf) != 2) return 0;
+    const int32_t *v = ti->data;
+    const float *f = tf->data;
+    memset(c, 0, sizeof *c);
+    c->variant = (DiTVariant)v[0];
+    c->hidden = v[1], c->layers = v[2], c->heads = v[3], c->kv_heads = v[4], c->ffn = v[5];
+    c->in_channels = v[6], c->out_channels = v[7], c->patch_spatial = v[8], c->patch_temporal = v[9];
+    c->d_text = v[10], c->adaln_lora = v[11], c->fps_dim = v[12], c->qk_norm = v[13], c->cross_attention = v[14];
+    c->num_classes = v[15], c->learn_sigma = v[16], c->pos_embedding = (DiTPosEmbedding)v[17];
+    c->ln_eps = f[0], c->class_dropout_prob = f[1], c->init_std = 0.02f;
+    return dit_config_resolve(c) == VFM_OK;
+}
 
 /* Builds the model with the golden weights and the pack of its 3 samples (padded to 8 rows). */
-static int setup(const Case *c, Golden *g, DiT *m, Pack *p) {
-    if (dit_create(m, &c->cfg, DEV_CPU) != VFM_OK) return 0;
+static int setup(Golden *g, DiT *m, Pack *p) {
+    DiTConfig cfg;
+    if (!config_from_golden(g, &cfg) || dit_create(m, &cfg, DEV_CPU) != VFM_OK) return 0;
+    int n_params = 0;
     for (int i = 0; i < m->table.count; i++) {
         char name[160];
         snprintf(name, sizeof name, "param.%s", m->table.entries[i].name);
@@ -37,7 +43,10 @@ static int setup(const Case *c, Golden *g, DiT *m, Pack *p) {
         if (!t || tensor_numel(t) != m->table.entries[i].numel) return 0;
         memcpy(m->params + m->table.entries[i].offset, t->data, tensor_bytes(t));
     }
-    pack_init(p, dit_token_dim(&c->cfg), c->cfg.d_text, 8, 4);
+    /* every tensor of the twin's state dict is a table entry (names agree both ways) */
+    for (int i = 0; i < golden_count(g); i++) n_params += strncmp(golden_name(g, i), "param.", 6) == 0;
+    if (n_params != m->table.count) return 0;
+    pack_init(p, dit_token_dim(&cfg), cfg.d_text, 8, 4);
     for (int i = 0; i < 3; i++) {
         char name[64];
         snprintf(name, sizeof name, "sample%d.latent_shape", i);
@@ -51,9 +60,9 @@ static int setup(const Case *c, Golden *g, DiT *m, Pack *p) {
         memset(&s, 0, sizeof s);
         s.info.uid = (uint64_t)i;
         memcpy(s.info.latent_shape, ls, sizeof s.info.latent_shape);
-        s.info.grid[0] = ls[1] / c->cfg.patch_temporal;
-        s.info.grid[1] = ls[2] / c->cfg.patch_spatial;
-        s.info.grid[2] = ls[3] / c->cfg.patch_spatial;
+        s.info.grid[0] = ls[1] / cfg.patch_temporal;
+        s.info.grid[1] = ls[2] / cfg.patch_spatial;
+        s.info.grid[2] = ls[3] / cfg.patch_spatial;
         s.info.tokens = (int32_t)tok->shape[0];
         s.info.text_tokens = (int32_t)text->shape[0];
         s.info.fps = (float)golden_scalar(g, name);
@@ -66,6 +75,7 @@ static int setup(const Case *c, Golden *g, DiT *m, Pack *p) {
 
 /* σ, drop flags and token-layout noise of the pack from the golden (prefix "" or "stepK."). */
 static void load_draws(const Golden *g, const Pack *p, const char *prefix, EdmDraws *d) {
+    d->class_row = golden_get(g, "sample0.class_row") ? calloc(3, sizeof(int32_t)) : NULL;
     d->sigma = calloc(3, sizeof(float));
     d->drop = calloc(3, sizeof(int));
     d->noise = calloc((size_t)(p->n_tokens * p->token_dim), sizeof(float));
@@ -75,6 +85,8 @@ static void load_draws(const Golden *g, const Pack *p, const char *prefix, EdmDr
         d->sigma[i] = (float)golden_scalar(g, name);
         snprintf(name, sizeof name, "sample%d.dropped", i);
         d->drop[i] = (int)golden_scalar(g, name);
+        snprintf(name, sizeof name, "sample%d.class_row", i);
+        if (d->class_row) d->class_row[i] = (int32_t)golden_scalar(g, name);
         snprintf(name, sizeof name, "%ssample%d.noise", prefix, i);
         const Tensor *n = golden_need(g, name);
         if (n) memcpy(d->noise + (int64_t)p->cu_seqlens_padded[i] * p->token_dim, n->data, tensor_bytes(n));
@@ -85,14 +97,15 @@ static void free_draws(EdmDraws *d) {
     free(d->sigma);
     free(d->drop);
     free(d->noise);
+    free(d->class_row);
 }
 
-static void check_forward_backward(const Case *c) {
-    Golden *g = golden_load(c->file);
+static void check_forward_backward(const char *file) {
+    Golden *g = golden_load(file);
     REQUIRE(g);
     DiT m;
     Pack p;
-    REQUIRE(setup(c, g, &m, &p));
+    REQUIRE(setup(g, &m, &p));
     EdmDraws d;
     load_draws(g, &p, "", &d);
     double sample_loss[3];
@@ -101,7 +114,7 @@ static void check_forward_backward(const Case *c) {
     CHECK_OK(edm_loss_and_grad_given(&m, 0.5f, &p, &d, 1.0, &r));
     /* f32 here vs f32 torch: the two differ by summation order only; 2e-5 relative on the loss */
     double ref_loss = golden_scalar(g, "loss");
-    CHECK_MSG(fabs(r.loss - ref_loss) <= 2e-5 * fabs(ref_loss), "%s: loss %.8f vs %.8f", c->file, r.loss, ref_loss);
+    CHECK_MSG(fabs(r.loss - ref_loss) <= 2e-5 * fabs(ref_loss), "%s: loss %.8f vs %.8f", file, r.loss, ref_loss);
     for (int i = 0; i < 3; i++) {
         char name[64];
         snprintf(name, sizeof name, "sample%d.F", i);
@@ -131,12 +144,12 @@ static void check_forward_backward(const Case *c) {
     golden_free(g);
 }
 
-static void check_trajectory(const Case *c) {
-    Golden *g = golden_load(c->file);
+static void check_trajectory(const char *file) {
+    Golden *g = golden_load(file);
     REQUIRE(g);
     DiT m;
     Pack p;
-    REQUIRE(setup(c, g, &m, &p));
+    REQUIRE(setup(g, &m, &p));
     const Tensor *losses = golden_need(g, "trajectory.losses");
     REQUIRE(losses);
     OptimConfig oc = {.lr = 1e-3, .min_lr = 1e-3, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-5, .weight_decay = 0.033,
@@ -156,7 +169,7 @@ static void check_trajectory(const Case *c) {
         CHECK_OK(optimizer_step(&opt, m.params, m.grads, lr_at_step(&oc, step), clip_scale(&oc, norm)));
         double ref = ((const double *)losses->data)[step];
         /* errors compound over steps through the weights: 1e-4 relative */
-        CHECK_MSG(fabs(r.loss - ref) <= 1e-4 * fabs(ref), "%s step %d: loss %.8f vs %.8f", c->file, step, r.loss, ref);
+        CHECK_MSG(fabs(r.loss - ref) <= 1e-4 * fabs(ref), "%s step %d: loss %.8f vs %.8f", file, step, r.loss, ref);
         free_draws(&d);
     }
     optimizer_free(&opt);
@@ -165,7 +178,13 @@ static void check_trajectory(const Case *c) {
     golden_free(g);
 }
 
-TEST(model_golden_forward_backward_tiny) { check_forward_backward(&CASES[0]); }
-TEST(model_golden_forward_backward_pt2_gqa) { check_forward_backward(&CASES[1]); }
-TEST(model_golden_adamw_trajectory_tiny) { check_trajectory(&CASES[0]); }
-TEST(model_golden_adamw_trajectory_pt2_gqa) { check_trajectory(&CASES[1]); }
+TEST(model_golden_forward_backward_tiny) { check_forward_backward("model_tiny.bin"); }
+TEST(model_golden_forward_backward_pt2_gqa) { check_forward_backward("model_tiny_pt2_gqa.bin"); }
+TEST(model_golden_forward_backward_adaln_zero) { check_forward_backward("model_adaln_zero.bin"); }
+TEST(model_golden_forward_backward_adaln_zero_cross) { check_forward_backward("model_adaln_zero_cross.bin"); }
+TEST(model_golden_forward_backward_nemo_adaln) { check_forward_backward("model_nemo_adaln.bin"); }
+TEST(model_golden_adamw_trajectory_tiny) { check_trajectory("model_tiny.bin"); }
+TEST(model_golden_adamw_trajectory_pt2_gqa) { check_trajectory("model_tiny_pt2_gqa.bin"); }
+TEST(model_golden_adamw_trajectory_adaln_zero) { check_trajectory("model_adaln_zero.bin"); }
+TEST(model_golden_adamw_trajectory_adaln_zero_cross) { check_trajectory("model_adaln_zero_cross.bin"); }
+TEST(model_golden_adamw_trajectory_nemo_adaln) { check_trajectory("model_nemo_adaln.bin"); }

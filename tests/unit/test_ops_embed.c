@@ -11,22 +11,6 @@
 #include "ops/ops.h"
 #include "test.h"
 
-static double *to_f64(const Tensor *t) {
-    int64_t n = tensor_numel(t);
-    double *d = malloc((size_t)(n ? n : 1) * sizeof *d);
-    for (int64_t i = 0; i < n; i++)
-        d[i] = t->dtype == DT_F32 ? (double)((const float *)t->data)[i] : ((const double *)t->data)[i];
-    return d;
-}
-
-static float *to_f32(const Tensor *t) {
-    int64_t n = tensor_numel(t);
-    float *f = malloc((size_t)(n ? n : 1) * sizeof *f);
-    for (int64_t i = 0; i < n; i++)
-        f[i] = t->dtype == DT_F32 ? ((const float *)t->data)[i] : (float)((const double *)t->data)[i];
-    return f;
-}
-
 /* ---- timestep embedding ---------------------------------------------------------------- */
 
 TEST(ops_embed_timestep_golden) {
@@ -50,8 +34,8 @@ TEST(ops_embed_timestep_golden) {
         const Tensor *dout_g = golden_need(g, name);
         REQUIRE(dout_g);
         int64_t B = tensor_numel(t_g);
-        float *t32 = to_f32(t_g), *dout32 = to_f32(dout_g);
-        double *t64 = to_f64(t_g), *dout64 = to_f64(dout_g);
+        float *t32 = test_as_f32(t_g), *dout32 = test_as_f32(dout_g);
+        double *t64 = test_as_f64(t_g), *dout64 = test_as_f64(dout_g);
         float *emb32 = malloc(sizeof(float) * B * dim), dt32[16];
         double *emb64 = malloc(sizeof(double) * B * dim), dt64[16];
         REQUIRE(B <= 16);
@@ -69,7 +53,7 @@ TEST(ops_embed_timestep_golden) {
             snprintf(name, sizeof name, "%s_emb32_%d", cases[c], flip);
             const Tensor *ref32 = golden_need(g, name);
             REQUIRE(ref && dref && ref32);
-            float *ref_f = to_f32(ref), *dref_f = to_f32(dref);
+            float *ref_f = test_as_f32(ref), *dref_f = test_as_f32(dref);
             /* f64 build vs torch float64: same formula, libm vs torch sin/cos (1e-12 covers |t·f| < 1e3) */
             CHECK_CLOSE_F64("emb f64", emb64, ref->data, B * dim, 1e-12, 0);
             CHECK_CLOSE_F64("dt f64", dt64, dref->data, B, 1e-12, 1e-12);
@@ -154,7 +138,7 @@ TEST(ops_embed_pos3d_golden) {
         Tensor pos = *pos_g, t2s = TI32(map, S), X32 = TF32(x32, S, D), X64 = TF64(x64, S, D);
         REQUIRE_OK(op_pos_embed_3d_add(&X32, &pos, &t2s));
         REQUIRE_OK(op_pos_embed_3d_add(&X64, &pos, &t2s));
-        float *ref32 = to_f32(table);
+        float *ref32 = test_as_f32(table);
         /* f32: the double value rounded once (|emb| <= 1: 6e-8); f64: glibc vs numpy sin/cos/pow
          * on angles below ~6 agree to a few ulp */
         CHECK_CLOSE_F32("pos3d f32", x32, ref32, S * D, 1e-6, 0);

@@ -21,6 +21,7 @@
 #include "data/synthetic.h"
 #include "data/tar.h"
 #include "capture.h"
+#include "data_fixture.h"
 #include "test.h"
 
 static void subdir(char *out, size_t n, const char *name) { path_join(out, n, test_tmpdir(), name); }
@@ -304,51 +305,6 @@ TEST(prepare_synthetic_factor_and_odd_shard_sizes) {
     }
 }
 
-/* Sorted names of the regular files in dir. */
-static int list_files(const char *dir, char names[][64], int cap) {
-    DIR *d = opendir(dir);
-    if (!d) return -1;
-    int n = 0;
-    struct dirent *e;
-    while ((e = readdir(d)))
-        if (e->d_name[0] != '.' && n < cap) snprintf(names[n++], 64, "%s", e->d_name);
-    closedir(d);
-    for (int i = 1; i < n; i++)
-        for (int k = i; k > 0 && strcmp(names[k - 1], names[k]) > 0; k--) {
-            char t[64];
-            memcpy(t, names[k], 64);
-            memcpy(names[k], names[k - 1], 64);
-            memcpy(names[k - 1], t, 64);
-        }
-    return n;
-}
-
-/* 1 when both directories hold the same file names with the same bytes. */
-static int same_tree(const char *a, const char *b, int *n_files) {
-    static char na[32][64], nb[32][64];
-    int n = list_files(a, na, 32), m = list_files(b, nb, 32);
-    *n_files = n;
-    if (n < 0 || n != m) return 0;
-    for (int i = 0; i < n; i++) {
-        if (strcmp(na[i], nb[i]) != 0) return 0;
-        char pa[1500], pb[1500];
-        path_join(pa, sizeof pa, a, na[i]);
-        path_join(pb, sizeof pb, b, nb[i]);
-        char *da, *db;
-        size_t la, lb;
-        if (read_file_all(pa, &da, &la) != VFM_OK) return 0;
-        if (read_file_all(pb, &db, &lb) != VFM_OK) {
-            free(da);
-            return 0;
-        }
-        int same = la == lb && memcmp(da, db, la) == 0;
-        free(da);
-        free(db);
-        if (!same) return 0;
-    }
-    return 1;
-}
-
 TEST(prepare_synthetic_is_byte_identical_across_runs_and_thread_counts) {
     /* 170 samples cross the 128-sample encoding chunk; shards of 64 do not align with it */
     char a[1400], b[1400], c[1400];
@@ -365,7 +321,7 @@ TEST(prepare_synthetic_is_byte_identical_across_runs_and_thread_counts) {
     o.out_dir = b;
     REQUIRE_OK(prepare_synthetic(&o, NULL));
     int n_files;
-    CHECK(same_tree(a, b, &n_files));
+    CHECK(fixture_same_files(a, b, &n_files));
     CHECK_MSG(n_files == 7, "%d files", n_files); /* 3 shards, 3 indexes, vfm_dataset.json */
     /* another seed changes the shards */
     o.out_dir = c;
@@ -590,8 +546,9 @@ TEST(prepare_cli_errors_exit_with_one_line) {
         {{"prepare"}, 1, 2, "vfm prepare: expected a subcommand: synthetic, images or videos (see vfm prepare --help)\n"},
         {{"prepare", "frames"}, 2, 2,
          "vfm prepare: unknown subcommand 'frames' (expected synthetic, images or videos; see vfm prepare --help)\n"},
-        {{"prepare", "images", "--out", dir}, 4, 2, "vfm prepare images: not implemented yet\n"},
-        {{"prepare", "videos"}, 2, 2, "vfm prepare videos: not implemented yet\n"},
+        {{"prepare", "images", "--out", dir}, 4, 2,
+         "vfm prepare images: give the input folder DIR and --out OUT (see vfm prepare images --help)\n"},
+        {{"prepare", "videos"}, 2, 2, "vfm prepare videos: give the input folder DIR and --out OUT (see vfm prepare videos --help)\n"},
         {{"prepare", "synthetic", "--images", "3"}, 4, 2, "+--out DIR is required\n"},
         {{"prepare", "synthetic", "--out", dir, "--images", "abc"}, 6, 2, "+--images 'abc': expected an integer\n"},
         {{"prepare", "synthetic", "--out", dir, "--images", "12x"}, 6, 2, "+--images '12x': expected an integer\n"},
@@ -654,10 +611,11 @@ TEST(prepare_cli_help_at_both_levels) {
         int n;
         const char *has[3];
     } cases[] = {
-        {{"prepare", "--help"}, 2, {"usage: vfm prepare synthetic --out DIR", "images|videos", "not implemented yet"}},
+        {{"prepare", "--help"}, 2, {"usage: vfm prepare synthetic --out DIR", "vfm prepare images DIR --out OUT", "vfm prepare videos DIR"}},
         {{"prepare", "synthetic", "--help"}, 3, {"--samples-per-shard K", "--force", "latent.npy (float32 [3, T, H/F, W/F])"}},
         {{"prepare", "synthetic", "-h"}, 3, {"--supersample SS", "--d-text D", "shard-000000.tar"}},
-        {{"prepare", "images", "--help"}, 3, {"usage: vfm prepare images", "not implemented yet", ""}},
+        {{"prepare", "images", "--help"}, 3, {"usage: vfm prepare images DIR --out OUT", "--buckets HxW,...", "--allow-uncaptioned"}},
+        {{"prepare", "videos", "--help"}, 3, {"--fps F", "--frames T", "FFmpeg"}},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char *out, *err;

@@ -70,3 +70,19 @@ void test_find_root(char *root, size_t n) {
         strncat(path, "/..", sizeof path - strlen(path) - 1);
     }
 }
+
+double *test_as_f64(const Tensor *t) {
+    int64_t n = tensor_numel(t);
+    double *d = malloc((size_t)(n ? n : 1) * sizeof *d);
+    for (int64_t i = 0; i < n; i++)
+        d[i] = t->dtype == DT_F32 ? (double)((const float *)t->data)[i] : ((const double *)t->data)[i];
+    return d;
+}
+
+float *test_as_f32(const Tensor *t) {
+    int64_t n = tensor_numel(t);
+    float *f = malloc((size_t)(n ? n : 1) * sizeof *f);
+    for (int64_t i = 0; i < n; i++)
+        f[i] = t->dtype == DT_F32 ? ((const float *)t->data)[i] : (float)((const double *)t->data)[i];
+    return f;
+}

@@ -1,6 +1,6 @@
 /* CPU backend: sinusoidal timestep embedding (diffusers' get_timestep_embedding) and its
- * backward, and the fixed 3-D sin-cos position embedding (diffusers' get_3d_sincos_pos_embed)
- * computed for any (t,h,w). Angles and sin/cos are evaluated in double in both builds and
+ * backward, and the fixed sin-cos position embeddings computed for any position: 3-D (diffusers'
+ * get_3d_sincos_pos_embed, DFM) and 2-D (MAE's get_2d_sincos_pos_embed, the DiT reference). Angles and sin/cos are evaluated in double in both builds and
  * rounded once, so the f32 build is within half an ulp of the exact value. */
 #include <stdlib.h>
 
@@ -84,6 +84,27 @@ vfm_status CPU_FN(pos_embed_3d_add)(Tensor *x, const Tensor *pos, const Tensor *
         sincos_part_add(row, (double)P[3 * s + 0], omega_t, n_t);
         sincos_part_add(row + 2 * n_t, (double)P[3 * s + 2], omega_s, n_s);
         sincos_part_add(row + 2 * n_t + 2 * n_s, (double)P[3 * s + 1], omega_s, n_s);
+    }
+    free(omega);
+    return VFM_OK;
+}
+
+/* x[S,D] += [part A D/2 (w) | part B D/2 (h)] for rows with tok2sample >= 0; pos[S,3] = (t,h,w).
+ * Part A encodes w because the reference's grid is meshgrid(w, h) and its first half embeds
+ * grid[0] = the w coordinate. */
+vfm_status CPU_FN(pos_embed_2d_add)(Tensor *x, const Tensor *pos, const Tensor *tok2sample) {
+    int64_t S = tensor_dim(x, 0), D = tensor_dim(x, 1), n = D / 4; /* half width of each part */
+    double *omega = malloc((size_t)n * sizeof *omega);
+    if (!omega) return vfm_fail(VFM_ERR_NOMEM, "pos_embed_2d_add: no memory for %lld frequencies", (long long)n);
+    sincos_frequencies(omega, n);
+    const int32_t *P = I32DATA(pos), *map = I32DATA(tok2sample);
+    real *X = RDATA(x);
+#pragma omp parallel for schedule(static)
+    for (int64_t s = 0; s < S; s++) {
+        if (map[s] < 0) continue;
+        real *row = X + s * D;
+        sincos_part_add(row, (double)P[3 * s + 2], omega, n);
+        sincos_part_add(row + 2 * n, (double)P[3 * s + 1], omega, n);
     }
     free(omega);
     return VFM_OK;

@@ -1,0 +1,48 @@
+// CUDA backend: one AdamW step over flat f32 tensors (fp32 master weights and moments). The scalars
+// are formed in double on the host exactly as the CPU backend forms them, and every f32 operation
+// is an explicitly rounded one in the CPU's order (no fused multiply-add), so a step gives the same
+// bits as the CPU: a GPU run's checkpoint continues on the CPU as if it had never left.
+#include <math.h>
+
+#include "cuda_common.h"
+
+struct AdamWScalars {
+    float keep, b1, one_minus_b1, b2, one_minus_b2, step_size, bc2_sqrt, eps, scale;
+    int decay;
+};
+
+// g = scale·grad; p = decay ? p·keep : p; m = b1·m + (1-b1)·g; v = b2·v + ((1-b2)·g)·g;
+// p = p − (step_size·m) / (√v / bc2_sqrt + eps)
+__global__ void adamw_kernel(float *P, float *M, float *V, const float *G, int64_t n, AdamWScalars s) {
+    GRID_STRIDE(i, n) {
+        float g = __fmul_rn(s.scale, G[i]);
+        float p = s.decay ? __fmul_rn(P[i], s.keep) : P[i];
+        float mi = __fadd_rn(__fmul_rn(s.b1, M[i]), __fmul_rn(s.one_minus_b1, g));
+        float vi = __fadd_rn(__fmul_rn(s.b2, V[i]), __fmul_rn(__fmul_rn(s.one_minus_b2, g), g));
+        M[i] = mi;
+        V[i] = vi;
+        float denom = __fadd_rn(__fdiv_rn(__fsqrt_rn(vi), s.bc2_sqrt), s.eps);
+        P[i] = __fsub_rn(p, __fdiv_rn(__fmul_rn(s.step_size, mi), denom));
+    }
+}
+
+extern "C" vfm_status cuda_adamw_step(Tensor *param, Tensor *m, Tensor *v, const Tensor *grad, const AdamWHyper *h) {
+    int64_t n = tensor_numel(param);
+    if (n == 0) return VFM_OK;
+    if (param->dtype != DT_F32) return cuda_bad_dtype("adamw_step", "param", param);
+    double lr = h->lr, beta1 = h->beta1, beta2 = h->beta2;
+    AdamWScalars s;
+    s.decay = h->weight_decay != 0;
+    s.keep = (float)(1.0 - lr * (double)h->weight_decay);
+    s.b1 = (float)beta1;
+    s.one_minus_b1 = (float)(1.0 - beta1);
+    s.b2 = (float)beta2;
+    s.one_minus_b2 = (float)(1.0 - beta2);
+    s.step_size = (float)(lr / (1.0 - pow(beta1, h->step)));
+    s.bc2_sqrt = (float)sqrt(1.0 - pow(beta2, h->step));
+    s.eps = (float)h->eps;
+    s.scale = (float)h->grad_scale;
+    adamw_kernel<<<cuda_blocks(n), CUDA_THREADS, 0, cuda_stream()>>>((float *)param->data, (float *)m->data,
+                                                                     (float *)v->data, (const float *)grad->data, n, s);
+    return cuda_check_launch("adamw_step", param);
+}

@@ -1,0 +1,223 @@
+// Shared by the .cu files of the CUDA backend (device code; nvcc only): the ops' stream, error
+// handling that names the op and the shapes, scratch buffers, bf16/f32 element access, dtype
+// dispatch, grid sizing and fixed-order (deterministic) block reductions.
+#ifndef VFM_CUDA_COMMON_H
+#define VFM_CUDA_COMMON_H
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+#include "ops_cuda.h"
+
+typedef __nv_bfloat16 bf16;
+
+// ---- stream, errors, scratch (cuda_context.cu) ------------------------------------------------
+
+cudaStream_t cuda_stream(void);
+// After a kernel launch: the launch error (and, with VFM_CUDA_SYNC=1, the kernel's own error after
+// waiting for it) as a vfm_fail naming op and the tensor t (may be NULL).
+vfm_status cuda_check_launch(const char *op, const Tensor *t);
+// A failed CUDA runtime call: "op: call: error (tensor)".
+vfm_status cuda_call_fail(const char *op, const char *call, cudaError_t e, const Tensor *t);
+vfm_status cuda_bad_dtype(const char *op, const char *arg, const Tensor *t);
+
+#define CUDA_TRY(op, t, call)                                                   \
+    do {                                                                        \
+        cudaError_t cuda_try_e_ = (call);                                       \
+        if (cuda_try_e_ != cudaSuccess) return cuda_call_fail(op, #call, cuda_try_e_, t); \
+    } while (0)
+#define CUDA_LAUNCHED(op, t) VFM_TRY(cuda_check_launch(op, t))
+
+// Device scratch buffers that grow and are kept, one per use so that an op never hands a buffer to
+// itself twice. Valid until the next cuda_scratch call for the same slot (ops run on one stream).
+typedef enum {
+    SCRATCH_REDUCE = 0,   // partial sums of reductions
+    SCRATCH_REDUCE2,      // a second reduction buffer (per-sample ranges, totals)
+    SCRATCH_GEMM,         // cuBLASLt workspace
+    SCRATCH_ATTN_META,    // attention: sequence lengths, ragged offsets, D = rowsum(dO·O)
+    SCRATCH_ATTN_WS,      // cuDNN workspace
+    SCRATCH_HOST_RESULT,  // small device results copied back to the host
+    SCRATCH_SLOTS
+} ScratchSlot;
+vfm_status cuda_scratch(ScratchSlot slot, size_t bytes, void **out);
+
+// ---- element access ---------------------------------------------------------------------------
+
+__device__ __forceinline__ float to_f32(float v) { return v; }
+__device__ __forceinline__ float to_f32(bf16 v) { return __bfloat162float(v); }
+template <typename T> __device__ __forceinline__ T from_f32(float v);
+template <> __device__ __forceinline__ float from_f32<float>(float v) { return v; }
+template <> __device__ __forceinline__ bf16 from_f32<bf16>(float v) { return __float2bfloat16_rn(v); }
+
+// Runs BODY with T the C++ type of a float dtype (f32 or bf16); other dtypes return an error.
+#define FLOAT_DISPATCH(op, arg, tensor, T, ...)                                   \
+    do {                                                                          \
+        if ((tensor)->dtype == DT_F32) {                                          \
+            typedef float T;                                                      \
+            __VA_ARGS__;                                                          \
+        } else if ((tensor)->dtype == DT_BF16) {                                  \
+            typedef bf16 T;                                                       \
+            __VA_ARGS__;                                                          \
+        } else {                                                                  \
+            return cuda_bad_dtype(op, arg, tensor);                               \
+        }                                                                         \
+    } while (0)
+
+// ---- launch geometry --------------------------------------------------------------------------
+
+#define CUDA_THREADS 256
+// Blocks for a grid-stride loop over n items (capped: the loop covers the rest).
+static inline unsigned cuda_blocks(int64_t n, int threads = CUDA_THREADS) {
+    int64_t b = (n + threads - 1) / threads;
+    if (b < 1) b = 1;
+    if (b > 8192) b = 8192;
+    return (unsigned)b;
+}
+#define GRID_STRIDE(i, n)                                                                       \
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (int64_t)gridDim.x * blockDim.x)
+
+// ---- fixed-order reductions -------------------------------------------------------------------
+// Every thread contributes one value; the result (valid in every thread) is the same for the same
+// inputs and block size: warps reduce with a fixed butterfly, then warp 0 adds the warp sums in
+// order. blockDim.x must be a multiple of 32 (≤ 1024); every thread of the block must call it.
+
+template <typename V> __device__ __forceinline__ V warp_sum(V v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+__device__ __forceinline__ float warp_max(float v) {
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+template <typename V> __device__ V block_sum(V v) {
+    __shared__ V warp_part[32];
+    __shared__ V total;
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = (blockDim.x + 31) >> 5;
+    v = warp_sum(v);
+    __syncthreads();  // warp_part may still be read by a previous call
+    if (lane == 0) warp_part[warp] = v;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        V s = warp_part[0];
+        for (int w = 1; w < warps; w++) s += warp_part[w];
+        total = s;
+    }
+    __syncthreads();
+    return total;
+}
+
+__device__ __forceinline__ float block_max(float v) {
+    __shared__ float warp_part[32];
+    __shared__ float total;
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = (blockDim.x + 31) >> 5;
+    v = warp_max(v);
+    __syncthreads();
+    if (lane == 0) warp_part[warp] = v;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        float m = warp_part[0];
+        for (int w = 1; w < warps; w++) m = fmaxf(m, warp_part[w]);
+        total = m;
+    }
+    __syncthreads();
+    return total;
+}
+
+// ---- column sums over rows (deterministic) -----------------------------------------------------
+// out[b, c] += Σ over the rows r of sample b of term(r, c), for up to two outputs at once: the
+// per-sample gradients (dshift, dscale, dgate: tok2sample given, B samples) and the sums over all
+// rows (bias and RMSNorm weight gradients: tok2sample NULL, B = 1). A sample's rows are found as
+// [first, last] row with its index (integer atomics: the result does not depend on the order) and
+// split into K pieces, K a function of the shape only; a block of 32 columns × 8 row lanes sums one
+// piece, each lane in row order in f32, the lanes in order; a second kernel adds the K pieces in
+// order to out. No floating-point atomics: the same inputs give the same bits.
+// Terms: a functor with `__device__ void operator()(int64_t row, int64_t col, float *t) const`
+// writing NOUT values.
+
+#define COLSUM_LANES 8
+
+__global__ void sample_ranges_init_kernel(int *ranges, int B);
+__global__ void sample_ranges_kernel(const int32_t *t2s, int64_t rows, int B, int *ranges);
+
+template <int NOUT, class Terms>
+__global__ void column_sums_partial_kernel(Terms terms, int64_t rows, const int32_t *t2s, const int *ranges,
+                                           int64_t D, int B, int K, float *partial) {
+    int64_t col = (int64_t)blockIdx.x * 32 + threadIdx.x;
+    int b = blockIdx.y, k = blockIdx.z;
+    int64_t lo = 0, hi = rows;  // [lo, hi)
+    if (t2s) {
+        lo = ranges[2 * b];
+        hi = (int64_t)ranges[2 * b + 1] + 1;
+        if (lo >= hi) lo = hi = 0;
+    }
+    float acc[NOUT];
+    for (int j = 0; j < NOUT; j++) acc[j] = 0.f;
+    if (col < D) {
+        int64_t n = hi - lo, r0 = lo + n * k / K, r1 = lo + n * (k + 1) / K;
+        for (int64_t r = r0 + threadIdx.y; r < r1; r += COLSUM_LANES) {
+            if (t2s && t2s[r] != b) continue;
+            float t[NOUT];
+            terms(r, col, t);
+            for (int j = 0; j < NOUT; j++) acc[j] += t[j];
+        }
+    }
+    __shared__ float lane_sum[NOUT][COLSUM_LANES][33];
+    for (int j = 0; j < NOUT; j++) lane_sum[j][threadIdx.y][threadIdx.x] = acc[j];
+    __syncthreads();
+    if (threadIdx.y == 0 && col < D) {
+        for (int j = 0; j < NOUT; j++) {
+            float s = lane_sum[j][0][threadIdx.x];
+            for (int y = 1; y < COLSUM_LANES; y++) s += lane_sum[j][y][threadIdx.x];
+            partial[(((int64_t)j * K + k) * B + b) * D + col] = s;
+        }
+    }
+}
+
+// out[b, c] += Σ_k partial[j][k][b][c], k in order.
+template <typename O>
+__global__ void column_sums_finish_kernel(const float *partial, int j, int K, int B, int64_t D, O *out) {
+    GRID_STRIDE(i, (int64_t)B * D) {
+        int64_t b = i / D, c = i % D;
+        float s = 0.f;
+        for (int k = 0; k < K; k++) s += partial[(((int64_t)j * K + k) * B + b) * D + c];
+        out[i] = from_f32<O>(to_f32(out[i]) + s);
+    }
+}
+
+// Launches the sums: out0 (and out1 when NOUT == 2) [B, D] += column sums of the terms over the
+// rows of each sample (t2s [rows], or NULL for all rows with B = 1). An output may be NULL.
+template <int NOUT, class Terms, typename O>
+vfm_status column_sums(const char *op, const Tensor *desc, const Terms &terms, int64_t rows, const int32_t *t2s, int B,
+                       int64_t D, O *out0, O *out1) {
+    if (B <= 0 || D <= 0 || rows <= 0) return VFM_OK;
+    cudaStream_t st = cuda_stream();
+    int *ranges = NULL;
+    if (t2s) {
+        VFM_TRY(cuda_scratch(SCRATCH_REDUCE2, (size_t)2 * B * sizeof(int), (void **)&ranges));
+        sample_ranges_init_kernel<<<cuda_blocks(B), CUDA_THREADS, 0, st>>>(ranges, B);
+        sample_ranges_kernel<<<cuda_blocks(rows), CUDA_THREADS, 0, st>>>(t2s, rows, B, ranges);
+        CUDA_LAUNCHED(op, desc);
+    }
+    int64_t col_tiles = (D + 31) / 32;
+    int64_t k = 512 / (col_tiles * B);
+    if (k > 64) k = 64;
+    if (k > rows) k = rows;
+    if (k < 1) k = 1;
+    int K = (int)k;
+    float *partial = NULL;
+    VFM_TRY(cuda_scratch(SCRATCH_REDUCE, (size_t)NOUT * K * B * D * sizeof(float), (void **)&partial));
+    dim3 grid((unsigned)col_tiles, (unsigned)B, (unsigned)K), block(32, COLSUM_LANES);
+    column_sums_partial_kernel<NOUT, Terms><<<grid, block, 0, st>>>(terms, rows, t2s, ranges, D, B, K, partial);
+    CUDA_LAUNCHED(op, desc);
+    O *outs[2] = {out0, out1};
+    for (int j = 0; j < NOUT; j++) {
+        if (!outs[j]) continue;
+        column_sums_finish_kernel<O><<<cuda_blocks((int64_t)B * D), CUDA_THREADS, 0, st>>>(partial, j, K, B, D, outs[j]);
+        CUDA_LAUNCHED(op, desc);
+    }
+    return VFM_OK;
+}
+
+#endif

@@ -1,0 +1,26 @@
+/* The GPU libraries the CUDA ops load at run time with dlopen (cuBLASLt, cuDNN and the NVRTC that
+ * cuDNN's runtime-compiled engines need), so a binary built with CUDA starts on a machine without
+ * them and CPU runs never load them. Each library is looked for in every directory of
+ * VFM_CUDA_LIB_DIRS (':'-separated; scripts/gpu_run.sh sets it to the site-packages/nvidia/ * /lib
+ * folders of the PyTorch wheels), then by soname on the loader's usual path. */
+#ifndef VFM_CUDA_LIBS_H
+#define VFM_CUDA_LIBS_H
+
+#include "../../core/error.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum { CUDA_LIB_CUBLASLT = 0, CUDA_LIB_NVRTC = 1, CUDA_LIB_CUDNN = 2, CUDA_LIB_COUNT } CudaLib;
+
+/* Opens lib once (later calls repeat the first answer) and checks its major version against the
+ * headers vfm was built with. The error names every file tried. */
+vfm_status cuda_lib_open(CudaLib lib);
+/* A symbol of an opened library (NULL when missing or when the library did not open). */
+void *cuda_lib_symbol(CudaLib lib, const char *name);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

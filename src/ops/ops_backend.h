@@ -1,0 +1,74 @@
+/* The parameter list of every op that a backend implements, written once: the CPU backend
+ * (cpu/ops_cpu.h, as cpu_<op>_f32 / cpu_<op>_f64) and the CUDA backend (cuda/ops_cuda.h, as
+ * cuda_<op>) declare their functions from it, so the backends cannot drift from each other. The
+ * arguments are those of the public op in ops.h, already checked by its dispatcher. */
+#ifndef VFM_OPS_BACKEND_H
+#define VFM_OPS_BACKEND_H
+
+#include "ops.h"
+
+/* X(name, (parameters)) for each op */
+#define OPS_BACKEND_LIST(X) \
+    X(linear_forward, (Tensor *y, Tensor *pre, const Tensor *x, const Tensor *w, const Tensor *b, Activation act)) \
+    X(linear_backward, (Tensor *dx, Tensor *dw, Tensor *db, Tensor *dy, const Tensor *x, const Tensor *w, \
+          const Tensor *pre, Activation act, int dx_accumulate)) \
+    X(gelu_forward, (Tensor *y, const Tensor *x, Activation kind)) \
+    X(gelu_backward, (Tensor *dx, const Tensor *dy, const Tensor *x, Activation kind)) \
+    X(silu_forward, (Tensor *y, const Tensor *x)) \
+    X(silu_backward, (Tensor *dx, const Tensor *dy, const Tensor *x)) \
+    X(swiglu_forward, (Tensor *y, const Tensor *x)) \
+    X(swiglu_backward, (Tensor *dx, const Tensor *dy, const Tensor *x)) \
+    X(layernorm_modulate_forward, (Tensor *y, Tensor *mean, Tensor *rstd, const Tensor *x, const Tensor *shift, \
+          const Tensor *scale, const Tensor *tok2sample, float eps)) \
+    X(layernorm_modulate_backward, (Tensor *dx, Tensor *dshift, Tensor *dscale, const Tensor *dy, const Tensor *x, \
+          const Tensor *mean, const Tensor *rstd, const Tensor *scale, const Tensor *tok2sample)) \
+    X(gated_residual_forward, (Tensor *out, const Tensor *x, const Tensor *y, const Tensor *gate, \
+          const Tensor *tok2sample)) \
+    X(gated_residual_backward, (Tensor *dx, Tensor *dy, Tensor *dgate, const Tensor *dout, const Tensor *y, \
+          const Tensor *gate, const Tensor *tok2sample)) \
+    X(rmsnorm_forward, (Tensor *y, Tensor *rstd, const Tensor *x, const Tensor *w, float eps)) \
+    X(rmsnorm_backward, (Tensor *dx, Tensor *dw, const Tensor *dy, const Tensor *x, const Tensor *rstd, \
+          const Tensor *w)) \
+    X(attention_forward, (Tensor *o, Tensor *lse, const Tensor *q, const Tensor *k, const Tensor *v, \
+          const VarlenLayout *layout)) \
+    X(attention_backward, (Tensor *dq, Tensor *dk, Tensor *dv, const Tensor *dout, const Tensor *q, \
+          const Tensor *k, const Tensor *v, const Tensor *o, const Tensor *lse, const VarlenLayout *layout)) \
+    X(attention_merge, (Tensor *o, Tensor *lse, const Tensor *o_part, const Tensor *lse_part, \
+          const VarlenLayout *layout)) \
+    X(timestep_embedding_forward, (Tensor *out, const Tensor *t, int flip_sin_to_cos, float shift, \
+          float max_period)) \
+    X(timestep_embedding_backward, (Tensor *dt, const Tensor *dout, const Tensor *t, int flip_sin_to_cos, \
+          float shift, float max_period)) \
+    X(pos_embed_3d_add, (Tensor *x, const Tensor *pos, const Tensor *tok2sample)) \
+    X(pos_embed_2d_add, (Tensor *x, const Tensor *pos, const Tensor *tok2sample)) \
+    X(embedding_forward, (Tensor *out, const Tensor *table, const Tensor *idx)) \
+    X(embedding_backward, (Tensor *dtable, const Tensor *dout, const Tensor *idx)) \
+    X(gather_columns, (Tensor *out, const Tensor *in, const Tensor *idx)) \
+    X(gather_columns_backward, (Tensor *din, const Tensor *dout, const Tensor *idx)) \
+    X(patchify, (Tensor *tokens, const Tensor *latent, int pt, int ph, int pw)) \
+    X(unpatchify, (Tensor *latent, const Tensor *tokens, int pt, int ph, int pw)) \
+    X(edm_precondition, (Tensor *c_skip, Tensor *c_out, Tensor *c_in, Tensor *c_noise, Tensor *weight, \
+          const Tensor *sigma, float sigma_data)) \
+    X(edm_add_noise, (Tensor *x_t, Tensor *net_in, const Tensor *x0, const Tensor *noise, const Tensor *sigma, \
+          const Tensor *c_in, const Tensor *tok2sample)) \
+    X(edm_denoise, (Tensor *denoised, const Tensor *x_t, const Tensor *F, const Tensor *c_skip, \
+          const Tensor *c_out, const Tensor *tok2sample)) \
+    X(edm_denoise_backward, (Tensor *dF, const Tensor *ddenoised, const Tensor *c_out, const Tensor *tok2sample)) \
+    X(weighted_mse_forward, (Tensor *loss, Tensor *sample_sum, Tensor *sample_count, const Tensor *pred, \
+          const Tensor *target, const Tensor *weight, const Tensor *mask, const Tensor *tok2sample)) \
+    X(weighted_mse_backward, (Tensor *dpred, double dloss, const Tensor *pred, const Tensor *target, \
+          const Tensor *weight, const Tensor *mask, const Tensor *tok2sample)) \
+    X(adamw_step, (Tensor *param, Tensor *m, Tensor *v, const Tensor *grad, const AdamWHyper *h)) \
+    X(sum_squares, (double *out, const Tensor *x)) \
+    X(randn_fill, (Tensor *out, uint64_t seed, uint32_t stream, uint32_t step, uint64_t uid, \
+          uint64_t element_offset, float std)) \
+    X(count_nonfinite, (int64_t *count, const Tensor *x)) \
+    X(fill, (Tensor *x, double value)) \
+    X(add, (Tensor *out, const Tensor *a, const Tensor *b)) \
+    X(scale, (Tensor *x, double alpha)) \
+    X(axpy, (Tensor *y, double alpha, const Tensor *x)) \
+    X(ema_update, (Tensor *ema, const Tensor *param, double decay)) \
+    X(columns_get, (Tensor *out, const Tensor *in, int64_t col0)) \
+    X(columns_add, (Tensor *out, const Tensor *in, int64_t col0))
+
+#endif
