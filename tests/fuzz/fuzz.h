@@ -32,4 +32,12 @@ static inline uint64_t fuzz_touch(const void *p, size_t n) {
 /* Readers report errors through vfm_fail and log_debug; keep the fuzzer's output to its own lines. */
 static inline void fuzz_quiet(void) { log_set_level(LOG_ERROR); }
 
+/* libFuzzer's initializer for a target that needs nothing else. */
+#define FUZZ_QUIET_INITIALIZE                                 \
+    int LLVMFuzzerInitialize(int *argc, char ***argv) {       \
+        (void)argc, (void)argv;                               \
+        fuzz_quiet();                                         \
+        return 0;                                             \
+    }
+
 #endif

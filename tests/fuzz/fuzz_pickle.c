@@ -7,11 +7,7 @@
 #include "data/pickle.h"
 #include "torch_check.h"
 
-int LLVMFuzzerInitialize(int *argc, char ***argv) {
-    (void)argc, (void)argv;
-    fuzz_quiet();
-    return 0;
-}
+FUZZ_QUIET_INITIALIZE
 
 /* Visits v and what it holds, depth-first, at most *budget values (memo references can make the
  * graph share nodes, even cycle through a list appended to itself). */

@@ -11,11 +11,7 @@
 #include "data/yaml_json.h"
 #include "fuzz.h"
 
-int LLVMFuzzerInitialize(int *argc, char ***argv) {
-    (void)argc, (void)argv;
-    fuzz_quiet();
-    return 0;
-}
+FUZZ_QUIET_INITIALIZE
 
 /* Writes s as a block-style value and reads it back. */
 static void check_string_round_trip(const char *s) {

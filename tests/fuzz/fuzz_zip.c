@@ -6,11 +6,7 @@
 #include "data/zip.h"
 #include "torch_check.h"
 
-int LLVMFuzzerInitialize(int *argc, char ***argv) {
-    (void)argc, (void)argv;
-    fuzz_quiet();
-    return 0;
-}
+FUZZ_QUIET_INITIALIZE
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     ZipArchive *z;
