@@ -15,6 +15,14 @@ double lr_at_step(const OptimConfig *c, int64_t step) {
     double span = (double)(c->decay_iters - c->warmup_iters);
     double ratio = span > 0 ? (double)(step - c->warmup_iters) / span : 1.0;
     double coeff = c->decay_style == LR_DECAY_COSINE ? 0.5 * (cos(M_PI * ratio) + 1.0) : 1.0 - ratio;
+    if (c->decay_style == LR_DECAY_WSD) {
+        int64_t anneal_start = c->decay_iters - c->wsd_decay_iters;
+        double r = step <= anneal_start ? 0.0 : (double)(step - anneal_start) / (double)c->wsd_decay_iters;
+        coeff = c->wsd_style == WSD_LINEAR ? 1.0 - r
+                : c->wsd_style == WSD_COSINE ? 0.5 * (cos(M_PI * r) + 1.0)
+                : c->wsd_style == WSD_MINUS_SQRT ? 1.0 - sqrt(r)
+                : 2.0 * pow(0.5, r) - 1.0;
+    }
     return c->min_lr + coeff * (c->lr - c->min_lr);
 }
 

@@ -1,6 +1,8 @@
 /* AdamW over the parameter table (decoupled weight decay only on >= 2-D weights), global
  * gradient-norm clipping, and the learning-rate schedule: linear warmup from lr_warmup_init,
- * then cosine, linear or constant decay to min_lr (Megatron's OptimizerParamScheduler). */
+ * then cosine, linear or constant decay to min_lr, or WSD (warmup-stable-decay: the peak until the
+ * last lr_wsd_decay_iters of the decay, then exponential, linear, cosine or minus-sqrt annealing to
+ * min_lr), as Megatron's OptimizerParamScheduler computes it. */
 #ifndef VFM_OPTIMIZER_H
 #define VFM_OPTIMIZER_H
 
@@ -8,7 +10,8 @@
 
 #include "model/params.h"
 
-typedef enum { LR_DECAY_COSINE, LR_DECAY_LINEAR, LR_DECAY_CONSTANT } LrDecayStyle;
+typedef enum { LR_DECAY_COSINE, LR_DECAY_LINEAR, LR_DECAY_CONSTANT, LR_DECAY_WSD } LrDecayStyle;
+typedef enum { WSD_EXPONENTIAL, WSD_LINEAR, WSD_COSINE, WSD_MINUS_SQRT } WsdDecayStyle;
 
 typedef struct OptimConfig {
     double lr, min_lr;
@@ -19,6 +22,8 @@ typedef struct OptimConfig {
     double warmup_init;
     int64_t decay_iters;   /* iterations over which warmup + decay run (train_iters by default) */
     LrDecayStyle decay_style;
+    int64_t wsd_decay_iters;  /* WSD: the annealing phase is the last wsd_decay_iters of decay_iters */
+    WsdDecayStyle wsd_style;
 } OptimConfig;
 
 /* Learning rate used by 0-based iteration `step` (as Megatron: step 0 of a warmup uses

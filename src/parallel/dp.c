@@ -80,7 +80,7 @@ int dp_bucket_of_entry(const DataParallel *dp, int entry) {
 /* ---- gradient reduction ----------------------------------------------------------------- */
 
 static vfm_status scale_range(float *x, int64_t n, double alpha) {
-    if (n == 0) return VFM_OK;
+    if (n == 0 || alpha == 1.0) return VFM_OK;
     Tensor v = TF32(x, n);
     return op_scale(&v, alpha);
 }
@@ -103,10 +103,10 @@ static vfm_status reduce_bucket(DataParallel *dp, float *grads, const DpBucket *
             if (sums) VFM_TRY(comm_all_reduce(c, grads + e->offset, e->numel, DT_F32, COMM_SUM_ORDERED));
         }
     }
-    /* 2. mean over DP×CP */
-    int n = group_n(dp->grad_comm);
+    /* 2. sum over CP, mean over DP */
+    int n = group_n(dp->grad_comm), cp = dp->cfg.cp > 1 ? dp->cfg.cp : 1;
     if (n == 1) return VFM_OK;
-    double inv = 1.0 / n;
+    double inv = 1.0 / (n / cp);
     if (!dp->cfg.zero1) {
         VFM_TRY(comm_all_reduce(dp->grad_comm, grads + b->begin, b->end - b->begin, DT_F32, COMM_SUM_ORDERED));
         return scale_range(grads + b->begin, b->end - b->begin, inv);
@@ -150,27 +150,53 @@ vfm_status dp_grad_sync_finish(DataParallel *dp, float *grads) {
     return s;
 }
 
+/* part[0] += Σ g² over the split entries' elements in [lo, hi), part[1] over the replicated ones'. */
+static vfm_status split_sum_squares(const DataParallel *dp, const float *grads, int64_t lo, int64_t hi, double *part) {
+    const ParamTable *t = dp->table;
+    for (int i = 0; i < t->count; i++) {
+        const ParamEntry *e = &t->entries[i];
+        int64_t a = e->offset > lo ? e->offset : lo, b = e->offset + e->numel < hi ? e->offset + e->numel : hi;
+        if (a >= b) continue;
+        double sq = 0;
+        Tensor g = TF32((float *)grads + a, b - a);
+        VFM_TRY(op_sum_squares(&sq, &g));
+        part[e->tp_split_dim >= 0 ? 0 : 1] += sq;
+    }
+    return VFM_OK;
+}
+
 vfm_status dp_grad_norm(DataParallel *dp, const float *grads, double *norm) {
-    int n = group_n(dp->grad_comm);
-    double *partial = calloc((size_t)n, sizeof *partial);
+    int n = group_n(dp->grad_comm), tp = group_n(dp->tp_comm);
+    int k = tp > 1 ? 2 : 1; /* values per shard: one sum, or (split, replicated) under TP */
+    double *partial = calloc((size_t)(n * k), sizeof *partial);
     if (!partial) return vfm_fail(VFM_ERR_NOMEM, "dp: norm partials");
     vfm_status s = VFM_OK;
     for (int j = 0; j < n && s == VFM_OK; j++) {
         if (dp->cfg.zero1 && j != group_rank(dp->grad_comm)) continue;
         int64_t lo, hi;
         zero_shard_range(dp->table->total, n, j, &lo, &hi);
-        if (hi > lo) {
+        if (hi <= lo) continue;
+        if (k == 2) {
+            s = split_sum_squares(dp, grads, lo, hi, &partial[2 * j]);
+        } else {
             Tensor g = TF32((float *)grads + lo, hi - lo);
             s = op_sum_squares(&partial[j], &g);
         }
     }
     if (s == VFM_OK && dp->cfg.zero1 && n > 1) {
-        double mine = partial[group_rank(dp->grad_comm)];
-        s = comm_all_gather(dp->grad_comm, &mine, partial, 1, DT_F64);
+        double mine[2] = {partial[k * group_rank(dp->grad_comm)], k == 2 ? partial[2 * group_rank(dp->grad_comm) + 1] : 0};
+        s = comm_all_gather(dp->grad_comm, mine, partial, k, DT_F64);
     }
-    double total = 0;
-    for (int j = 0; j < n; j++) total += partial[j];
+    double total = 0, split = 0, repl = 0;
+    for (int j = 0; j < n; j++) {
+        if (k == 1) total += partial[j];
+        else split += partial[2 * j], repl += partial[2 * j + 1];
+    }
     free(partial);
+    if (s == VFM_OK && k == 2) {
+        s = comm_all_reduce(dp->tp_comm, &split, 1, DT_F64, COMM_SUM_ORDERED);
+        total = split + repl;
+    }
     *norm = sqrt(total);
     return s;
 }
