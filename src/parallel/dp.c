@@ -12,6 +12,7 @@
 #include "core/hash.h"
 #include "data/safetensors.h"
 #include "ops/ops.h"
+#include "parallel/pp_stage.h"
 
 static int group_n(const Comm *c) { return c ? c->size : 1; }
 static int group_rank(const Comm *c) { return c ? c->rank : 0; }
@@ -80,7 +81,7 @@ int dp_bucket_of_entry(const DataParallel *dp, int entry) {
 /* ---- gradient reduction ----------------------------------------------------------------- */
 
 static vfm_status scale_range(float *x, int64_t n, double alpha) {
-    if (n == 0) return VFM_OK;
+    if (n == 0 || alpha == 1.0) return VFM_OK;
     Tensor v = TF32(x, n);
     return op_scale(&v, alpha);
 }
@@ -93,20 +94,24 @@ void dp_set_sequence_parallel(DataParallel *dp, int on) { dp->sequence_parallel 
 
 static vfm_status reduce_bucket(DataParallel *dp, float *grads, const DpBucket *b) {
     const ParamTable *t = dp->table;
-    /* 1. model-parallel sums of the entries that need them: TP (design §3's two rules), then PP */
-    for (int k = 0; k < 2; k++) {
-        Comm *c = k == 0 ? dp->tp_comm : dp->pp_comm;
-        if (group_n(c) == 1) continue;
-        for (int i = b->first_entry; i <= b->last_entry; i++) {
-            const ParamEntry *e = &t->entries[i];
-            int sums = k == 0 ? dp_entry_reduces_over_tp(e, dp->sequence_parallel) : (e->reduce_groups & REDUCE_PP) != 0;
-            if (sums) VFM_TRY(comm_all_reduce(c, grads + e->offset, e->numel, DT_F32, COMM_SUM_ORDERED));
-        }
+    /* 1. model-parallel sums of the entries that need them: TP (design §3's two rules) per entry;
+     * PP once for every REDUCE_PP entry of the table, at the first bucket holding one (stage tables
+     * differ, so the buckets around the embedders differ from stage to stage) */
+    int pp_here = 0;
+    for (int i = b->first_entry; i <= b->last_entry; i++) {
+        const ParamEntry *e = &t->entries[i];
+        pp_here |= (e->reduce_groups & REDUCE_PP) != 0;
+        if (group_n(dp->tp_comm) > 1 && dp_entry_reduces_over_tp(e, dp->sequence_parallel))
+            VFM_TRY(comm_all_reduce(dp->tp_comm, grads + e->offset, e->numel, DT_F32, COMM_SUM_ORDERED));
     }
-    /* 2. mean over DP×CP */
-    int n = group_n(dp->grad_comm);
+    if (pp_here && !dp->pp_summed) {
+        VFM_TRY(pp_reduce_replicated_grads(dp->pp_comm, t, grads, 0, 0, t->count, DEV_CPU));
+        dp->pp_summed = 1;
+    }
+    /* 2. sum over CP, mean over DP */
+    int n = group_n(dp->grad_comm), cp = dp->cfg.cp > 1 ? dp->cfg.cp : 1;
     if (n == 1) return VFM_OK;
-    double inv = 1.0 / n;
+    double inv = 1.0 / (n / cp);
     if (!dp->cfg.zero1) {
         VFM_TRY(comm_all_reduce(dp->grad_comm, grads + b->begin, b->end - b->begin, DT_F32, COMM_SUM_ORDERED));
         return scale_range(grads + b->begin, b->end - b->begin, inv);
@@ -146,33 +151,71 @@ vfm_status dp_grad_bucket_ready(DataParallel *dp, float *grads, int bucket) {
 vfm_status dp_grad_sync_finish(DataParallel *dp, float *grads) {
     vfm_status s = issue_ready(dp, grads, 1);
     dp->next_bucket = 0;
+    dp->pp_summed = 0;
     memset(dp->ready, 0, (size_t)dp->n_buckets);
     return s;
 }
 
-vfm_status dp_grad_norm(DataParallel *dp, const float *grads, double *norm) {
-    int n = group_n(dp->grad_comm);
-    double *partial = calloc((size_t)n, sizeof *partial);
+/* part[0] += Σ g² over the split entries' elements in [lo, hi), part[1] over the replicated ones';
+ * element x of the buffer is grads[x - base]. */
+static vfm_status split_sum_squares(const DataParallel *dp, const float *grads, int64_t base, int64_t lo, int64_t hi,
+                                    double *part) {
+    const ParamTable *t = dp->table;
+    for (int i = 0; i < t->count; i++) {
+        const ParamEntry *e = &t->entries[i];
+        int64_t a = e->offset > lo ? e->offset : lo, b = e->offset + e->numel < hi ? e->offset + e->numel : hi;
+        if (a >= b) continue;
+        double sq = 0;
+        Tensor g = TF32((float *)grads + (a - base), b - a);
+        VFM_TRY(op_sum_squares(&sq, &g));
+        part[e->tp_split_dim >= 0 ? 0 : 1] += sq;
+    }
+    return VFM_OK;
+}
+
+/* The norm (dp.h) with element x of the gradients at grads[x - base]: base = 0 for a whole
+ * buffer, own_begin for a ZeRO-1 shard held on its own (only the own shard is read then). */
+static vfm_status grad_norm(DataParallel *dp, const float *grads, int64_t base, double *norm) {
+    int n = group_n(dp->grad_comm), tp = group_n(dp->tp_comm);
+    int k = tp > 1 ? 2 : 1; /* values per shard: one sum, or (split, replicated) under TP */
+    double *partial = calloc((size_t)(n * k), sizeof *partial);
     if (!partial) return vfm_fail(VFM_ERR_NOMEM, "dp: norm partials");
     vfm_status s = VFM_OK;
     for (int j = 0; j < n && s == VFM_OK; j++) {
         if (dp->cfg.zero1 && j != group_rank(dp->grad_comm)) continue;
         int64_t lo, hi;
         zero_shard_range(dp->table->total, n, j, &lo, &hi);
-        if (hi > lo) {
-            Tensor g = TF32((float *)grads + lo, hi - lo);
+        if (hi <= lo) continue;
+        if (k == 2) {
+            s = split_sum_squares(dp, grads, base, lo, hi, &partial[2 * j]);
+        } else {
+            Tensor g = TF32((float *)grads + (lo - base), hi - lo);
             s = op_sum_squares(&partial[j], &g);
         }
     }
     if (s == VFM_OK && dp->cfg.zero1 && n > 1) {
-        double mine = partial[group_rank(dp->grad_comm)];
-        s = comm_all_gather(dp->grad_comm, &mine, partial, 1, DT_F64);
+        double mine[2] = {partial[k * group_rank(dp->grad_comm)], k == 2 ? partial[2 * group_rank(dp->grad_comm) + 1] : 0};
+        s = comm_all_gather(dp->grad_comm, mine, partial, k, DT_F64);
     }
-    double total = 0;
-    for (int j = 0; j < n; j++) total += partial[j];
+    double total = 0, split = 0, repl = 0;
+    for (int j = 0; j < n; j++) {
+        if (k == 1) total += partial[j];
+        else split += partial[2 * j], repl += partial[2 * j + 1];
+    }
     free(partial);
+    if (s == VFM_OK && k == 2) {
+        s = comm_all_reduce(dp->tp_comm, &split, 1, DT_F64, COMM_SUM_ORDERED);
+        total = split + repl;
+    }
     *norm = sqrt(total);
     return s;
+}
+
+vfm_status dp_grad_norm(DataParallel *dp, const float *grads, double *norm) { return grad_norm(dp, grads, 0, norm); }
+
+vfm_status dp_grad_norm_shard(DataParallel *dp, const float *shard, double *norm) {
+    if (!dp->cfg.zero1) return vfm_fail(VFM_ERR_INTERNAL, "dp: the norm of a shard needs the ZeRO-1 layout");
+    return grad_norm(dp, shard, dp->own_begin, norm);
 }
 
 vfm_status dp_mean_f64(DataParallel *dp, double *values, int n) {

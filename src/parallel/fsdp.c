@@ -2,7 +2,6 @@
  * ZeRO-1's flat shard, and the update (see fsdp.h). */
 #include "fsdp.h"
 
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -99,7 +98,7 @@ vfm_status fsdp_init(Fsdp *f, const ParamTable *t, const PpBlocks *blocks, const
     f->n = comm ? comm->size : 1;
     f->rank = comm ? comm->rank : 0;
     VFM_TRY(fsdp_layout_init(&f->lay, t, blocks, f->n, zero3(f)));
-    DpConfig dc = {1e9, 1, cfg->tp_rank, cfg->pp_rank};
+    DpConfig dc = {1e9, 1, cfg->tp_rank, cfg->pp_rank, cfg->cp};
     vfm_status s = dp_init(&f->dp, t, &dc, comm, tp_comm, pp_comm);
     int U = f->lay.n_units;
     f->unit_params = calloc((size_t)U + 1, sizeof *f->unit_params);
@@ -369,27 +368,7 @@ vfm_status fsdp_grad_finish(Fsdp *f) {
     return relayout(f, f->grad_slots, f->flat_grads, 1, 0);
 }
 
-vfm_status fsdp_grad_norm(Fsdp *f, double *norm) {
-    /* ZeRO-1's rule (dp.h): this rank's partial over its flat shard, the partials added in rank order */
-    int n = f->n;
-    double *partial = calloc((size_t)n, sizeof *partial);
-    if (!partial) return vfm_fail(VFM_ERR_NOMEM, "fsdp: norm partials");
-    vfm_status s = VFM_OK;
-    int64_t len = f->dp.own_end - f->dp.own_begin;
-    double mine = 0;
-    if (len > 0) {
-        Tensor g = TF32(f->flat_grads, len);
-        g.device = f->device;
-        s = op_sum_squares(&mine, &g);
-    }
-    if (s == VFM_OK && f->comm && n > 1) s = comm_all_gather(f->comm, &mine, partial, 1, DT_F64);
-    else partial[0] = mine;
-    double total = 0;
-    for (int j = 0; j < n; j++) total += partial[j];
-    free(partial);
-    *norm = sqrt(total);
-    return s;
-}
+vfm_status fsdp_grad_norm(Fsdp *f, double *norm) { return dp_grad_norm_shard(&f->dp, f->flat_grads, norm); }
 
 /* ---- optimizer ----------------------------------------------------------------------------- */
 

@@ -49,15 +49,12 @@ vfm_status optim_config_from(OptimConfig *o, const Config *cfg) {
 }
 
 vfm_status train_check_keys(const Config *cfg) {
-    static const char *sizes[] = {"model.tensor_model_parallel_size", "model.pipeline_model_parallel_size",
-                                  "model.context_parallel_size", "model.virtual_pipeline_model_parallel_size"};
-    for (int i = 0; i < 4; i++)
+    static const char *sizes[] = {"model.pipeline_model_parallel_size", "model.virtual_pipeline_model_parallel_size"};
+    for (int i = 0; i < 2; i++) /* the tensor, sequence and context keys: train_parallel.c */
         if (cfg_int(cfg, sizes[i]) != 1)
             return vfm_fail_at(VFM_ERR_USAGE, NULL, sizes[i], NULL,
-                               "only 1 is supported in this version (data parallelism only)");
-    if (cfg_bool(cfg, "model.sequence_parallel"))
-        return vfm_fail_at(VFM_ERR_USAGE, NULL, "model.sequence_parallel", "true",
-                           "needs tensor parallelism, which this version does not have");
+                               "only 1 is supported in this version (pipeline parallelism is not written; tensor, "
+                               "sequence, context and data parallelism are)");
     if (cfg_int(cfg, "train.micro_batch_size") != 1) /* the registry admits 1 only: a micro-batch is one pack */
         return vfm_fail_at(VFM_ERR_USAGE, NULL, "train.micro_batch_size", NULL, "a micro-batch is one pack (1)");
     const char *dev = cfg_str(cfg, "train.device");

@@ -24,6 +24,7 @@
 #include "parallel/groups.h"
 #include "parallel/launch.h"
 #include "train/checkpoint.h"
+#include "train/train_parallel.h"
 #include "optim/optimizer.h"
 #include "train/tensorboard.h"
 #include "train/train_config.h"
@@ -35,10 +36,10 @@ typedef struct Trainer {
     Objective objective;
     Optimizer opt;
     PackSource *source;
-    /* the job: ranks [DP][PP][CP][TP]; data parallelism over the DP×CP group */
+    /* the job: ranks [DP][PP][CP][TP]; gradients reduce over the DP×CP group */
     LaunchInfo launch;
-    ParallelLayout layout;
-    Comm world, grad_comm;
+    TrainLayout layout;
+    TrainParallel par;
     DataParallel dp;
     int rank, dp_rank, dp_size, have_comms, have_dp;
     int buckets_issued;       /* buckets handed to DP during the current backward */
@@ -62,9 +63,7 @@ typedef struct Trainer {
 static vfm_status restore(Trainer *t, const char *dir, int finetune, int with_optim) {
     CheckpointState st;
     VFM_TRY(checkpoint_read_meta(dir, &st));
-    CheckpointData d = {&t->model.table, t->model.params, t->ema};
-    vfm_status s = checkpoint_load_tensors(dir, &d);
-    if (s == VFM_OK && with_optim && !finetune) s = dp_optim_load(&t->dp, &t->opt, dir);
+    vfm_status s = train_parallel_load(&t->par, &t->model, t->ema, &t->dp, with_optim && !finetune ? &t->opt : NULL, dir);
     if (s == VFM_OK && !finetune) {
         t->step = st.step;
         t->opt.step = with_optim ? st.optimizer_step : 0;
@@ -123,28 +122,21 @@ static vfm_status trainer_setup(Trainer *t, const TrainOptions *opt) {
     int level = log_level_from_string(cfg_str(cfg, "logger.level"));
     if (level >= 0) log_set_level((LogLevel)level);
     VFM_TRY(train_check_keys(cfg));
+    DiTConfig mc;
+    VFM_TRY(dit_config_from(&mc, cfg));
     VFM_TRY(launch_init(&t->launch));
     t->rank = t->launch.rank;
     if (t->rank != 0 && log_get_level() == LOG_INFO) log_set_level(LOG_WARN); /* rank 0 speaks for the job */
-    VFM_TRY(layout_init(&t->layout, t->launch.world_size, t->rank, (int)cfg_int(cfg, "model.tensor_model_parallel_size"),
-                        (int)cfg_int(cfg, "model.pipeline_model_parallel_size"),
-                        (int)cfg_int(cfg, "model.context_parallel_size")));
-    int dp_coord, pp_coord, cp_coord, tp_coord;
-    layout_coords(&t->layout, t->rank, &dp_coord, &pp_coord, &cp_coord, &tp_coord);
-    t->dp_rank = dp_coord;
-    t->dp_size = group_size(&t->layout, GROUP_DP);
-    VFM_TRY(comm_create_group(&t->world, &t->layout, GROUP_WORLD, COMM_BACKEND_MPI));
-    vfm_status cs = comm_create_group(&t->grad_comm, &t->layout, GROUP_DP_CP, COMM_BACKEND_MPI);
-    if (cs != VFM_OK) {
-        comm_free(&t->world);
-        return cs;
-    }
+    VFM_TRY(train_layout_from(&t->layout, cfg, t->rank == 0));
+    VFM_TRY(train_layout_check(&t->layout, &mc, t->launch.world_size));
+    if (opt->failed_everywhere) *opt->failed_everywhere = 0; /* from here on a failure may be one rank's */
     t->have_comms = 1;
+    VFM_TRY(train_parallel_init(&t->par, &t->layout, t->launch.world_size, t->rank));
+    t->dp_rank = t->par.layout.dp_rank;
+    t->dp_size = t->par.layout.dp;
     int threads = (int)cfg_int(cfg, "train.threads");
     ops_set_threads(threads > 0 ? threads : (int)sysconf(_SC_NPROCESSORS_ONLN));
 
-    DiTConfig mc;
-    VFM_TRY(dit_config_from(&mc, cfg));
     VFM_TRY(objective_from_config(&t->objective, cfg));
     VFM_TRY(objective_check_model(&t->objective, &mc));
     OptimConfig oc;
@@ -173,15 +165,18 @@ static vfm_status trainer_setup(Trainer *t, const TrainOptions *opt) {
                         t->source->text_dim, mc.d_text);
     pack_init(&t->pack, t->source->token_dim, t->source->text_dim, 1, 1);
 
-    VFM_TRY(dit_create(&t->model, &mc, DEV_CPU));
+    VFM_TRY(dit_create_parallel(&t->model, &mc, DEV_CPU, &t->par.model));
     VFM_TRY(dit_init_weights(&t->model, (uint64_t)cfg_int(cfg, "rng.seed")));
     VFM_TRY(dit_reserve(&t->model, t->source->max_tokens, t->source->max_text, t->source->max_samples));
-    DpConfig dc = {cfg_float(cfg, "ddp.bucket_size_mb"), cfg_bool(cfg, "ddp.use_distributed_optimizer"), tp_coord,
-                   pp_coord};
-    VFM_TRY(dp_init(&t->dp, &t->model.table, &dc, &t->grad_comm, NULL, NULL));
+    int zero1 = cfg_bool(cfg, "ddp.use_distributed_optimizer");
+    VFM_TRY(train_parallel_dp_init(&t->par, &t->dp, &t->model, cfg_float(cfg, "ddp.bucket_size_mb"), zero1));
     t->have_dp = 1;
     VFM_TRY(dp_optimizer_init(&t->dp, &t->opt, &oc));
-    VFM_TRY(validator_init(&t->val, cfg, &t->objective, t->dp_rank, t->dp_size, t->accum, t->rank, t->run_dir));
+    /* every rank of a replica generates the validation sample (the model's forward is collective over
+     * TP and CP); the ranks with tp = cp = 0 write it */
+    int writes_samples = t->par.layout.tp_rank == 0 && t->par.layout.cp_rank == 0;
+    VFM_TRY(validator_init(&t->val, cfg, &t->objective, t->dp_rank, t->dp_size, t->accum, t->rank,
+                           writes_samples ? t->run_dir : ""));
     if (cfg_bool(cfg, "ema.enabled")) {
         t->ema_decay = cfg_float(cfg, "ema.decay");
         t->ema = malloc((size_t)t->model.table.total * sizeof(float));
@@ -202,7 +197,7 @@ static vfm_status trainer_setup(Trainer *t, const TrainOptions *opt) {
                 checkpoint_state_free(&st);
             }
         }
-        VFM_TRY(comm_broadcast(&t->world, &chosen, 1, DT_I64, 0));
+        VFM_TRY(comm_broadcast(&t->par.world, &chosen, 1, DT_I64, 0));
         found = chosen >= 0;
         if (found) {
             char name[64];
@@ -248,11 +243,14 @@ static vfm_status trainer_setup(Trainer *t, const TrainOptions *opt) {
         tb_dir = tb_default;
     }
     if (t->rank == 0 && tb_dir[0]) VFM_TRY(tb_open(&t->tb, tb_dir, tb_wall_time()));
+    char layout[128];
+    train_layout_describe(&t->layout, t->dp_size, layout, sizeof layout);
     log_info("model: DiT %s, %lld parameters (%d layers, hidden %d, %d heads); objective %s; data: %s; %d thread%s per "
-             "rank; %d rank%s, data-parallel %d%s, %lld micro-batch%s of one pack per replica and step",
-             cfg_str(cfg, "model.variant"), (long long)param_table_trainable(&t->model.table), mc.layers, mc.hidden,
-             mc.heads, objective_name(t->objective.kind), t->source->kind, ops_get_threads(), ops_get_threads() > 1 ? "s" : "", t->launch.world_size,
-             t->launch.world_size > 1 ? "s" : "", t->dp_size, dc.zero1 && t->dp_size > 1 ? " (ZeRO-1)" : "",
+             "rank; %d rank%s: %s%s, %lld micro-batch%s of one pack per replica and step",
+             cfg_str(cfg, "model.variant"), (long long)param_table_trainable(t->model.full_table), mc.layers, mc.hidden,
+             mc.heads, objective_name(t->objective.kind), t->source->kind, ops_get_threads(),
+             ops_get_threads() > 1 ? "s" : "", t->launch.world_size, t->launch.world_size > 1 ? "s" : "", layout,
+             zero1 && t->dp_size * t->layout.cp > 1 ? " (ZeRO-1)" : "",
              (long long)t->accum, t->accum > 1 ? "es" : "");
     return VFM_OK;
 }
@@ -262,10 +260,7 @@ static void trainer_teardown(Trainer *t) {
     tb_close(&t->tb);
     validator_free(&t->val);
     if (t->have_dp) dp_free(&t->dp);
-    if (t->have_comms) {
-        comm_free(&t->grad_comm);
-        comm_free(&t->world);
-    }
+    if (t->have_comms) train_parallel_free(&t->par);
     pack_source_destroy(t->source);
     pack_free(&t->pack);
     optimizer_free(&t->opt);
@@ -303,7 +298,7 @@ static vfm_status save_checkpoint(Trainer *t) {
     st.seed = (uint64_t)cfg_int(t->cfg, "rng.seed");
     st.world_size = t->launch.world_size;
     st.dp = t->dp_size;
-    st.tp = st.pp = st.cp = 1;
+    st.tp = t->layout.tp, st.pp = t->layout.pp, st.cp = t->layout.cp;
     double t0 = time_now();
     char stage[1536];
     checkpoint_stage_dir(t->run_dir, t->step, stage, sizeof stage);
@@ -311,13 +306,13 @@ static vfm_status save_checkpoint(Trainer *t) {
     st.data_info = t->data_info ? strdup(t->data_info) : NULL;
     if (s == VFM_OK) s = config_to_yaml_string(t->cfg, &st.config_yaml);
     if (s == VFM_OK && t->rank == 0) s = checkpoint_begin(t->run_dir, t->step);
-    if (s == VFM_OK) s = comm_barrier(&t->world);
-    CheckpointData d = {&t->model.table, t->model.params, t->ema};
-    if (s == VFM_OK && t->rank == 0) s = checkpoint_write_model(stage, &st, &d);
-    if (s == VFM_OK) s = dp_optim_save(&t->dp, &t->opt, stage, t->rank);
-    if (s == VFM_OK) s = comm_barrier(&t->world);
+    if (s == VFM_OK) s = comm_barrier(&t->par.world);
+    /* every rank writes its slices of the full tensors; rank 0 the metadata */
+    if (s == VFM_OK) s = train_parallel_save(&t->par, &t->model, t->ema, &t->dp, &t->opt, stage);
+    if (s == VFM_OK && t->rank == 0) s = checkpoint_write_meta(stage, &st, t->model.full_table);
+    if (s == VFM_OK) s = comm_barrier(&t->par.world);
     if (s == VFM_OK && t->rank == 0) s = checkpoint_commit(t->run_dir, t->step, t->keep);
-    if (s == VFM_OK) s = comm_barrier(&t->world);
+    if (s == VFM_OK) s = comm_barrier(&t->par.world);
     if (s == VFM_OK)
         log_info("saved checkpoint %s/iter_%07lld (%.2f s)", t->run_dir, (long long)t->step, time_now() - t0);
     checkpoint_state_free(&st);
@@ -502,6 +497,7 @@ static vfm_status validate(Trainer *t) {
 
 vfm_status train_run(const TrainOptions *opt) {
     Trainer t;
+    if (opt->failed_everywhere) *opt->failed_everywhere = 1; /* until the layout checks pass */
     vfm_status s = trainer_setup(&t, opt);
     if (s != VFM_OK) {
         trainer_teardown(&t);

@@ -226,7 +226,7 @@ static vfm_status replica_init(Replica *r, Mode mode, const ParamTable *t, const
         r->dp = r->f.dp; /* for dp_mean_f64 (the same group) */
         return VFM_OK;
     }
-    DpConfig cfg = {1e-4, 1, 0, 0};
+    DpConfig cfg = {1e-4, 1, 0, 0, 1};
     VFM_TRY(dp_init(&r->dp, t, &cfg, comm, tp, NULL));
     VFM_TRY(dp_optimizer_init(&r->dp, &r->opt, &OPT));
     r->params = malloc((size_t)t->total * sizeof(float));
@@ -375,7 +375,7 @@ TEST(fsdp_units_and_files) {
     CHECK_OK(dp_optim_save(&f.dp, &o, test_tmpdir(), mt_rank()));
     CHECK_OK(comm_barrier(mt_world_comm()));
     DataParallel dp;
-    DpConfig cfg = {1, 1, 0, 0};
+    DpConfig cfg = {1, 1, 0, 0, 1};
     REQUIRE_OK(dp_init(&dp, &t, &cfg, mt_world_comm(), NULL, NULL));
     Optimizer z;
     REQUIRE_OK(dp_optimizer_init(&dp, &z, &OPT));

@@ -9,7 +9,8 @@
  * pp_reduce_replicated_grads within 1e-5·max|ref| (each stage adds its own blocks' part) and
  * bitwise the same on every stage; without the PP sum (the broken variant) it is off. Then the
  * PP sum before the data-parallel mean at PP2 × DP2 with stage tables that differ (bitwise against
- * a reference), and the check that stages hold the same replicated entries. */
+ * a reference; dp.c's own PP step the same), and the check that stages hold the same replicated
+ * entries. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -294,7 +295,7 @@ TEST(pp_replicated_grads_before_dp) {
     float *skipped = malloc((size_t)t.total * sizeof(float));
     memcpy(skipped, g, (size_t)t.total * sizeof(float));
     DataParallel dp;
-    DpConfig cfg = {1e-4, 1, 0, l.pp_rank};
+    DpConfig cfg = {1e-4, 1, 0, l.pp_rank, 1};
     REQUIRE_OK(dp_init(&dp, &t, &cfg, &dpc, NULL, NULL));
     CHECK_OK(pp_reduce_replicated_grads(&pp, &t, g, 0, 0, t.count, DEV_CPU));
     CHECK_OK(dp_grad_sync_finish(&dp, g));
@@ -311,6 +312,22 @@ TEST(pp_replicated_grads_before_dp) {
         }
     CHECK_MSG(!same || pp_in_shard == 0, "skipping the PP sum changed nothing in this shard");
     dp_free(&dp);
+    /* dp.c with the PP comm does the same sum itself, once, at the first bucket holding a REDUCE_PP
+     * entry (the buckets here are small, so they differ between the stages) */
+    float *g2 = malloc((size_t)t.total * sizeof(float));
+    for (int i = 0; i < t.count; i++) { /* the unreduced gradients again */
+        const ParamEntry *e = &t.entries[i];
+        test_fill_uniform_f32(g2 + e->offset, e->numel,
+                              100 * (uint64_t)l.pp_rank + 1000 * (uint64_t)l.dp_rank + (hash_string64(e->name) & 0xffff) * 10000,
+                              -1.0f, 1.0f);
+    }
+    REQUIRE_OK(dp_init(&dp, &t, &cfg, &dpc, NULL, &pp));
+    CHECK(dp.n_buckets >= 2);
+    for (int b = dp.n_buckets - 1; b >= 0; b--) CHECK_OK(dp_grad_bucket_ready(&dp, g2, b));
+    CHECK_OK(dp_grad_sync_finish(&dp, g2));
+    CHECK_SAME_BITS("dp.c's own PP sum then DP mean", g2 + dp.own_begin, want + dp.own_begin, n);
+    dp_free(&dp);
+    free(g2);
     /* stages with other replicated entries are refused */
     if (l.pp_rank == 1) param_table_add(&t, INIT_ZERO, 0, 1, (int64_t[]){2}, REDUCE_PP, -1, "fps_embedder.weight");
     CHECK(pp_check_replicated(&pp, &t) == VFM_ERR_INTERNAL);

@@ -15,6 +15,6 @@ vfm_status train_tiny_mock(const char *run, const char *const *extra, int n_extr
     ov[n++] = "logger.level=error";
     ov[n++] = "train.threads=1";
     for (int i = 0; i < n_extra && n < 48; i++) ov[n++] = extra[i];
-    TrainOptions opt = {test_fixture("../../configs/tiny-mock.yaml"), ov, n, NULL};
+    TrainOptions opt = {test_fixture("../../configs/tiny-mock.yaml"), ov, n, NULL, NULL};
     return train_run(&opt);
 }
