@@ -156,11 +156,13 @@ vfm_status dp_grad_sync_finish(DataParallel *dp, float *grads) {
     return s;
 }
 
-/* part[0] += Σ g² over the split entries' elements in [lo, hi), part[1] over the replicated ones';
- * element x of the buffer is grads[x - base]. */
-static vfm_status split_sum_squares(const DataParallel *dp, const float *grads, int64_t base, int64_t lo, int64_t hi,
+/* part[c] += Σ g² over the elements in [lo, hi) of the entries of class c: + 0 split over TP, + 1
+ * replicated over TP; + 2 when the entry is on every pipeline stage (REDUCE_PP) and pp > 1.
+ * Element x of the buffer is grads[x - base]. */
+static vfm_status class_sum_squares(const DataParallel *dp, const float *grads, int64_t base, int64_t lo, int64_t hi,
                                     double *part) {
     const ParamTable *t = dp->table;
+    int pp = group_n(dp->pp_comm) > 1;
     for (int i = 0; i < t->count; i++) {
         const ParamEntry *e = &t->entries[i];
         int64_t a = e->offset > lo ? e->offset : lo, b = e->offset + e->numel < hi ? e->offset + e->numel : hi;
@@ -168,7 +170,7 @@ static vfm_status split_sum_squares(const DataParallel *dp, const float *grads, 
         double sq = 0;
         Tensor g = TF32((float *)grads + (a - base), b - a);
         VFM_TRY(op_sum_squares(&sq, &g));
-        part[e->tp_split_dim >= 0 ? 0 : 1] += sq;
+        part[(e->tp_split_dim >= 0 ? 0 : 1) + (pp && (e->reduce_groups & REDUCE_PP) ? 2 : 0)] += sq;
     }
     return VFM_OK;
 }
@@ -176,8 +178,8 @@ static vfm_status split_sum_squares(const DataParallel *dp, const float *grads, 
 /* The norm (dp.h) with element x of the gradients at grads[x - base]: base = 0 for a whole
  * buffer, own_begin for a ZeRO-1 shard held on its own (only the own shard is read then). */
 static vfm_status grad_norm(DataParallel *dp, const float *grads, int64_t base, double *norm) {
-    int n = group_n(dp->grad_comm), tp = group_n(dp->tp_comm);
-    int k = tp > 1 ? 2 : 1; /* values per shard: one sum, or (split, replicated) under TP */
+    int n = group_n(dp->grad_comm), tp = group_n(dp->tp_comm), pp = group_n(dp->pp_comm);
+    int k = tp > 1 || pp > 1 ? 4 : 1; /* values per shard: one sum, or the four classes above */
     double *partial = calloc((size_t)(n * k), sizeof *partial);
     if (!partial) return vfm_fail(VFM_ERR_NOMEM, "dp: norm partials");
     vfm_status s = VFM_OK;
@@ -186,26 +188,33 @@ static vfm_status grad_norm(DataParallel *dp, const float *grads, int64_t base, 
         int64_t lo, hi;
         zero_shard_range(dp->table->total, n, j, &lo, &hi);
         if (hi <= lo) continue;
-        if (k == 2) {
-            s = split_sum_squares(dp, grads, base, lo, hi, &partial[2 * j]);
+        if (k == 4) {
+            s = class_sum_squares(dp, grads, base, lo, hi, &partial[4 * j]);
         } else {
             Tensor g = TF32((float *)grads + (lo - base), hi - lo);
             s = op_sum_squares(&partial[j], &g);
         }
     }
     if (s == VFM_OK && dp->cfg.zero1 && n > 1) {
-        double mine[2] = {partial[k * group_rank(dp->grad_comm)], k == 2 ? partial[2 * group_rank(dp->grad_comm) + 1] : 0};
+        double mine[4];
+        memcpy(mine, &partial[k * group_rank(dp->grad_comm)], (size_t)k * sizeof *mine);
         s = comm_all_gather(dp->grad_comm, mine, partial, k, DT_F64);
     }
-    double total = 0, split = 0, repl = 0;
+    double total = 0, cls[4] = {0, 0, 0, 0};
     for (int j = 0; j < n; j++) {
         if (k == 1) total += partial[j];
-        else split += partial[2 * j], repl += partial[2 * j + 1];
+        else
+            for (int c = 0; c < 4; c++) cls[c] += partial[4 * j + c];
     }
     free(partial);
-    if (s == VFM_OK && k == 2) {
-        s = comm_all_reduce(dp->tp_comm, &split, 1, DT_F64, COMM_SUM_ORDERED);
-        total = split + repl;
+    if (s == VFM_OK && k == 4) {
+        /* the TP-split classes over TP; then what each stage holds alone over PP; the entries every
+         * stage holds (identical after the PP sum) once */
+        double split[2] = {cls[0], cls[2]};
+        if (tp > 1) s = comm_all_reduce(dp->tp_comm, split, 2, DT_F64, COMM_SUM_ORDERED);
+        double stage = split[0] + cls[1];
+        if (s == VFM_OK && pp > 1) s = comm_all_reduce(dp->pp_comm, &stage, 1, DT_F64, COMM_SUM_ORDERED);
+        total = stage + (split[1] + cls[3]);
     }
     *norm = sqrt(total);
     return s;

@@ -39,10 +39,12 @@
  * order), the partials added in rank order j = 0..n-1. Plain DP computes every partial locally;
  * ZeRO-1 computes its own and all-gathers the n doubles. At n = 1 this is exactly
  * grad_global_norm (optimizer.h). Across different DP sizes the norm differs in the last bits.
- * Under TP (a TP comm of more than one rank) every rank holds other slices of the split entries
- * and the same replicated ones: each shard's partial is kept as two sums (split entries,
- * replicated entries, each entry's piece by op_sum_squares), the split sums are added over TP in
- * rank order and the replicated ones counted once.
+ * Under TP or PP (a TP or PP comm of more than one rank) each shard's partial is kept as four
+ * sums, each entry's piece by op_sum_squares: entries split over TP or replicated over TP, times
+ * entries every pipeline stage holds (REDUCE_PP) or not. The TP-split sums are added over TP in
+ * rank order; then what each stage holds alone is added over PP in stage order; the entries
+ * every stage holds (identical on every stage after their PP sum) count once. At PP = 1 this is
+ * bit for bit the two-sum rule of TP alone.
  *
  * On the CPU the fp32 parameters are the master weights (one full copy per rank); on the GPU the
  * fp32 master becomes a third buffer sharded like m and v, and the all-gather then fills the

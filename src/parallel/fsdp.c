@@ -419,6 +419,10 @@ vfm_status fsdp_optimizer_step(Fsdp *f, Optimizer *o, double lr, double grad_sca
         return vfm_fail(VFM_ERR_INTERNAL, "fsdp: the optimizer holds [%lld, %lld), this rank's shard is [%lld, %lld)",
                         (long long)o->begin, (long long)o->end, (long long)f->dp.own_begin, (long long)f->dp.own_end);
     VFM_TRY(optimizer_step_range(o, f->master, f->flat_grads, lr, grad_scale));
+    return fsdp_distribute_master(f);
+}
+
+vfm_status fsdp_distribute_master(Fsdp *f) {
     if (!zero3(f)) { /* ZeRO-2: every parameter back to every rank, as ZeRO-1 */
         if (!f->comm || f->n == 1) return VFM_OK;
         int64_t *counts = malloc((size_t)f->n * sizeof *counts);

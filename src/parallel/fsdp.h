@@ -153,8 +153,12 @@ vfm_status fsdp_grad_norm(Fsdp *f, double *norm);
 /* ---- optimizer ----------------------------------------------------------------------------- */
 /* Adam moments over the flat shard (as dp_optimizer_init under ZeRO-1). */
 vfm_status fsdp_optimizer_init(const Fsdp *f, Optimizer *o, const OptimConfig *c);
-/* AdamW on the flat shard (master, flat_grads), then the parameters back to where forward reads
- * them (above). */
+/* AdamW on the flat shard (master, flat_grads), then fsdp_distribute_master. */
 vfm_status fsdp_optimizer_step(Fsdp *f, Optimizer *o, double lr, double grad_scale);
+/* Collective: the parameters from the fp32 master shard f->master ([dp.own_begin, dp.own_end) of
+ * the buffer) to where forward reads them — ZeRO-2 all-gathers every parameter, ZeRO-3 moves the
+ * block units' pieces (all-to-all) and all-gathers the whole units. A checkpoint read fills the
+ * master shard (one contiguous range per rank) and calls this. No block unit may be gathered. */
+vfm_status fsdp_distribute_master(Fsdp *f);
 
 #endif

@@ -84,6 +84,7 @@ vfm_status pp_run(const PpSchedule *s, Comm *pp, const PpStage *stage, int64_t a
             if (g > 0) st = held(&b, a->mb, a->chunk, BUF_IN, "the received input", &x);
             if (st == VFM_OK && g < C - 1) st = take(&b, a->mb, a->chunk, BUF_OUT, &y);
             if (st == VFM_OK) st = stage->forward(stage->ctx, a->mb, a->chunk, x, y);
+            if (s->forward_only) drop(&b, a->mb, a->chunk, BUF_IN);
         } else {
             void *dy = NULL, *dx = NULL;
             if (g < C - 1) st = held(&b, a->mb, a->chunk, BUF_GOUT, "the received output gradient", &dy);

@@ -5,7 +5,8 @@
  *
  * Buffers (act_count elements of dtype on device each, owned by the runner):
  *   in(mb, v)   the received input of chunk v: valid from its receive until backward(mb, v) returns
- *               (the stage may keep a pointer to it as a saved activation);
+ *               (the stage may keep a pointer to it as a saved activation); forward only: until
+ *               forward(mb, v) returns;
  *   out(mb, v)  filled by forward(mb, v), sent, freed when the send completed;
  *   gout(mb, v) the received gradient of the output, valid during backward(mb, v);
  *   gin(mb, v)  filled by backward(mb, v), sent, freed when the send completed.
@@ -27,7 +28,8 @@ typedef struct PpStage {
     void *ctx;
     /* x[act_count] (NULL on global chunk 0) → y[act_count] (NULL on the last global chunk) */
     vfm_status (*forward)(void *ctx, int mb, int chunk, const void *x, void *y);
-    /* dy[act_count] (NULL on the last global chunk) → dx[act_count] (NULL on global chunk 0) */
+    /* dy[act_count] (NULL on the last global chunk) → dx[act_count] (NULL on global chunk 0);
+     * never called for a forward-only schedule (may be NULL then) */
     vfm_status (*backward)(void *ctx, int mb, int chunk, const void *dy, void *dx);
 } PpStage;
 

@@ -107,6 +107,26 @@ vfm_status pp_schedule_1f1b(PpSchedule *s, int P, int M, int p) {
     return st;
 }
 
+static vfm_status forward_only_1f1b(PpSchedule *s, int P, int M, int p) {
+    VFM_TRY(check_args(P, M, 1, p));
+    schedule_init(s, P, M, 1, p);
+    s->forward_only = 1;
+    s->warmup = M;
+    vfm_status st = VFM_OK;
+    Step c;
+    for (int i = 0; i < M && st == VFM_OK; i++) {
+        step_init(&c);
+        if (p > 0) step_add(&c, PP_RECV_ACT, i, 0, p - 1);
+        st = step_emit(s, &c);
+        if (st == VFM_OK) st = compute(s, PP_FORWARD, i, 0);
+        step_init(&c);
+        if (p < P - 1) step_add(&c, PP_SEND_ACT, i, 0, p + 1);
+        if (st == VFM_OK) st = step_emit(s, &c);
+    }
+    if (st != VFM_OK) pp_schedule_free(s);
+    return st;
+}
+
 vfm_status pp_interleave_group(int P, int M, int *group) {
     if (M < P)
         return vfm_fail(VFM_ERR_USAGE, "the interleaved pipeline schedule (model.virtual_pipeline_model_parallel_size > 1) "
@@ -154,7 +174,13 @@ static int recv_chunk(const Table *t, int k, int forward, int *chunk) {
     return recv;
 }
 
+static vfm_status interleaved(PpSchedule *s, int P, int M, int V, int G, int p, int forward_only);
+
 vfm_status pp_schedule_interleaved(PpSchedule *s, int P, int M, int V, int G, int p) {
+    return interleaved(s, P, M, V, G, p, 0);
+}
+
+static vfm_status interleaved(PpSchedule *s, int P, int M, int V, int G, int p, int forward_only) {
     VFM_TRY(check_args(P, M, V, p));
     if (V < 2) return vfm_fail(VFM_ERR_INTERNAL, "interleaved pipeline schedule with %d chunk", V);
     if (P < 2)
@@ -176,9 +202,10 @@ vfm_status pp_schedule_interleaved(PpSchedule *s, int P, int M, int V, int G, in
         for (int v = 0; v < V; v++)
             for (int m = lo; m < hi; m++) t.mb[k] = m, t.ch[k++] = v;
     }
-    int total = M * V, W = 2 * (P - p - 1) + (V - 1) * G;
+    int total = M * V, W = forward_only ? total : 2 * (P - p - 1) + (V - 1) * G;
     int all_warmup = W >= total;
     if (all_warmup) W = total;
+    s->forward_only = forward_only;
     int R = total - W;
     s->warmup = W;
     int next = (p + 1) % P, prev = (p + P - 1) % P, first = p == 0, last = p == P - 1;
@@ -224,12 +251,12 @@ vfm_status pp_schedule_interleaved(PpSchedule *s, int P, int M, int V, int G, in
         if (recv_next) step_add(&c, PP_RECV_GRAD, counters[C_RECV_GRAD][nbv]++, nbv, next);
         if (st == VFM_OK) st = step_emit(s, &c);
     }
-    if (all_warmup && !last && st == VFM_OK) {
+    if (all_warmup && !last && !forward_only && st == VFM_OK) {
         step_init(&c);
         step_add(&c, PP_RECV_GRAD, counters[C_RECV_GRAD][V - 1]++, V - 1, next);
         st = step_emit(s, &c);
     }
-    for (int k = R; k < total && st == VFM_OK; k++) {
+    for (int k = R; k < total && st == VFM_OK && !forward_only; k++) {
         int v = table_chunk(&t, k, 0), m = counters[C_BWD][v]++;
         st = compute(s, PP_BACKWARD, m, v);
         step_init(&c);
@@ -246,6 +273,10 @@ vfm_status pp_schedule_interleaved(PpSchedule *s, int P, int M, int V, int G, in
 
 vfm_status pp_schedule_build(PpSchedule *s, int P, int M, int V, int p) {
     return V <= 1 ? pp_schedule_1f1b(s, P, M, p) : pp_schedule_interleaved(s, P, M, V, 0, p);
+}
+
+vfm_status pp_schedule_forward_only(PpSchedule *s, int P, int M, int V, int p) {
+    return V <= 1 ? forward_only_1f1b(s, P, M, p) : interleaved(s, P, M, V, 0, p, 1);
 }
 
 void pp_schedule_free(PpSchedule *s) {
@@ -337,11 +368,13 @@ int pp_schedule_check(const PpSchedule *const *sched, const int *max_in_flight, 
                         CHECK_FAIL("stage %d action %d: forward of micro-batch %d chunk %d before its input arrived", p,
                                    me->pc, a->mb, a->chunk);
                     me->state[k] = 1;
-                    if (++me->in_flight > me->max_seen) me->max_seen = me->in_flight;
+                    if (!s->forward_only && ++me->in_flight > me->max_seen) me->max_seen = me->in_flight;
                     if (max_in_flight && max_in_flight[p] >= 0 && me->in_flight > max_in_flight[p])
                         CHECK_FAIL("stage %d action %d: %d micro-batches in flight, at most %d allowed", p, me->pc,
                                    me->in_flight, max_in_flight[p]);
                 } else {
+                    if (s->forward_only)
+                        CHECK_FAIL("stage %d action %d: a backward in a forward-only schedule", p, me->pc);
                     if (me->state[k] != 1)
                         CHECK_FAIL("stage %d action %d: backward of micro-batch %d chunk %d %s", p, me->pc, a->mb, a->chunk,
                                    me->state[k] ? "runs twice" : "before its forward");
@@ -440,7 +473,7 @@ int pp_schedule_check(const PpSchedule *const *sched, const int *max_in_flight, 
     }
     for (int p = 0; p < P; p++)
         for (int k = 0; k < M * V; k++)
-            if (sim[p].state[k] != 2)
+            if (sim[p].state[k] != (sched[p]->forward_only ? 1 : 2))
                 CHECK_FAIL("stage %d: micro-batch %d chunk %d %s", p, k / V, k % V,
                            sim[p].state[k] ? "never ran its backward" : "never ran");
 out:

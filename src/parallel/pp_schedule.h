@@ -64,6 +64,7 @@ typedef struct PpSchedule {
     int stages, microbatches, chunks, stage; /* P, M, V, this stage p */
     int group;                 /* interleaved: micro-batches per group G (0 for 1F1B) */
     int warmup;                /* forwards before the first backward (virtual steps when V > 1) */
+    int forward_only;          /* 1: no backward (validation, sampling) */
     PpAction *actions;
     int n_actions, capacity;
 } PpSchedule;
@@ -75,12 +76,16 @@ vfm_status pp_schedule_1f1b(PpSchedule *s, int stages, int microbatches, int sta
 vfm_status pp_schedule_interleaved(PpSchedule *s, int stages, int microbatches, int chunks, int group, int stage);
 /* 1F1B when chunks = 1, else interleaved with G chosen by vfm. */
 vfm_status pp_schedule_build(PpSchedule *s, int stages, int microbatches, int chunks, int stage);
+/* Forwards only (validation, sampling; Megatron's forward_only): every micro-batch through every
+ * chunk in the schedule's forward order, no backward; the runner frees each input after its
+ * forward. chunks > 1 follows the interleaved table (same rules for M and G). */
+vfm_status pp_schedule_forward_only(PpSchedule *s, int stages, int microbatches, int chunks, int stage);
 void pp_schedule_free(PpSchedule *s);
 /* G for the interleaved schedule (above); VFM_ERR_USAGE naming the keys when M < P. */
 vfm_status pp_interleave_group(int stages, int microbatches, int *group);
 
 /* Runs the schedules of all P stages (sched[p] for stage p, same P, M, V) against each other:
- * every forward and backward of every (micro-batch, chunk) exactly once, a forward's input
+ * every forward and backward (forward only: every forward) of every (micro-batch, chunk) exactly once, a forward's input
  * received before it (except global chunk 0), a backward after its forward and after its output
  * gradient arrived (except the last global chunk), every message matched in FIFO order with the
  * same identity, and no deadlock. When max_in_flight[p] ≥ 0 it also bounds the micro-batch·chunk

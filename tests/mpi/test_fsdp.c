@@ -367,6 +367,15 @@ TEST(fsdp_units_and_files) {
     for (int u = 0; u < f.lay.n_units; u++)
         CHECK_OK(fsdp_get_unit_params(&f, u, back + f.lay.units[u].begin));
     CHECK_SAME_BITS("every unit read back", back, init, t.total);
+    /* a checkpoint's master shard goes to the pieces and the whole units */
+    float *other = malloc((size_t)t.total * sizeof(float));
+    test_fill_uniform_f32(other, t.total, 6, -1.0f, 1.0f);
+    memcpy(f.master, other + f.dp.own_begin, (size_t)(f.dp.own_end - f.dp.own_begin) * sizeof(float));
+    CHECK_OK(fsdp_distribute_master(&f));
+    for (int u = 0; u < f.lay.n_units; u++)
+        CHECK_OK(fsdp_get_unit_params(&f, u, back + f.lay.units[u].begin));
+    CHECK_SAME_BITS("every unit from the master shard", back, other, t.total);
+    free(other);
     /* ZeRO-3 writes ZeRO-1's optimizer files */
     Optimizer o;
     REQUIRE_OK(fsdp_optimizer_init(&f, &o, &OPT));

@@ -253,6 +253,50 @@ TEST(pp_toy_interleaved_matches_one_rank) {
     check_layout(2, 2 * P, 4 * P - 1);
 }
 
+/* Forward only (validation): every micro-batch's loss bit for bit against one rank, with 1F1B's
+ * and the interleaved forward order; the runner frees every buffer. */
+TEST(pp_toy_forward_only_matches_one_rank) {
+    int P = mt_world(), stage = mt_rank(), block_first[MAX_L], head;
+    for (int V = 1; V <= (P > 1 ? 2 : 1); V++) {
+        int M = 2 * P + 1, L = 2 * P + 1;
+        ParamTable full;
+        toy_table(&full, L, block_first, &head);
+        float *values = malloc((size_t)full.total * sizeof(float));
+        test_fill_uniform_f32(values, full.total, 9, -0.5f, 0.5f);
+        PpBlocks blocks = {block_first, L, head};
+        PpStageMap one, map;
+        Toy ref, got;
+        REQUIRE_OK(pp_stage_map_init(&one, &full, &blocks, 1, 1, 0));
+        REQUIRE_OK(toy_run(&ref, &full, &one, values, 1, 1, 0, L, M, NULL));
+        REQUIRE_OK(pp_stage_map_init(&map, &full, &blocks, P, V, stage));
+        memset(&got, 0, sizeof got);
+        got.t = &map.local, got.P = P, got.V = V, got.stage = stage, got.L = L;
+        got.params = malloc((size_t)map.local.total * sizeof(float));
+        got.grads = calloc((size_t)map.local.total, sizeof(float));
+        for (int i = 0; i < map.local.count; i++)
+            memcpy(got.params + map.local.entries[i].offset, values + full.entries[map.full_entry[i]].offset,
+                   (size_t)map.local.entries[i].numel * sizeof(float));
+        PpSchedule s;
+        REQUIRE_OK(pp_schedule_forward_only(&s, P, M, V, stage));
+        PpStage st = {&got, toy_forward, NULL};
+        PpRunStats stats;
+        CHECK_OK(pp_run(&s, mt_world_comm(), &st, N * D, DT_F32, DEV_CPU, &stats));
+        /* an input and the output being sent; interleaved, stage 0 also holds the inputs the last stage
+         * sent ahead for its next chunk (Megatron's receive buffer of G − P + 1) */
+        int bound = V > 1 ? s.group - P + 3 : 2;
+        CHECK_MSG(stats.max_live_buffers <= bound, "stage %d: %d buffers alive at once, bound %d", stage,
+                  stats.max_live_buffers, bound);
+        if (stage == P - 1)
+            for (int mb = 0; mb < M; mb++) CHECK_SAME_BITS("forward-only loss", &got.loss[mb], &ref.loss[mb], 1);
+        for (int k = 0; k < MAX_M * 4; k++) free(got.saved[k]);
+        pp_schedule_free(&s);
+        toy_free(&got), toy_free(&ref);
+        pp_stage_map_free(&map), pp_stage_map_free(&one);
+        free(values);
+        param_table_free(&full);
+    }
+}
+
 /* PP2 × DP2 with stage tables that differ around the replicated entries (stage 0: a first-stage
  * entry between them, so they are packed; stage 1: contiguous): the REDUCE_PP entries summed over
  * PP, then every entry averaged over DP (dp.c, ZeRO-1), bit for bit against the reference; a run
@@ -367,4 +411,89 @@ TEST(pp_run_buffers) {
     free(m.params), free(m.grads), free(values);
     pp_stage_map_free(&map);
     param_table_free(&full);
+}
+
+/* A stage's table for the norm test: its own entries (a TP-split and a TP-replicated one, sizes by
+ * stage) and two REDUCE_PP entries every stage holds (one TP-split, one replicated). */
+static void norm_table(ParamTable *t, int stage) {
+    param_table_init(t);
+    param_table_add(t, INIT_ZERO, 0, 2, (int64_t[]){4 + stage, 3}, 0, 0, "stage%d.split", stage);
+    param_table_add(t, INIT_ZERO, 0, 2, (int64_t[]){2, 6}, REDUCE_PP, 0, "cond.split");
+    param_table_add(t, INIT_ZERO, 0, 1, (int64_t[]){7 + 3 * stage}, 0, -1, "stage%d.norm", stage);
+    param_table_add(t, INIT_ZERO, 0, 1, (int64_t[]){5}, REDUCE_PP, -1, "cond.norm");
+}
+
+/* Reduced gradients of (stage, tp rank): TP-split entries differ by TP rank, replicated ones do
+ * not; REDUCE_PP entries do not depend on the stage; nothing depends on the DP rank. */
+static void norm_grads(const ParamTable *t, int stage, int tp_rank, float *g) {
+    for (int i = 0; i < t->count; i++) {
+        const ParamEntry *e = &t->entries[i];
+        uint64_t seed = (hash_string64(e->name) & 0xffff) * 100 + (e->tp_split_dim >= 0 ? (uint64_t)tp_rank : 50);
+        (void)stage;
+        test_fill_uniform_f32(g + e->offset, e->numel, seed, -1.0f, 1.0f);
+    }
+}
+
+/* The global gradient norm under PP (and TP, DP): every stage's own entries once, the entries
+ * every stage holds once, TP-split entries over every TP rank — against the double sum over the
+ * distinct parameters (within 1e-12), the same bits on every rank, ZeRO-1 = plain DP bitwise. */
+TEST(pp_grad_norm_over_stages) {
+    REQUIRE_WORLD(4);
+    const int layouts[3][2] = {{1, 2}, {2, 2}, {1, 4}}; /* (tp, pp); dp = the rest */
+    for (int li = 0; li < 3; li++) {
+        int tpn = layouts[li][0], ppn = layouts[li][1];
+        ParallelLayout l;
+        REQUIRE_OK(layout_init(&l, 4, mt_rank(), tpn, ppn, 1));
+        Comm pp, dpc, tp;
+        REQUIRE_OK(comm_create_group(&pp, &l, GROUP_PP, COMM_BACKEND_MPI));
+        REQUIRE_OK(comm_create_group(&dpc, &l, GROUP_DP_CP, COMM_BACKEND_MPI));
+        REQUIRE_OK(comm_create_group(&tp, &l, GROUP_TP, COMM_BACKEND_MPI));
+        /* the reference: the distinct parameters of the whole model */
+        double want = 0;
+        for (int st = 0; st < ppn; st++) {
+            ParamTable t;
+            norm_table(&t, st);
+            float *g = malloc((size_t)t.total * sizeof(float));
+            for (int r = 0; r < tpn; r++) {
+                norm_grads(&t, st, r, g);
+                for (int i = 0; i < t.count; i++) {
+                    const ParamEntry *e = &t.entries[i];
+                    if ((e->reduce_groups & REDUCE_PP) && st > 0) continue; /* every stage holds it: once */
+                    if (e->tp_split_dim < 0 && r > 0) continue;                /* every TP rank holds it: once */
+                    for (int64_t k = 0; k < e->numel; k++) want += (double)g[e->offset + k] * g[e->offset + k];
+                }
+            }
+            free(g);
+            param_table_free(&t);
+        }
+        want = sqrt(want);
+        ParamTable t;
+        norm_table(&t, l.pp_rank);
+        float *g = malloc((size_t)t.total * sizeof(float));
+        norm_grads(&t, l.pp_rank, l.tp_rank, g);
+        double norms[2];
+        for (int zero1 = 0; zero1 < 2; zero1++) {
+            DataParallel dp;
+            DpConfig cfg = {1, zero1, l.tp_rank, l.pp_rank, 1};
+            REQUIRE_OK(dp_init(&dp, &t, &cfg, &dpc, &tp, &pp));
+            CHECK_OK(dp_grad_norm(&dp, g, &norms[zero1]));
+            if (zero1) { /* FSDP's entry point: the shard alone */
+                double from_shard;
+                CHECK_OK(dp_grad_norm_shard(&dp, g + dp.own_begin, &from_shard));
+                CHECK_SAME_BITS("norm from the shard alone", &from_shard, &norms[1], 1);
+            }
+            dp_free(&dp);
+        }
+        char what[96];
+        snprintf(what, sizeof what, "TP%d × PP%d norm: ZeRO-1 vs plain", tpn, ppn);
+        CHECK_SAME_BITS(what, &norms[1], &norms[0], 1);
+        CHECK_MSG(fabs(norms[0] - want) <= 1e-12 * want, "TP%d × PP%d: norm %.17g, the distinct parameters give %.17g", tpn,
+                  ppn, norms[0], want);
+        double all[4];
+        CHECK_OK(comm_all_gather(mt_world_comm(), &norms[0], all, 1, DT_F64));
+        for (int r = 1; r < 4; r++) CHECK_SAME_BITS("the same norm on every rank", &all[r], &all[0], 1);
+        free(g);
+        param_table_free(&t);
+        comm_free(&pp), comm_free(&dpc), comm_free(&tp);
+    }
 }

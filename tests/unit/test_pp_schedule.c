@@ -121,6 +121,40 @@ TEST(pp_interleaved_checked_for_every_shape) {
             }
 }
 
+/* Forward-only schedules (validation, sampling): every shape passes the checker, no backward, the
+ * forwards in the training schedule's order. */
+TEST(pp_forward_only_schedules) {
+    char err[1024];
+    for (int P = 1; P <= 4; P++)
+        for (int V = 1; V <= 3; V++)
+            for (int M = (V > 1 ? P : 1); M <= 2 * P + 2; M++) {
+                if (V > 1 && P == 1) continue;
+                PpSchedule s[4];
+                const PpSchedule *ptr[4];
+                int ok = 1;
+                for (int p = 0; p < P; p++) {
+                    if (pp_schedule_forward_only(&s[p], P, M, V, p) != VFM_OK) {
+                        test_fail(__FILE__, __LINE__, "P=%d V=%d M=%d: %s", P, V, M, vfm_last_error());
+                        ok = 0;
+                    }
+                    ptr[p] = &s[p];
+                }
+                if (ok) CHECK_MSG(pp_schedule_check(ptr, NULL, err, sizeof err), "forward only P=%d V=%d M=%d: %s", P, V, M, err);
+                for (int p = 0; p < P && ok; p++) {
+                    PpSchedule t;
+                    REQUIRE_OK(pp_schedule_build(&t, P, M, V, p));
+                    char a[2048], b[2048], fa[2048] = "";
+                    compute_order(&t, a, sizeof a);
+                    compute_order(&s[p], b, sizeof b);
+                    for (char *tok = strtok(a, " "); tok; tok = strtok(NULL, " "))
+                        if (tok[0] == 'F') snprintf(fa + strlen(fa), sizeof fa - strlen(fa), "%s%s", fa[0] ? " " : "", tok);
+                    CHECK_MSG(strcmp(fa, b) == 0, "P=%d V=%d M=%d stage %d: %s vs %s", P, V, M, p, b, fa);
+                    pp_schedule_free(&t);
+                }
+                for (int p = 0; p < P; p++) pp_schedule_free(&s[p]);
+            }
+}
+
 TEST(pp_interleave_group_rules) {
     int G;
     const int cases[][3] = {{2, 2, 2}, {2, 4, 2}, {2, 5, 3}, {4, 8, 4}, {4, 9, 5}, {4, 5, 5}, {3, 7, 4}, {4, 6, 6}, {4, 10, 5}};
