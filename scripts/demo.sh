@@ -1,7 +1,8 @@
 #!/bin/sh
 # make demo: prepare the synthetic image+video set, train the tiny DiT on the CPU, sample one
 # picture per caption of a fixed list beside a real example, and score the colours.
-# Everything goes to out/demo/. Environment: DEMO_ITERS overrides train.train_iters.
+# Everything goes to out/demo/. Environment: DEMO_ITERS overrides train.train_iters; DEMO_ARGS adds
+# training overrides (e.g. DEMO_ARGS=diffusion.objective=flow).
 set -e
 cd "$(dirname "$0")/.."
 VFM=build/vfm
@@ -12,7 +13,7 @@ echo "== 1/3 prepare: synthetic shapes (2400 images, 200 short videos) -> $OUT/d
 $VFM prepare synthetic --out $OUT/data --images 2400 --videos 200 --seed 7 --force
 echo "== 2/3 train: tiny DiT on the CPU (configs/demo.yaml) -> $OUT/run"
 rm -rf $OUT/run
-$VFM train --config configs/demo.yaml ${DEMO_ITERS:+train.train_iters=$DEMO_ITERS}
+$VFM train --config configs/demo.yaml ${DEMO_ITERS:+train.train_iters=$DEMO_ITERS} $DEMO_ARGS
 echo "== 3/3 sample: one picture per caption of configs/demo-prompts.txt, beside a real example"
 $VFM sample --checkpoint $OUT/run --out $OUT --prompts configs/demo-prompts.txt --compare-dataset $OUT/data \
     --steps 18 --guidance 3 --seed 1 --score-colours | tee $OUT/score.txt

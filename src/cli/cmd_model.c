@@ -9,6 +9,8 @@
 #include "commands.h"
 #include "core/config.h"
 #include "model/dit.h"
+#include "parallel/dp.h"
+#include "train/train_parallel.h"
 
 /* The DiT paper's setting for adaln-zero (references.md B5): 4 latent channels, 1000 classes,
  * learned sigma (patch 2 comes with every preset). */
@@ -53,6 +55,43 @@ static void print_info(const Config *cfg, const DiTConfig *c, const ParamTable *
     printf("FLOPs for one sample of %d tokens%s: forward %.4g (%.4g per token), training step %.4g (%.4g per token)\n",
            seq, f->cross_attn ? "" : " (no text)", fwd, fwd / seq, 3 * fwd, 3 * fwd / seq);
     if (f->cross_attn) printf("  (with %d text rows)\n", text);
+}
+
+static double mb(double bytes) { return bytes / 1e6; }
+
+/* Per rank at the layout of the config's parallel keys (and `world` ranks): parameters, memory,
+ * bytes sent per micro-batch and per step. */
+static vfm_status print_per_rank(const Config *cfg, const DiTConfig *c, const TrainLayout *lp, int world, int seq,
+                                 int text) {
+    TrainLayout l = *lp;
+    int dp = world / (l.tp * l.pp * l.cp), n = dp * l.cp, zero1 = cfg_bool(cfg, "ddp.use_distributed_optimizer");
+    DiTParallel par = {.tp = l.tp, .sequence_parallel = l.sp, .cp = l.cp};
+    par.cpa.type = l.cp_type;
+    par.cpa.A = l.cp_type == CP_COMM_A2A ? l.cp : l.a2a_size;
+    DiT m;
+    VFM_TRY(dit_describe_parallel(&m, c, &par));
+    char name[128];
+    train_layout_describe(&l, dp, name, sizeof name);
+    int64_t local = m.table.total, full = m.full_table->total, tp_summed = 0;
+    for (int i = 0; i < m.table.count; i++)
+        if (dp_entry_reduces_over_tp(&m.table.entries[i], l.sp)) tp_summed += m.table.entries[i].numel;
+    double adam = 8.0 * (double)local / (zero1 ? n : 1);
+    printf("per rank at %s (%d rank%s):\n", name, world, world > 1 ? "s" : "");
+    printf("  parameters: %lld of %lld (%.1f%%)\n", (long long)local, (long long)full, 100.0 * (double)local / (double)full);
+    printf("  memory: weights %.1f MB and gradients %.1f MB (f32), Adam moments %.1f MB%s, activations of one "
+           "micro-batch %.1f MB (f32, this CPU implementation)\n", mb(4.0 * local), mb(4.0 * local), mb(adam),
+           zero1 && n > 1 ? " (ZeRO-1 over DP×CP)" : "", mb((double)dit_activation_bytes(&m, seq, text, 1)));
+    DiTCommBytes cb;
+    dit_comm_bytes(&m, seq, text, 2, &cb);
+    printf("  sent per micro-batch (one sample of %d tokens, bf16 activations): TP regions %.1f MB forward + %.1f MB "
+           "backward, CP attention %.1f + %.1f MB, output rows %.1f MB\n", seq, mb(cb.tp_forward), mb(cb.tp_backward),
+           mb(cb.cp_forward), mb(cb.cp_backward), mb(cb.output));
+    double share = n > 1 ? 2.0 * (n - 1) / n : 0, tshare = l.tp > 1 ? 2.0 * (l.tp - 1) / l.tp : 0;
+    printf("  sent per step (f32 gradients): DP×CP reduction over %d rank%s %.1f MB%s, TP sums of replicated weights "
+           "%.1f MB\n", n, n > 1 ? "s" : "", mb(share * 4.0 * local),
+           zero1 && n > 1 ? " (reduce-scatter + parameter all-gather)" : "", mb(tshare * 4.0 * tp_summed));
+    dit_destroy(&m);
+    return VFM_OK;
 }
 
 static void print_list(const ParamTable *t) {
@@ -126,6 +165,7 @@ int cmd_model(int argc, char **argv) {
         {"--seq", "N", "tokens of one sample for the FLOP count (default 1024)", NULL, 0},
         {"--text", "L", "text rows of one sample (default 512, DFM's T5 length)", NULL, 0},
         {"--list", NULL, "print every parameter tensor", NULL, 0},
+        {"--world", "N", "ranks of the job for the per-rank figures (default TP·CP)", NULL, 0},
         {"--dit-paper", NULL, "adaln-zero in the DiT paper's setting (4 channels, 1000 classes, learned sigma)", NULL, 0},
         {"--markdown", NULL, "presets: print a Markdown table (for docs/models.md)", NULL, 0},
     };
@@ -139,7 +179,9 @@ int cmd_model(int argc, char **argv) {
                         "       vfm model forward --checkpoint DIR --latent X.npy --t T --out Y.npy ... (see its --help)",
                         "info: the parameter count (total and by group), the variant's structure, and the FLOPs of\n"
                         "one sample of N tokens: forward, and a training step (forward + backward = 3x the forward's\n"
-                        "matmul FLOPs), also per token.\n"
+                        "matmul FLOPs), also per token. With parallel keys (model.tensor_model_parallel_size,\n"
+                        "model.sequence_parallel, model.context_parallel_size, model.cp_comm_type, ...) or --world:\n"
+                        "per rank, the parameters, memory, and bytes sent per micro-batch and per step.\n"
                         "presets: the trainable parameters of every preset in every variant.\n"
                         "forward: one call of a checkpoint's network on one latent (to compare implementations).",
                         flags, nflags);
@@ -179,11 +221,25 @@ int cmd_model(int argc, char **argv) {
         config_free(cfg);
         return cli_report(s);
     }
+    /* the layout first: a bad one is refused before anything is printed */
+    int world = atoi(args_value(flags, nflags, "--world", "0"));
+    int per_rank = world > 0 || cfg_int(cfg, "model.tensor_model_parallel_size") > 1 ||
+                   cfg_int(cfg, "model.context_parallel_size") > 1;
+    TrainLayout l;
+    if (per_rank && (s = train_layout_from(&l, cfg, 1)) == VFM_OK) {
+        if (world <= 0) world = l.tp * l.pp * l.cp;
+        s = train_layout_check(&l, &c, world);
+    }
+    if (s != VFM_OK) {
+        config_free(cfg);
+        return cli_report(s);
+    }
     DiT m;
     dit_describe(&m, &c);
     print_info(cfg, &m.cfg, &m.table, seq, text);
     if (args_flag(flags, nflags, "--list")->present) print_list(&m.table);
     dit_destroy(&m);
+    if (per_rank) s = print_per_rank(cfg, &c, &l, world, seq, text);
     config_free(cfg);
-    return 0;
+    return s == VFM_OK ? 0 : cli_report(s);
 }

@@ -1,7 +1,7 @@
-/* vfm sample: generates latents from a checkpoint with EDM Heun + classifier-free guidance, and
- * for checkpoints trained on a pixel-space dataset also pictures (PNG for images, GIF and MP4 for
- * videos) and a grid; optionally beside real examples of the same captions and with the colour
- * score of the synthetic set's judge. */
+/* vfm sample: generates latents from a checkpoint with the sampler of its objective (EDM Heun,
+ * flow-matching Euler, DDPM/DDIM) and classifier-free guidance, and for checkpoints trained on a
+ * pixel-space dataset also pictures (PNG for images, GIF and MP4 for videos) and a grid; optionally beside
+ * real examples of the same captions and with the colour score of the synthetic set's judge. */
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
@@ -22,8 +22,8 @@
 #include "data/npy.h"
 #include "data/synthetic.h"
 #include "data/tar.h"
-#include "data/video_encode.h"
 #include "diffusion/generate.h"
+#include "diffusion/sample_picture.h"
 #include "model/dit.h"
 #include "ops/ops.h"
 #include "train/checkpoint.h"
@@ -34,6 +34,7 @@ typedef struct SampleJob {
     char ckpt[1200], out[1024];
     Config *cfg;
     CheckpointState meta;
+    Objective objective;
     DiT model;
     int has_pixels;
     PixelLatentMap map;
@@ -66,7 +67,18 @@ static vfm_status read_prompts(SampleJob *j, const char *file) {
     return VFM_OK;
 }
 
-static vfm_status load_checkpoint(SampleJob *j, int use_ema) {
+/* --device: auto (a GPU when present), cpu or cuda. */
+static vfm_status sample_device(const char *name, Device *dev) {
+    int gpus = device_cuda_count();
+    if (strcmp(name, "cpu") == 0 || (strcmp(name, "auto") == 0 && gpus == 0)) *dev = DEV_CPU;
+    else if (strcmp(name, "cuda") == 0 || strcmp(name, "auto") == 0) *dev = DEV_CUDA;
+    else return vfm_fail_at(VFM_ERR_USAGE, NULL, "--device", name, "expected auto, cpu or cuda");
+    if (*dev == DEV_CUDA && gpus == 0)
+        return vfm_fail_at(VFM_ERR_USAGE, NULL, "--device", name, "no CUDA GPU here (see vfm version)");
+    return VFM_OK;
+}
+
+static vfm_status load_checkpoint(SampleJob *j, int use_ema, Device dev) {
     char dir[1200];
     int found = 0;
     char done[1300];
@@ -84,11 +96,18 @@ static vfm_status load_checkpoint(SampleJob *j, int use_ema) {
     VFM_TRY(s);
     DiTConfig mc;
     VFM_TRY(dit_config_from(&mc, j->cfg));
-    VFM_TRY(dit_create(&j->model, &mc, DEV_CPU));
+    VFM_TRY(objective_from_config(&j->objective, j->cfg));
+    VFM_TRY(dit_create(&j->model, &mc, dev));
     char path[1400];
     path_join(path, sizeof path, dir, use_ema ? "ema.safetensors" : "model.safetensors");
     if (use_ema && !path_exists(path)) return vfm_fail(VFM_ERR_USAGE, "--ema: %s has no EMA weights", dir);
-    VFM_TRY(load_named_tensors(path, &j->model.table, "", j->model.params));
+    /* the file holds fp32 master weights whatever device wrote it: read on the host, then copied up */
+    float *host = malloc((size_t)(j->model.table.total > 0 ? j->model.table.total : 1) * sizeof(float));
+    if (!host) return vfm_fail(VFM_ERR_NOMEM, "sample: %lld weights", (long long)j->model.table.total);
+    vfm_status ls = load_named_tensors(path, &j->model.table, "", host);
+    if (ls == VFM_OK) ls = dit_params_from_host(&j->model, host);
+    free(host);
+    VFM_TRY(ls);
     /* what the data looked like */
     j->shape[0] = mc.in_channels, j->shape[1] = 1, j->shape[2] = 16, j->shape[3] = 16;
     j->data_fps = 30;
@@ -150,11 +169,12 @@ static void find_real_examples(const char *dataset, char **prompts, int n, const
     length_index_free(li);
 }
 
-static void to_image(const float *pixels, const int32_t *shape, int frame, int zoom, RgbImage *out) {
+/* The first frame of planar pixels [3, T, H, W] (a real example), upscaled. */
+static void to_image(const float *pixels, const int32_t *shape, int zoom, RgbImage *out) {
     RgbImage small;
     memset(out, 0, sizeof *out);
     if (rgb_image_alloc(&small, shape[3], shape[2]) != VFM_OK) return;
-    rgb_image_from_planar(&small, pixels, shape[1], frame);
+    rgb_image_from_planar(&small, pixels, shape[1], 0);
     if (rgb_image_upscale(&small, zoom, out) != VFM_OK) memset(out, 0, sizeof *out);
     rgb_image_free(&small);
 }
@@ -170,16 +190,19 @@ int cmd_sample(int argc, char **argv) {
         {"--frames", "T", "latent frames (default: the training data's example)", NULL, 0},
         {"--height", "H", "latent height (default: the training data's example)", NULL, 0},
         {"--width", "W", "latent width (default: the training data's example)", NULL, 0},
-        {"--steps", "N", "Heun steps (default sampler.num_steps of the run)", NULL, 0},
-        {"--guidance", "G", "classifier-free guidance g: D_c + g(D_c - D_u); DFM uses 7 (default sampler.guidance)", NULL, 0},
+        {"--steps", "N", "sampler steps (default sampler.num_steps of the run)", NULL, 0},
+        {"--guidance", "G", "classifier-free guidance g: c + g(c - u); DFM uses 7, DiT's scale s is g = s-1 (default sampler.guidance)", NULL, 0},
+        {"--class", "K", "class label for class-conditional models (default: the null class, unguided)", NULL, 0},
         {"--seed", "S", "noise seed (default 1)", NULL, 0},
         {"--fps", "F", "frames per second given to the model, and the MP4's rate (default: the training data's)", NULL, 0},
-        {"--s-churn", "X", "EDM stochasticity S_churn (default 0: deterministic)", NULL, 0},
-        {"--dfm-heun", NULL, "reproduce DFM's Heun (second evaluation at x_hat, t_hat)", NULL, 0},
+        {"--s-churn", "X", "EDM stochasticity S_churn (default sampler.s_churn of the run)", NULL, 0},
+        {"--dfm-heun", NULL, "EDM: reproduce DFM's Heun (second evaluation at x_hat, t_hat)", NULL, 0},
+        {"--ddim", NULL, "DDPM: deterministic DDIM steps (default sampler.ddim of the run)", NULL, 0},
         {"--ema", NULL, "use the EMA weights", NULL, 0},
         {"--compare-dataset", "DIR", "put a real example of each caption (from this pixel-space dataset) in the grid", NULL, 0},
         {"--score-colours", NULL, "judge each picture's dominant colour against its caption and print the score", NULL, 0},
         {"--threads", "N", "CPU threads (default: all cores)", NULL, 0},
+        {"--device", "auto|cpu|cuda", "where the network runs (default auto: the GPU when there is one)", NULL, 0},
     };
     int nflags = (int)(sizeof flags / sizeof flags[0]), help;
     ArgList pos;
@@ -187,11 +210,13 @@ int cmd_sample(int argc, char **argv) {
     if (s != VFM_OK) return cli_report(s);
     if (help) {
         args_print_help("sample --checkpoint DIR --out DIR [--prompt TEXT | --prompts FILE | --prompt-embedding F.npy] ...",
-                        "Generates samples with EDM's Heun sampler and classifier-free guidance. Writes each latent as\n"
-                        "sample_NNN.npy ([C,T,H,W], the data's latent units) and, when the run trained on a pixel-space\n"
-                        "dataset, sample_NNN.png (images) or sample_NNN.gif and sample_NNN.mp4 (videos; the MP4 plays at\n"
-                        "--fps: H.264 from libx264, or MPEG-4 part 2 when this FFmpeg lacks it) and grid.png. Without a\n"
-                        "prompt it samples unconditionally (the null prompt).", flags, nflags);
+                        "Generates samples with the sampler of the checkpoint's objective (EDM: Heun; flow: Euler on\n"
+                        "the linear-quadratic schedule; ddpm: respaced DDPM or DDIM) and classifier-free guidance.\n"
+                        "Writes each latent as sample_NNN.npy ([C,T,H,W], the data's latent units) and, when the run\n"
+                        "trained on a pixel-space dataset, sample_NNN.png (images) or sample_NNN.gif and sample_NNN.mp4\n"
+                        "(videos; the MP4 plays at --fps: H.264 from libx264, or MPEG-4 part 2 when this FFmpeg lacks\n"
+                        "it) and grid.png. Without a prompt (or class) it samples unconditionally (the null prompt and\n"
+                        "class).", flags, nflags);
         return 0;
     }
     if (pos.n > 0) {
@@ -209,7 +234,9 @@ int cmd_sample(int argc, char **argv) {
     snprintf(j.out, sizeof j.out, "%s", out);
     const char *threads = args_value(flags, nflags, "--threads", NULL);
     ops_set_threads(threads ? atoi(threads) : (int)sysconf(_SC_NPROCESSORS_ONLN));
-    s = load_checkpoint(&j, args_flag(flags, nflags, "--ema")->present);
+    Device dev;
+    s = sample_device(args_value(flags, nflags, "--device", "auto"), &dev);
+    if (s == VFM_OK) s = load_checkpoint(&j, args_flag(flags, nflags, "--ema")->present, dev);
     if (s != VFM_OK) return cli_report(s);
     const DiTConfig *mc = &j.model.cfg;
 
@@ -260,11 +287,25 @@ int cmd_sample(int argc, char **argv) {
     go.sampler.sigma_min = cfg_float(j.cfg, "sampler.sigma_min");
     go.sampler.sigma_max = cfg_float(j.cfg, "sampler.sigma_max");
     go.sampler.rho = cfg_float(j.cfg, "sampler.rho");
-    go.sampler.s_churn = atof(args_value(flags, nflags, "--s-churn", "0"));
+    go.sampler.s_churn = (v = args_value(flags, nflags, "--s-churn", NULL)) ? atof(v) : cfg_float(j.cfg, "sampler.s_churn");
     go.sampler.dfm_heun_parity = args_flag(flags, nflags, "--dfm-heun")->present;
+    go.objective = &j.objective;
+    go.ddim = args_flag(flags, nflags, "--ddim")->present || cfg_bool(j.cfg, "sampler.ddim");
+    go.flow_linear = strcmp(cfg_str(j.cfg, "sampler.flow_schedule"), "linear") == 0;
     if ((v = args_value(flags, nflags, "--steps", NULL))) go.sampler.num_steps = atoi(v);
     go.guidance = (v = args_value(flags, nflags, "--guidance", NULL)) ? atof(v) : cfg_float(j.cfg, "sampler.guidance");
-    if (j.n_prompts == 0 && !emb_file) go.guidance = 0; /* unconditional: nothing to guide towards */
+    const char *cls = args_value(flags, nflags, "--class", NULL);
+    int class_label = cls ? atoi(cls) : -1;
+    if (cls && (mc->num_classes <= 0 || class_label < 0 || class_label >= mc->num_classes)) {
+        fprintf(stderr, "vfm sample: --class %s: the checkpoint's model has %d classes\n", cls, mc->num_classes);
+        return 2;
+    }
+    if (j.n_prompts == 0 && !emb_file && class_label < 0) go.guidance = 0; /* unconditional: nothing to guide towards */
+    if (j.objective.kind != OBJECTIVE_EDM && (go.sampler.s_churn > 0 || go.sampler.dfm_heun_parity))
+        fprintf(stderr, "vfm sample: --s-churn and --dfm-heun apply to EDM; this checkpoint is %s (ignored)\n",
+                objective_name(j.objective.kind));
+    if (go.ddim && j.objective.kind != OBJECTIVE_DDPM)
+        fprintf(stderr, "vfm sample: --ddim applies to ddpm; this checkpoint is %s (ignored)\n", objective_name(j.objective.kind));
     go.sigma_data = (float)cfg_float(j.cfg, "model.sigma_data");
     go.seed = (uint64_t)atoll(args_value(flags, nflags, "--seed", "1"));
     go.progress = progress_bar;
@@ -285,6 +326,7 @@ int cmd_sample(int argc, char **argv) {
         gs[i].text_rows = rows[i / num];
         gs[i].fps = fps;
         gs[i].uid = (uint64_t)i;
+        gs[i].class_label = class_label;
         latents[i] = malloc((size_t)numel * sizeof(float));
     }
     double t0 = time_now();
@@ -298,8 +340,9 @@ int cmd_sample(int argc, char **argv) {
                          (long long)bad);
     }
     if (s != VFM_OK) return cli_report(s);
-    fprintf(stderr, "sampled %d latent%s of %dx%dx%dx%d in %.1f s (%d steps, guidance %g)\n", n, n > 1 ? "s" : "", shape[0],
-            shape[1], shape[2], shape[3], time_now() - t0, go.sampler.num_steps, go.guidance);
+    fprintf(stderr, "sampled %d latent%s of %dx%dx%dx%d in %.1f s (%s, %d steps, guidance %g)\n", n, n > 1 ? "s" : "",
+            shape[0], shape[1], shape[2], shape[3], time_now() - t0, objective_name(j.objective.kind),
+            go.sampler.num_steps, go.guidance);
 
     /* outputs */
     if ((s = mkdir_p(j.out)) != VFM_OK) return cli_report(s);
@@ -327,32 +370,18 @@ int cmd_sample(int argc, char **argv) {
         if (s == VFM_OK && j.has_pixels && shape[0] == 3) {
             latent_to_pixel(&j.map, latents[i], shape[1], shape[2], shape[3], pixels);
             RgbImage img;
-            if (shape[1] == 1) {
-                to_image(pixels, shape, 0, zoom, &img);
-                snprintf(name, sizeof name, "sample_%03d.png", i);
-                path_join(path, sizeof path, j.out, name);
-                s = png_write_rgb(path, &img);
-            } else {
-                RgbImage *frames = calloc((size_t)shape[1], sizeof *frames);
-                for (int f = 0; f < shape[1]; f++) to_image(pixels, shape, f, zoom, &frames[f]);
-                snprintf(name, sizeof name, "sample_%03d.gif", i);
-                path_join(path, sizeof path, j.out, name);
-                s = gif_write_rgb(path, frames, shape[1], 12, 0);
-                snprintf(name, sizeof name, "sample_%03d.mp4", i);
-                path_join(path, sizeof path, j.out, name);
-                const char *codec = NULL;
-                if (s == VFM_OK) s = mp4_write_rgb(path, frames, shape[1], fps, &codec);
-                if (s == VFM_OK) {
-                    json_object_set_new(rec, "video", json_pack("{s:s,s:s,s:f}", "file", name, "codec", codec, "fps", (double)fps));
-                    mp4_codec = codec;
-                    n_mp4++;
-                }
-                snprintf(name, sizeof name, "sample_%03d.gif", i);
-                img = frames[0];
-                for (int f = 1; f < shape[1]; f++) rgb_image_free(&frames[f]);
-                free(frames);
+            memset(&img, 0, sizeof img);
+            char stem[64];
+            snprintf(stem, sizeof stem, "sample_%03d", i);
+            SamplePictureFiles files;
+            s = sample_picture_write(j.out, stem, &j.map, latents[i], shape, zoom, fps, &img, &files);
+            if (s == VFM_OK && files.video[0]) {
+                json_object_set_new(rec, "video", json_pack("{s:s,s:s,s:f}", "file", files.video, "codec", files.codec,
+                                                            "fps", (double)fps));
+                mp4_codec = files.codec;
+                n_mp4++;
             }
-            json_object_set_new(rec, "picture", json_string(name));
+            json_object_set_new(rec, "picture", json_string(files.picture));
             tiles[(i / num) * cols + (compare ? 1 : 0) + i % num] = img;
             if (args_flag(flags, nflags, "--score-colours")->present && j.n_prompts) {
                 int want = colour_from_caption(synthetic_palette, SYNTHETIC_N_COLOURS, j.prompts[i / num]);
@@ -370,7 +399,7 @@ int cmd_sample(int argc, char **argv) {
         json_array_append_new(index, rec);
     }
     for (int p = 0; p < n_cond && compare; p++)
-        if (real[p]) to_image(real[p], real_shape[p], 0, zoom, &tiles[p * cols]);
+        if (real[p]) to_image(real[p], real_shape[p], zoom, &tiles[p * cols]);
     if (s == VFM_OK && j.has_pixels && shape[0] == 3) {
         RgbImage grid;
         const uint8_t gap[3] = {48, 48, 48};

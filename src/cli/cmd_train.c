@@ -22,7 +22,9 @@ int cmd_train(int argc, char **argv) {
         args_print_help("train [--config FILE] [--resume auto|DIR] [--mock] [a.b.c=value ...]",
                         "Trains a diffusion transformer. Every key of the config (`vfm config keys`) can be overridden\n"
                         "on the command line, e.g. model.preset=dit-xl optimizer.lr=1e-4 train.train_iters=1000.\n"
-                        "Checkpoints, metrics.jsonl and config.yaml go to checkpoint.save (the run directory).",
+                        "Checkpoints, metrics.jsonl, config.yaml, TensorBoard event files (tb_logs/) and validation\n"
+                        "samples (validation_generation/) go to checkpoint.save, the run directory (null: save nothing).\n"
+                        "diffusion.objective picks edm (default), flow or ddpm; train.eval_interval validates.",
                         flags, nflags);
         return 0;
     }
@@ -36,9 +38,20 @@ int cmd_train(int argc, char **argv) {
         overrides[n++] = pos.items[i];
     }
     if (args_flag(flags, nflags, "--mock")->present) overrides[n++] = "dataset.mock=true";
+    int everywhere = 0;
     TrainOptions opt = {args_value(flags, nflags, "--config", NULL), overrides, n,
-                        args_value(flags, nflags, "--resume", NULL)};
+                        args_value(flags, nflags, "--resume", NULL), &everywhere};
     s = train_run(&opt);
+    if (s != VFM_OK && everywhere) {
+        /* a config or layout check every rank failed alike, before any work: each rank ends
+         * quietly with the same status and rank 0 alone prints the one line */
+        LaunchInfo li;
+        launch_detect(&li, NULL);
+        if (li.launched && !launch_mpi_active()) launch_init(&li); /* (a config error comes before MPI starts) */
+        int code = li.rank == 0 ? cli_report(s) : vfm_exit_code(s);
+        launch_finalize(); /* a barrier: no rank ends (and makes the launcher end the job) before the line is out */
+        return code;
+    }
     /* Under a launcher a failure on one rank must stop them all (the others may wait in a
      * collective): MPI_Abort with the message. */
     if (s != VFM_OK && launch_mpi_active()) launch_abort(vfm_exit_code(s), "%s", vfm_last_error());

@@ -163,7 +163,8 @@ static void png_chunk(ByteBuf *b, const char type[4], const uint8_t *data, size_
     buf_be32(b, png_crc32(crc, data, n));
 }
 
-vfm_status png_write_rgb(const char *path, const RgbImage *img) {
+/* The PNG file of img in b (b->failed when out of memory). */
+static vfm_status png_encode(ByteBuf *b, const RgbImage *img, const char *path) {
     if (!img->pixels || img->width <= 0 || img->height <= 0)
         return vfm_fail_at(VFM_ERR_SHAPE, path, NULL, NULL, "empty image");
     size_t row = (size_t)img->width * 3 + 1; /* filter byte 0 (None) + RGB */
@@ -193,9 +194,8 @@ vfm_status png_write_rgb(const char *path, const RgbImage *img) {
     buf_be32(&z, zlib_adler32(1, raw, raw_len));
     free(raw);
 
-    ByteBuf b = {0};
     static const uint8_t signature[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
-    buf_put(&b, signature, 8);
+    buf_put(b, signature, 8);
     uint8_t ihdr[13] = {0};
     for (int i = 0; i < 4; i++) {
         ihdr[i] = (uint8_t)((uint32_t)img->width >> (24 - 8 * i));
@@ -204,14 +204,32 @@ vfm_status png_write_rgb(const char *path, const RgbImage *img) {
     ihdr[8] = 8;  /* bit depth */
     ihdr[9] = 2;  /* colour type: truecolour RGB */
     /* compression 0, filter method 0, no interlace */
-    png_chunk(&b, "IHDR", ihdr, 13);
-    if (z.failed) b.failed = 1;
-    else png_chunk(&b, "IDAT", z.data, z.len);
-    png_chunk(&b, "IEND", NULL, 0);
+    png_chunk(b, "IHDR", ihdr, 13);
+    if (z.failed) b->failed = 1;
+    else png_chunk(b, "IDAT", z.data, z.len);
+    png_chunk(b, "IEND", NULL, 0);
     free(z.data);
-    vfm_status s = write_file_atomic(path, &b);
+    return b->failed ? vfm_fail_at(VFM_ERR_NOMEM, path, NULL, NULL, "out of memory while encoding") : VFM_OK;
+}
+
+vfm_status png_write_rgb(const char *path, const RgbImage *img) {
+    ByteBuf b = {0};
+    vfm_status s = png_encode(&b, img, path);
+    if (s == VFM_OK) s = write_file_atomic(path, &b);
     free(b.data);
     return s;
+}
+
+vfm_status png_encode_rgb(const RgbImage *img, uint8_t **out, size_t *len) {
+    ByteBuf b = {0};
+    vfm_status s = png_encode(&b, img, NULL);
+    if (s != VFM_OK) {
+        free(b.data);
+        return s;
+    }
+    *out = b.data;
+    *len = b.len;
+    return VFM_OK;
 }
 
 /* ---- GIF ---- */

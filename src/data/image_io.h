@@ -30,6 +30,8 @@ vfm_status rgb_image_grid(const RgbImage *tiles, int n, int cols, int gap, const
 vfm_status rgb_image_upscale(const RgbImage *img, int factor, RgbImage *out);
 
 vfm_status png_write_rgb(const char *path, const RgbImage *img);
+/* The same PNG file in memory (*out malloc'd, the caller frees it). */
+vfm_status png_encode_rgb(const RgbImage *img, uint8_t **out, size_t *len);
 
 /* Checksums as PNG and zlib define them (exposed for the tests). */
 uint32_t png_crc32(uint32_t crc, const uint8_t *data, size_t n); /* start with crc = 0 */

@@ -16,18 +16,38 @@ static int chunk_mlp(const DiTConfig *c, int k) { return c->f.n_chunks - 3 + k; 
 
 /* ---- parameter views ----------------------------------------------------------------- */
 
+/* Parameter buffers: the weights the ops read (the act-dtype copy when there is one, else the
+ * fp32 master weights) and the fp32 gradients. */
+typedef struct Buf {
+    void *data;
+    DType dtype;
+} Buf;
+static Buf weights(const DiT *m) { return m->wcopy ? (Buf){m->wcopy, m->act_dtype} : (Buf){m->params, DT_F32}; }
+static Buf gradients(const DiT *m) { return (Buf){m->grads, DT_F32}; }
+static char *at(Buf b, int64_t element) { return (char *)b.data + (size_t)element * dtype_size(b.dtype); }
+
 /* Rows [row0, row0 + out) of a linear's weight (any entry rank, viewed [rows, numel/rows]). */
-static Tensor lin_weight(const DiT *m, const DiTLinear *l, float *buf) {
+static Tensor lin_weight(const DiT *m, const DiTLinear *l, Buf buf) {
     const ParamEntry *e = &m->table.entries[l->w];
     int64_t in = e->numel / e->shape[0];
-    return TENSOR(buf + e->offset + l->row0 * in, DT_F32, m->device, l->out, in);
+    return TENSOR(at(buf, e->offset + l->row0 * in), buf.dtype, m->device, l->out, in);
 }
 
-static Tensor lin_bias(const DiT *m, const DiTLinear *l, float *buf) {
-    return TENSOR(buf + m->table.entries[l->b].offset + l->row0, DT_F32, m->device, l->out);
+static Tensor lin_bias(const DiT *m, const DiTLinear *l, Buf buf) {
+    return TENSOR(at(buf, m->table.entries[l->b].offset + l->row0), buf.dtype, m->device, l->out);
 }
 
-static Tensor P(const DiT *m, int id) { return param_view(&m->table, id, m->params, DT_F32, m->device); }
+/* A row-parallel layer's (replicated) bias is added by TP rank 0 only, so the sum that closes the
+ * region counts it once; its gradient lives on rank 0 and is summed over TP (REDUCE_TP_HEADS). */
+static int bias_here(const DiT *m, const DiTLinear *l) {
+    if (l->b < 0) return 0;
+    return !(m->par.tp > 1 && m->table.entries[l->w].tp_split_dim == 1 && m->par.tp_rank != 0);
+}
+
+static Tensor P(const DiT *m, int id) {
+    Buf w = weights(m);
+    return param_view(&m->table, id, w.data, w.dtype, m->device);
+}
 static Tensor G(const DiT *m, int id) { return param_view(&m->table, id, m->grads, DT_F32, m->device); }
 /* [rows, cols] view of a tensor's data. */
 static Tensor V2(const Tensor *t, int64_t rows, int64_t cols) { return TENSOR(t->data, t->dtype, t->device, rows, cols); }
@@ -37,17 +57,59 @@ static Tensor V3(const Tensor *t, int64_t d0, int64_t d1, int64_t d2) {
 
 /* y[N,out] = act(x·Wᵀ + b) */
 static vfm_status lin_fwd(const DiT *m, Tensor *y, Tensor *pre, const Tensor *x, const DiTLinear *l, Activation act) {
-    Tensor w = lin_weight(m, l, m->params), b;
-    if (l->b >= 0) b = lin_bias(m, l, m->params);
-    return op_linear_forward(y, pre, x, &w, l->b >= 0 ? &b : NULL, act);
+    Tensor w = lin_weight(m, l, weights(m)), b;
+    int with_bias = bias_here(m, l);
+    if (with_bias) b = lin_bias(m, l, weights(m));
+    return op_linear_forward(y, pre, x, &w, with_bias ? &b : NULL, act);
 }
 
 /* dW += dpreᵀ·x, db += Σ dpre, dx = (or += when accumulate) dpre·W; dx may be NULL. */
 static vfm_status lin_bwd(const DiT *m, Tensor *dx, int accumulate, Tensor *dy, const Tensor *x, const DiTLinear *l,
                           const Tensor *pre, Activation act) {
-    Tensor w = lin_weight(m, l, m->params), dw = lin_weight(m, l, m->grads), db;
-    if (l->b >= 0) db = lin_bias(m, l, m->grads);
-    return op_linear_backward(dx, &dw, l->b >= 0 ? &db : NULL, dy, x, &w, pre, act, accumulate);
+    Tensor w = lin_weight(m, l, weights(m)), dw = lin_weight(m, l, gradients(m)), db;
+    int with_bias = bias_here(m, l);
+    if (with_bias) db = lin_bias(m, l, gradients(m));
+    return op_linear_backward(dx, &dw, with_bias ? &db : NULL, dy, x, &w, pre, act, accumulate);
+}
+
+/* ---- tensor-parallel regions ------------------------------------------------------------ */
+
+/* full: the rows a region's column-parallel linears read: xm itself, or (SP) all TP ranks' rows
+ * gathered into the region scratch. The backward calls it again (Megatron's re-gather under SP:
+ * the gathered rows are not kept). */
+static vfm_status enter_region(const DiT *m, const Acts *a, const Tensor *xm, Tensor *full) {
+    TpContext tpc = dit_tp_context(m);
+    *full = tpc.sequence_parallel ? a->xm_full : *xm;
+    return tp_region_enter_forward(&tpc, full, xm);
+}
+
+/* local[Rl, D] = the row-parallel linear l of x[R, in] summed over TP (all-reduce, or SP:
+ * reduce-scatter to this rank's rows). skip: the broken variant of the tests. */
+static vfm_status row_parallel_forward(const DiT *m, const Acts *a, Tensor *local, const Tensor *x, const DiTLinear *l,
+                                       int skip) {
+    TpContext tpc = dit_tp_context(m);
+    Tensor partial = tpc.sequence_parallel ? a->partial : *local;
+    VFM_TRY(lin_fwd(m, &partial, NULL, x, l, ACT_NONE));
+    if (skip) return tp_sp_scatter(&tpc, local, &partial);
+    return tp_region_exit_forward(&tpc, local, &partial);
+}
+
+/* d_xm[Rl, D] = the local rows' gradient from the region's summed column-parallel input gradient
+ * a->d_xm_full (all-reduce, or SP: reduce-scatter). */
+static vfm_status leave_region_backward(const DiT *m, Acts *a) {
+    TpContext tpc = dit_tp_context(m);
+    return tp_region_enter_backward(&tpc, &a->d_xm, &a->d_xm_full);
+}
+
+/* The gradient rows of a row-parallel linear's output: d_branch itself, or (SP) all ranks' rows. */
+static vfm_status row_parallel_dout(const DiT *m, Acts *a, Tensor *dpartial) {
+    TpContext tpc = dit_tp_context(m);
+    *dpartial = tpc.sequence_parallel ? a->d_partial : a->d_branch;
+    return tp_region_exit_backward(&tpc, dpartial, &a->d_branch);
+}
+
+static void probe(const DiT *m, const char *site, int layer, const Tensor *rows) {
+    if (m->probe) m->probe(m->probe_ctx, site, layer, rows);
 }
 
 /* ---- attention pieces ----------------------------------------------------------------- */
@@ -69,23 +131,24 @@ static vfm_status head_norm_backward(const DiT *m, Tensor *dx, const Tensor *dy,
     return op_rmsnorm_backward(&dxv, &dw, &dyv, &xv, rstd, &w);
 }
 
-static vfm_status attention_forward(const DiT *m, Tensor *o, Tensor *lse, const Tensor *q, const Tensor *k,
-                                    const Tensor *v, int64_t Sq, int64_t Skv, int kv_heads,
-                                    const VarlenLayout *layout) {
-    int hd = m->cfg.head_dim, H = m->cfg.heads;
+/* Cross-attention (the text whole on every rank) or, with self = 1, self-attention through CP. */
+static vfm_status attention_forward(const DiT *m, const Acts *a, int self, Tensor *o, Tensor *lse, const Tensor *q,
+                                    const Tensor *k, const Tensor *v, int64_t Sq, int64_t Skv, int kv_heads) {
+    int hd = m->cfg.head_dim, H = m->heads_local;
     Tensor qv = V3(q, Sq, H, hd), kv = V3(k, Skv, kv_heads, hd), vv = V3(v, Skv, kv_heads, hd), ov = V3(o, Sq, H, hd);
-    return op_attention_forward(&ov, lse, &qv, &kv, &vv, layout);
+    if (self) return dit_self_attention_forward(m, a, &ov, lse, &qv, &kv, &vv);
+    return op_attention_forward(&ov, lse, &qv, &kv, &vv, &a->pl.cross);
 }
 
-static vfm_status attention_backward(const DiT *m, Tensor *dq, Tensor *dk, Tensor *dv, const Tensor *dout,
-                                     const Tensor *q, const Tensor *k, const Tensor *v, const Tensor *o,
-                                     const Tensor *lse, int64_t Sq, int64_t Skv, int kv_heads,
-                                     const VarlenLayout *layout) {
-    int hd = m->cfg.head_dim, H = m->cfg.heads;
+static vfm_status attention_backward(const DiT *m, const Acts *a, int self, Tensor *dq, Tensor *dk, Tensor *dv,
+                                     const Tensor *dout, const Tensor *q, const Tensor *k, const Tensor *v,
+                                     const Tensor *o, const Tensor *lse, int64_t Sq, int64_t Skv, int kv_heads) {
+    int hd = m->cfg.head_dim, H = m->heads_local;
     Tensor dqv = V3(dq, Sq, H, hd), dkv = V3(dk, Skv, kv_heads, hd), dvv = V3(dv, Skv, kv_heads, hd);
     Tensor dov = V3(dout, Sq, H, hd), qv = V3(q, Sq, H, hd), kv = V3(k, Skv, kv_heads, hd);
     Tensor vv = V3(v, Skv, kv_heads, hd), ov = V3(o, Sq, H, hd);
-    return op_attention_backward(&dqv, &dkv, &dvv, &dov, &qv, &kv, &vv, &ov, lse, layout);
+    if (self) return dit_self_attention_backward(m, a, &dqv, &dkv, &dvv, &dov, &qv, &kv, &vv, &ov, lse);
+    return op_attention_backward(&dqv, &dkv, &dvv, &dov, &qv, &kv, &vv, &ov, lse, &a->pl.cross);
 }
 
 /* ---- forward -------------------------------------------------------------------------- */
@@ -103,47 +166,56 @@ static vfm_status modulation_forward(const DiT *m, const DiTBlockParams *p, Bloc
     return VFM_OK;
 }
 
-static vfm_status block_forward(const DiT *m, const DiTBlockParams *p, BlockActs *b, const Acts *a,
+static vfm_status block_forward(const DiT *m, int l, const DiTBlockParams *p, BlockActs *b, Acts *a,
                                 const DiTInputs *in, Tensor *h_out) {
     const DiTConfig *c = &m->cfg;
-    int64_t S = a->S, L = a->L;
-    const Tensor *t2s = in->tok2sample;
+    int64_t R = a->R, L = a->L;
+    const Tensor *t2s = &a->pl.t2s;
+    int Hl = m->heads_local, Hkvl = m->kv_heads_local;
     float eps = c->f.block_ln_eps;
     Activation act = c->f.mlp_act;
+    Tensor xf;
     VFM_TRY(modulation_forward(m, p, b, a));
 
-    /* self-attention */
+    /* self-attention: LN+modulate on this rank's rows, q/k/v column-parallel on the region's rows */
     VFM_TRY(op_layernorm_modulate_forward(&b->xm[0], &b->mean[0], &b->rstd[0], &b->h0, &b->chunk[chunk_sa(SHIFT)],
                                           &b->chunk[chunk_sa(SCALE)], t2s, eps));
-    VFM_TRY(lin_fwd(m, &b->q, NULL, &b->xm[0], &p->sa_q, ACT_NONE));
-    VFM_TRY(lin_fwd(m, &b->k, NULL, &b->xm[0], &p->sa_k, ACT_NONE));
-    VFM_TRY(lin_fwd(m, &b->v, NULL, &b->xm[0], &p->sa_v, ACT_NONE));
-    VFM_TRY(head_norm_forward(m, &b->qn, &b->q_rstd, &b->q, S, c->heads, p->sa_qn));
-    VFM_TRY(head_norm_forward(m, &b->kn, &b->k_rstd, &b->k, S, c->kv_heads, p->sa_kn));
-    VFM_TRY(attention_forward(m, &b->o, &b->lse, &b->qn, &b->kn, &b->v, S, S, c->kv_heads, &in->self_layout));
-    VFM_TRY(lin_fwd(m, &b->a, NULL, &b->o, &p->sa_proj, ACT_NONE));
+    VFM_TRY(enter_region(m, a, &b->xm[0], &xf));
+    VFM_TRY(lin_fwd(m, &b->q, NULL, &xf, &p->sa_q, ACT_NONE));
+    VFM_TRY(lin_fwd(m, &b->k, NULL, &xf, &p->sa_k, ACT_NONE));
+    VFM_TRY(lin_fwd(m, &b->v, NULL, &xf, &p->sa_v, ACT_NONE));
+    VFM_TRY(head_norm_forward(m, &b->qn, &b->q_rstd, &b->q, R, Hl, p->sa_qn));
+    VFM_TRY(head_norm_forward(m, &b->kn, &b->k_rstd, &b->k, R, Hkvl, p->sa_kn));
+    VFM_TRY(attention_forward(m, a, 1, &b->o, &b->lse, &b->qn, &b->kn, &b->v, R, R, Hkvl));
+    VFM_TRY(row_parallel_forward(m, a, &b->a, &b->o, &p->sa_proj, m->par.test_skip_tp_reduce == l + 1));
     VFM_TRY(op_gated_residual_forward(&b->h1, &b->h0, &b->a, &b->chunk[chunk_sa(GATE)], t2s));
+    probe(m, "self_attn", l, &b->h1);
 
-    /* cross-attention to the text */
+    /* cross-attention to the whole text */
     if (c->f.cross_attn) {
         VFM_TRY(op_layernorm_modulate_forward(&b->xm[1], &b->mean[1], &b->rstd[1], &b->h1, &b->chunk[chunk_ca(SHIFT)],
                                               &b->chunk[chunk_ca(SCALE)], t2s, eps));
-        VFM_TRY(lin_fwd(m, &b->cq, NULL, &b->xm[1], &p->ca_q, ACT_NONE));
+        VFM_TRY(enter_region(m, a, &b->xm[1], &xf));
+        VFM_TRY(lin_fwd(m, &b->cq, NULL, &xf, &p->ca_q, ACT_NONE));
         VFM_TRY(lin_fwd(m, &b->ck, NULL, in->text, &p->ca_k, ACT_NONE));
         VFM_TRY(lin_fwd(m, &b->cv, NULL, in->text, &p->ca_v, ACT_NONE));
-        VFM_TRY(head_norm_forward(m, &b->cqn, &b->cq_rstd, &b->cq, S, c->heads, p->ca_qn));
-        VFM_TRY(head_norm_forward(m, &b->ckn, &b->ck_rstd, &b->ck, L, c->heads, p->ca_kn));
-        VFM_TRY(attention_forward(m, &b->co, &b->clse, &b->cqn, &b->ckn, &b->cv, S, L, c->heads, &in->cross_layout));
-        VFM_TRY(lin_fwd(m, &b->c, NULL, &b->co, &p->ca_proj, ACT_NONE));
+        VFM_TRY(head_norm_forward(m, &b->cqn, &b->cq_rstd, &b->cq, R, Hl, p->ca_qn));
+        VFM_TRY(head_norm_forward(m, &b->ckn, &b->ck_rstd, &b->ck, L, Hl, p->ca_kn));
+        VFM_TRY(attention_forward(m, a, 0, &b->co, &b->clse, &b->cqn, &b->ckn, &b->cv, R, L, Hl));
+        VFM_TRY(row_parallel_forward(m, a, &b->c, &b->co, &p->ca_proj, 0));
         VFM_TRY(op_gated_residual_forward(&b->h2, &b->h1, &b->c, &b->chunk[chunk_ca(GATE)], t2s));
+        probe(m, "cross_attn", l, &b->h2);
     }
 
-    /* MLP */
+    /* MLP: fc1 column-parallel, fc2 row-parallel */
     VFM_TRY(op_layernorm_modulate_forward(&b->xm[2], &b->mean[2], &b->rstd[2], &b->h2, &b->chunk[chunk_mlp(c, SHIFT)],
                                           &b->chunk[chunk_mlp(c, SCALE)], t2s, eps));
-    VFM_TRY(lin_fwd(m, &b->f, &b->f_pre, &b->xm[2], &p->fc1, act));
-    VFM_TRY(lin_fwd(m, &b->mo, NULL, &b->f, &p->fc2, ACT_NONE));
-    return op_gated_residual_forward(h_out, &b->h2, &b->mo, &b->chunk[chunk_mlp(c, GATE)], t2s);
+    VFM_TRY(enter_region(m, a, &b->xm[2], &xf));
+    VFM_TRY(lin_fwd(m, &b->f, &b->f_pre, &xf, &p->fc1, act));
+    VFM_TRY(row_parallel_forward(m, a, &b->mo, &b->f, &p->fc2, 0));
+    VFM_TRY(op_gated_residual_forward(h_out, &b->h2, &b->mo, &b->chunk[chunk_mlp(c, GATE)], t2s));
+    probe(m, "mlp", l, h_out);
+    return VFM_OK;
 }
 
 /* c = norm?(t_embedder(sincos(c_noise)) + pad(fps_embedder(sincos(fps))) + y_embedder(class)),
@@ -175,28 +247,28 @@ static vfm_status conditioning_forward(const DiT *m, Acts *a, const DiTInputs *i
 }
 
 /* h0 = x_embedder(x) + fixed position embedding. */
-static vfm_status patch_embedding_forward(const DiT *m, Acts *a, const DiTInputs *in, Tensor *h0) {
+static vfm_status patch_embedding_forward(const DiT *m, Acts *a, Tensor *h0) {
     const DiTConfig *c = &m->cfg;
-    const Tensor *x = in->x;
+    const Tensor *x = &a->pl.x;
     if (c->f.conv_patch) {
         Tensor perm = TENSOR(m->patch_perm, DT_I32, m->device, dit_token_dim(c));
-        VFM_TRY(op_gather_columns(&a->x_perm, in->x, &perm));
+        VFM_TRY(op_gather_columns(&a->x_perm, x, &perm));
         x = &a->x_perm;
     }
     VFM_TRY(lin_fwd(m, h0, NULL, x, &m->x_embed, ACT_NONE));
-    if (c->f.pos == DIT_POS_SINCOS_2D) return op_pos_embed_2d_add(h0, in->pos, in->tok2sample);
-    return op_pos_embed_3d_add(h0, in->pos, in->tok2sample);
+    if (c->f.pos == DIT_POS_SINCOS_2D) return op_pos_embed_2d_add(h0, &a->pl.pos, &a->pl.t2s);
+    return op_pos_embed_3d_add(h0, &a->pl.pos, &a->pl.t2s);
 }
 
 /* out = Linear(h), or Linear(LN(h)·(1+scale) + shift) with (shift, scale) = Linear(silu(c)). */
-static vfm_status final_layer_forward(const DiT *m, Acts *a, const DiTInputs *in, Tensor *out) {
+static vfm_status final_layer_forward(const DiT *m, Acts *a, Tensor *out) {
     const DiTConfig *c = &m->cfg;
     if (!c->f.final_adaln) return lin_fwd(m, out, NULL, &a->h_final, &m->final_out, ACT_NONE);
     VFM_TRY(lin_fwd(m, &a->fmod, NULL, &a->cond_silu, &m->final_ada, ACT_NONE));
     VFM_TRY(op_columns_get(&a->fshift, &a->fmod, 0));
     VFM_TRY(op_columns_get(&a->fscale, &a->fmod, c->hidden));
     VFM_TRY(op_layernorm_modulate_forward(&a->fxm, &a->fmean, &a->frstd, &a->h_final, &a->fshift, &a->fscale,
-                                          in->tok2sample, c->f.block_ln_eps));
+                                          &a->pl.t2s, c->f.block_ln_eps));
     return lin_fwd(m, out, NULL, &a->fxm, &m->final_out, ACT_NONE);
 }
 
@@ -224,16 +296,22 @@ vfm_status dit_forward(DiT *m, const DiTInputs *in, Tensor *out) {
     int B;
     VFM_TRY(check_inputs(m, in, &S, &L, &B));
     Acts *a = m->saved;
+    dit_place_free(&a->pl);
+    VFM_TRY(dit_place_plan(m, in, &a->pl));
     arena_rewind(&m->arena, 0);
     size_t bytes;
-    VFM_TRY(dit_carve_acts(m, &m->arena, &bytes, a, S, L, B));
+    VFM_TRY(dit_carve_acts(m, &m->arena, &bytes, a, L, B));
+    VFM_TRY(dit_stage_inputs(m, a, &in, out)); /* host inputs of a GPU model: their device copies */
+    VFM_TRY(dit_place_inputs(m, a, in));
     VFM_TRY(conditioning_forward(m, a, in));
-    VFM_TRY(patch_embedding_forward(m, a, in, &a->blocks[0].h0));
+    VFM_TRY(patch_embedding_forward(m, a, &a->blocks[0].h0));
     for (int l = 0; l < c->layers; l++) {
         Tensor *h_out = l + 1 < c->layers ? &a->blocks[l + 1].h0 : &a->h_final;
-        VFM_TRY(block_forward(m, &m->blocks[l], &a->blocks[l], a, in, h_out));
+        VFM_TRY(block_forward(m, l, &m->blocks[l], &a->blocks[l], a, in, h_out));
     }
-    return final_layer_forward(m, a, in, out);
+    VFM_TRY(final_layer_forward(m, a, a->pl.identity ? dit_stage_out(a, out) : &a->out_local));
+    VFM_TRY(dit_stage_output(m, a, out));
+    return dit_gather_output(m, a, out);
 }
 
 /* ---- backward ------------------------------------------------------------------------- */
@@ -249,61 +327,75 @@ static vfm_status modulation_backward(const DiT *m, const DiTBlockParams *p, con
     return lin_bwd(m, &a->d_cond_silu, 1, &a->d_u, &a->cond_silu, &p->ada_down, NULL, ACT_NONE);
 }
 
-/* Takes a->d_res = dL/d(block output) and leaves dL/d(block input) in it. */
-static vfm_status block_backward(const DiT *m, const DiTBlockParams *p, const BlockActs *b, Acts *a,
+/* Takes a->d_res = dL/d(block output) (this rank's rows) and leaves dL/d(block input) in it. */
+static vfm_status block_backward(const DiT *m, int l, const DiTBlockParams *p, const BlockActs *b, Acts *a,
                                  const DiTInputs *in) {
     const DiTConfig *c = &m->cfg;
-    int64_t S = a->S, L = a->L;
-    const Tensor *t2s = in->tok2sample;
-    Tensor dq = V2(&a->d_q, S, c->hidden), dqn = V2(&a->d_qn, S, c->hidden);
-    int64_t Dkv = (int64_t)c->kv_heads * c->head_dim;
-    Tensor dk = V2(&a->d_k, S, Dkv), dkn = V2(&a->d_kn, S, Dkv), dv = V2(&a->d_v, S, Dkv);
+    int64_t R = a->R, L = a->L, hd = c->head_dim;
+    const Tensor *t2s = &a->pl.t2s;
+    int Hl = m->heads_local, Hkvl = m->kv_heads_local;
+    Tensor dq = V2(&a->d_q, R, Hl * hd), dqn = V2(&a->d_qn, R, Hl * hd);
+    int64_t Dkv = (int64_t)Hkvl * hd;
+    Tensor dk = V2(&a->d_k, R, Dkv), dkn = V2(&a->d_kn, R, Dkv), dv = V2(&a->d_v, R, Dkv);
+    Tensor xf, dpart;
     for (int k = 0; k < c->f.n_chunks; k++) VFM_TRY(op_fill(&a->d_chunk[k], 0.0));
 
     /* MLP */
     VFM_TRY(op_gated_residual_backward(NULL, &a->d_branch, &a->d_chunk[chunk_mlp(c, GATE)], &a->d_res, &b->mo,
                                        &b->chunk[chunk_mlp(c, GATE)], t2s));
-    VFM_TRY(lin_bwd(m, &a->d_ffn, 0, &a->d_branch, &b->f, &p->fc2, NULL, ACT_NONE));
-    VFM_TRY(lin_bwd(m, &a->d_xm, 0, &a->d_ffn, &b->xm[2], &p->fc1, &b->f_pre, c->f.mlp_act));
+    VFM_TRY(row_parallel_dout(m, a, &dpart));
+    VFM_TRY(lin_bwd(m, &a->d_ffn, 0, &dpart, &b->f, &p->fc2, NULL, ACT_NONE));
+    VFM_TRY(enter_region(m, a, &b->xm[2], &xf));
+    VFM_TRY(lin_bwd(m, &a->d_xm_full, 0, &a->d_ffn, &xf, &p->fc1, &b->f_pre, c->f.mlp_act));
+    VFM_TRY(leave_region_backward(m, a));
     VFM_TRY(op_layernorm_modulate_backward(&a->d_res, &a->d_chunk[chunk_mlp(c, SHIFT)],
                                            &a->d_chunk[chunk_mlp(c, SCALE)], &a->d_xm, &b->h2, &b->mean[2],
                                            &b->rstd[2], &b->chunk[chunk_mlp(c, SCALE)], t2s));
+    probe(m, "d.mlp", l, &a->d_res);
 
     /* cross-attention (the text gets no gradient) */
     if (c->f.cross_attn) {
         VFM_TRY(op_gated_residual_backward(NULL, &a->d_branch, &a->d_chunk[chunk_ca(GATE)], &a->d_res, &b->c,
                                            &b->chunk[chunk_ca(GATE)], t2s));
-        VFM_TRY(lin_bwd(m, &a->d_attn_o, 0, &a->d_branch, &b->co, &p->ca_proj, NULL, ACT_NONE));
-        VFM_TRY(attention_backward(m, &dqn, &a->d_ckn, &a->d_cv, &a->d_attn_o, &b->cqn, &b->ckn, &b->cv, &b->co,
-                                   &b->clse, S, L, c->heads, &in->cross_layout));
-        VFM_TRY(head_norm_backward(m, &dq, &dqn, &b->cq, &b->cq_rstd, S, c->heads, p->ca_qn));
-        VFM_TRY(head_norm_backward(m, &a->d_ck, &a->d_ckn, &b->ck, &b->ck_rstd, L, c->heads, p->ca_kn));
+        VFM_TRY(row_parallel_dout(m, a, &dpart));
+        VFM_TRY(lin_bwd(m, &a->d_attn_o, 0, &dpart, &b->co, &p->ca_proj, NULL, ACT_NONE));
+        VFM_TRY(attention_backward(m, a, 0, &dqn, &a->d_ckn, &a->d_cv, &a->d_attn_o, &b->cqn, &b->ckn, &b->cv, &b->co,
+                                   &b->clse, R, L, Hl));
+        VFM_TRY(head_norm_backward(m, &dq, &dqn, &b->cq, &b->cq_rstd, R, Hl, p->ca_qn));
+        VFM_TRY(head_norm_backward(m, &a->d_ck, &a->d_ckn, &b->ck, &b->ck_rstd, L, Hl, p->ca_kn));
         VFM_TRY(lin_bwd(m, NULL, 0, &a->d_ck, in->text, &p->ca_k, NULL, ACT_NONE));
         VFM_TRY(lin_bwd(m, NULL, 0, &a->d_cv, in->text, &p->ca_v, NULL, ACT_NONE));
-        VFM_TRY(lin_bwd(m, &a->d_xm, 0, &dq, &b->xm[1], &p->ca_q, NULL, ACT_NONE));
+        VFM_TRY(enter_region(m, a, &b->xm[1], &xf));
+        VFM_TRY(lin_bwd(m, &a->d_xm_full, 0, &dq, &xf, &p->ca_q, NULL, ACT_NONE));
+        VFM_TRY(leave_region_backward(m, a));
         VFM_TRY(op_layernorm_modulate_backward(&a->d_res, &a->d_chunk[chunk_ca(SHIFT)], &a->d_chunk[chunk_ca(SCALE)],
                                                &a->d_xm, &b->h1, &b->mean[1], &b->rstd[1], &b->chunk[chunk_ca(SCALE)],
                                                t2s));
+        probe(m, "d.cross_attn", l, &a->d_res);
     }
 
     /* self-attention */
     VFM_TRY(op_gated_residual_backward(NULL, &a->d_branch, &a->d_chunk[chunk_sa(GATE)], &a->d_res, &b->a,
                                        &b->chunk[chunk_sa(GATE)], t2s));
-    VFM_TRY(lin_bwd(m, &a->d_attn_o, 0, &a->d_branch, &b->o, &p->sa_proj, NULL, ACT_NONE));
-    VFM_TRY(attention_backward(m, &dqn, &dkn, &dv, &a->d_attn_o, &b->qn, &b->kn, &b->v, &b->o, &b->lse, S, S,
-                               c->kv_heads, &in->self_layout));
-    VFM_TRY(head_norm_backward(m, &dq, &dqn, &b->q, &b->q_rstd, S, c->heads, p->sa_qn));
-    VFM_TRY(head_norm_backward(m, &dk, &dkn, &b->k, &b->k_rstd, S, c->kv_heads, p->sa_kn));
-    VFM_TRY(lin_bwd(m, &a->d_xm, 0, &dq, &b->xm[0], &p->sa_q, NULL, ACT_NONE));
-    VFM_TRY(lin_bwd(m, &a->d_xm, 1, &dk, &b->xm[0], &p->sa_k, NULL, ACT_NONE));
-    VFM_TRY(lin_bwd(m, &a->d_xm, 1, &dv, &b->xm[0], &p->sa_v, NULL, ACT_NONE));
+    VFM_TRY(row_parallel_dout(m, a, &dpart));
+    VFM_TRY(lin_bwd(m, &a->d_attn_o, 0, &dpart, &b->o, &p->sa_proj, NULL, ACT_NONE));
+    VFM_TRY(attention_backward(m, a, 1, &dqn, &dkn, &dv, &a->d_attn_o, &b->qn, &b->kn, &b->v, &b->o, &b->lse, R, R,
+                               Hkvl));
+    VFM_TRY(head_norm_backward(m, &dq, &dqn, &b->q, &b->q_rstd, R, Hl, p->sa_qn));
+    VFM_TRY(head_norm_backward(m, &dk, &dkn, &b->k, &b->k_rstd, R, Hkvl, p->sa_kn));
+    VFM_TRY(enter_region(m, a, &b->xm[0], &xf));
+    VFM_TRY(lin_bwd(m, &a->d_xm_full, 0, &dq, &xf, &p->sa_q, NULL, ACT_NONE));
+    VFM_TRY(lin_bwd(m, &a->d_xm_full, 1, &dk, &xf, &p->sa_k, NULL, ACT_NONE));
+    VFM_TRY(lin_bwd(m, &a->d_xm_full, 1, &dv, &xf, &p->sa_v, NULL, ACT_NONE));
+    VFM_TRY(leave_region_backward(m, a));
     VFM_TRY(op_layernorm_modulate_backward(&a->d_res, &a->d_chunk[chunk_sa(SHIFT)], &a->d_chunk[chunk_sa(SCALE)],
                                            &a->d_xm, &b->h0, &b->mean[0], &b->rstd[0], &b->chunk[chunk_sa(SCALE)], t2s));
+    probe(m, "d.self_attn", l, &a->d_res);
     return modulation_backward(m, p, b, a);
 }
 
 /* From dout: d_res = dL/d(last block output); d(silu(c)) starts with the final layer's share. */
-static vfm_status final_layer_backward(const DiT *m, Acts *a, const DiTInputs *in, const Tensor *dout) {
+static vfm_status final_layer_backward(const DiT *m, Acts *a, const Tensor *dout) {
     const DiTConfig *c = &m->cfg;
     Tensor dy = *dout; /* linear_backward with ACT_NONE leaves dy untouched */
     if (!c->f.final_adaln) {
@@ -316,7 +408,7 @@ static vfm_status final_layer_backward(const DiT *m, Acts *a, const DiTInputs *i
     VFM_TRY(op_fill(&a->d_chunk[SHIFT], 0.0));
     VFM_TRY(op_fill(&a->d_chunk[SCALE], 0.0));
     VFM_TRY(op_layernorm_modulate_backward(&a->d_res, &a->d_chunk[SHIFT], &a->d_chunk[SCALE], &a->d_xm, &a->h_final,
-                                           &a->fmean, &a->frstd, &a->fscale, in->tok2sample));
+                                           &a->fmean, &a->frstd, &a->fscale, &a->pl.t2s));
     VFM_TRY(op_fill(&d_fmod, 0.0));
     VFM_TRY(op_columns_add(&d_fmod, &a->d_chunk[SHIFT], 0));
     VFM_TRY(op_columns_add(&d_fmod, &a->d_chunk[SCALE], c->hidden));
@@ -324,8 +416,8 @@ static vfm_status final_layer_backward(const DiT *m, Acts *a, const DiTInputs *i
 }
 
 /* Patch embedding (the position embedding is fixed; the input gets no gradient). */
-static vfm_status patch_embedding_backward(const DiT *m, Acts *a, const DiTInputs *in) {
-    const Tensor *x = m->cfg.f.conv_patch ? &a->x_perm : in->x;
+static vfm_status patch_embedding_backward(const DiT *m, Acts *a) {
+    const Tensor *x = m->cfg.f.conv_patch ? &a->x_perm : &a->pl.x;
     return lin_bwd(m, NULL, 0, &a->d_res, x, &m->x_embed, NULL, ACT_NONE);
 }
 
@@ -356,13 +448,18 @@ vfm_status dit_backward(DiT *m, const DiTInputs *in, const Tensor *dout) {
     const DiTConfig *c = &m->cfg;
     Acts *a = m->saved;
     if (!a || a->S != tensor_dim(in->x, 0)) return vfm_fail(VFM_ERR_INTERNAL, "dit_backward without a matching forward");
-    VFM_TRY(final_layer_backward(m, a, in, dout));
+    if (a->stage.on) { /* the forward staged these inputs: use its device copies */
+        in = &a->stage.in;
+        VFM_TRY(dit_stage_dout(m, a, &dout));
+    }
+    VFM_TRY(dit_scatter_dout(m, a, dout));
+    VFM_TRY(final_layer_backward(m, a, a->pl.identity ? dout : &a->dout_local));
     if (m->on_grads_final) m->on_grads_final(m->on_grads_final_ctx, m->head_first);
     for (int l = c->layers - 1; l >= 0; l--) {
-        VFM_TRY(block_backward(m, &m->blocks[l], &a->blocks[l], a, in));
+        VFM_TRY(block_backward(m, l, &m->blocks[l], &a->blocks[l], a, in));
         if (m->on_grads_final) m->on_grads_final(m->on_grads_final_ctx, m->blocks[l].first_entry);
     }
-    VFM_TRY(patch_embedding_backward(m, a, in));
+    VFM_TRY(patch_embedding_backward(m, a));
     VFM_TRY(conditioning_backward(m, a, in));
     if (m->on_grads_final) m->on_grads_final(m->on_grads_final_ctx, 0);
     return VFM_OK;

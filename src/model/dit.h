@@ -19,6 +19,8 @@
 #include "core/arena.h"
 #include "model/params.h"
 #include "ops/ops.h"
+#include "parallel/cp_attention.h"
+#include "parallel/tp_shard.h"
 
 typedef struct Config Config;
 
@@ -102,6 +104,38 @@ typedef struct DiTBlockParams {
     DiTLinear fc1, fc2;
 } DiTBlockParams;
 
+/* How one DiT is split over ranks (docs/parallel.md "The DiT under TP, SP and CP"):
+ *  TP  heads, kv heads and MLP units split over tp ranks: q, k, v (or the fused qkv, by parts),
+ *      the text k/v and fc1 column-parallel, attention proj and fc2 row-parallel (their bias is
+ *      added by TP rank 0 only, so it counts once; its gradient is summed over TP like QK-norm's);
+ *  SP  between TP regions each TP rank holds 1/tp of the token rows;
+ *  CP  each CP rank holds chunk cp_rank of every sample (cp_layout.h); self-attention runs
+ *      cp_attention_forward/backward, cross-attention sees the whole text.
+ * The model's interface does not change: dit_forward takes the whole pack and returns the whole
+ * output on every rank (the output rows are gathered, a few values per token), dit_backward takes
+ * the whole dout. So the objective, validation and sampling run unchanged under any layout. A pack
+ * whose slots do not divide by CP (by TP·CP under SP) is re-padded internally. Parameter
+ * gradients come out as this rank's share: partial over CP (dp.c sums them over CP) and, for the
+ * flagged replicated weights, over TP. The comms belong to the caller. */
+typedef struct DiTParallel {
+    int tp, tp_rank;          /* model.tensor_model_parallel_size and this rank's place in the TP group */
+    int sequence_parallel;    /* model.sequence_parallel */
+    Comm *tp_comm;            /* the TP group (NULL when tp = 1) */
+    int cp, cp_rank;          /* model.context_parallel_size and this rank's place (= its chunk) */
+    Comm *cp_comm;            /* the CP group, for the output gather (NULL when cp = 1) */
+    CpAttention cpa;          /* the self-attention's CP mode and comms (cp > 1) */
+    /* Tests only: k >= 1 skips the TP reduction that closes block k-1's self-attention (a broken
+     * variant the equivalence tests must catch). */
+    int test_skip_tp_reduce;
+} DiTParallel;
+
+/* Before any work: VFM_ERR_USAGE with one line naming the key and the numbers when the model does
+ * not split this way: model.num_attention_heads, model.num_query_groups (kv heads are split like
+ * q heads, never replicated over TP) or the MLP width not divisible by TP; the CP mode's head
+ * rules with the heads per TP rank (cp_check_config). */
+vfm_status dit_check_parallel(const DiTConfig *c, int tp, int sequence_parallel, int cp, CpCommType cp_type,
+                              int a2a_size);
+
 /* Parameter groups (ParamEntry.group), for `vfm model info`. */
 typedef enum {
     DIT_GROUP_PATCH, DIT_GROUP_COND, DIT_GROUP_ADALN, DIT_GROUP_SELF_ATTN, DIT_GROUP_CROSS_ATTN, DIT_GROUP_MLP,
@@ -111,10 +145,20 @@ const char *dit_group_name(int group);
 
 typedef struct DiT {
     DiTConfig cfg;
-    ParamTable table;
+    ParamTable table;   /* this rank's entries: the single-rank shapes at TP 1, the TP shards otherwise */
     Device device;
-    float *params; /* [table.total] */
-    float *grads;  /* [table.total], accumulated by dit_backward */
+    float *params; /* [table.total] fp32 master weights, on the model's device */
+    float *grads;  /* [table.total] fp32, accumulated by dit_backward, on the model's device */
+    /* The dtype of the activations and of the weights the ops read (ops.h's ACT): f32 on the CPU;
+     * on CUDA bf16 (the default) or f32 (dit_set_act_dtype: every op in f32, for tests). With bf16
+     * the ops read wcopy, a bf16 copy of params that dit_refresh_weights makes after every change
+     * of the master weights (the optimizer step, a load); gradients stay fp32. */
+    DType act_dtype;
+    void *wcopy;   /* [table.total] act_dtype copy of params, or NULL (the ops read params) */
+    DiTParallel par;    /* tp = cp = 1 for a one-rank model */
+    int heads_local, kv_heads_local, ffn_local; /* per TP rank: heads/TP, kv_heads/TP, ffn/TP */
+    ParamTable *full_table; /* the single-rank table (names and shapes of the checkpoint files) */
+    TpShardMap *shards;     /* where this rank's entries sit in the full tensors (identity at TP 1) */
     DiTLinear x_embed, t_l1, t_l2, f_l1, f_l2, final_ada, final_out; /* final_ada.w = -1 without */
     int y_table;     /* class table [N(+1), D] or -1 */
     int cond_norm_w; /* [D] or -1 */
@@ -128,22 +172,64 @@ typedef struct DiT {
      * so data parallelism can reduce those buckets while backward goes on. */
     void (*on_grads_final)(void *ctx, int first_entry);
     void *on_grads_final_ctx;
+    /* Optional (tests): called on every rank with this rank's rows [rows, D] of the residual stream
+     * after each sub-layer ("self_attn", "cross_attn", "mlp" in the forward) and of its gradient
+     * before it ("d.mlp", "d.cross_attn", "d.self_attn" in the backward: the input gradient of that
+     * sub-layer). dit_gather_rows turns the rows into the whole pack's. */
+    void (*probe)(void *ctx, const char *site, int layer, const Tensor *rows);
+    void *probe_ctx;
 } DiT;
 
 /* Builds the table (names as reference/model_torch.py) and allocates params and grads (zero).
  * Call dit_init_weights or load weights next. */
 vfm_status dit_create(DiT *m, const DiTConfig *cfg, Device device);
+/* The same for this rank of a parallel layout (par NULL: one rank): the table holds this rank's
+ * TP shards (dit_check_parallel must pass), params and grads are laid out by it. */
+vfm_status dit_create_parallel(DiT *m, const DiTConfig *cfg, Device device, const DiTParallel *par);
 void dit_destroy(DiT *m);
 /* Only the parameter table and block indices (no memory for weights): sizes and names of a
  * configuration, e.g. for `vfm model info`. Free with dit_destroy. */
 void dit_describe(DiT *m, const DiTConfig *cfg);
-/* The variant's initialisation (docs/parameters.md), Philox-keyed by parameter name and seed. */
+/* Only this rank's table and dimensions at a layout (no memory for weights; comms may be NULL):
+ * per-rank sizes for `vfm model info`. Free with dit_destroy. */
+vfm_status dit_describe_parallel(DiT *m, const DiTConfig *cfg, const DiTParallel *par);
+/* Bytes of activations (kept for the backward, and its scratch) that one rank's forward and
+ * backward over a pack of `tokens` rows, `text` text rows and `samples` samples use (f32). */
+size_t dit_activation_bytes(const DiT *m, int64_t tokens, int64_t text, int samples);
+
+/* What one rank sends per micro-batch (a pack of `tokens` rows, `text` text rows), in bytes with
+ * activations of `elem` bytes (lse in f32), as the implementation moves them: the TP regions
+ * (ring-equivalent volumes of the all-reduces, all-gathers and reduce-scatters, the backward's
+ * re-gather under SP included), the CP self-attention (ring hops, all-to-alls, all-gathers) and the
+ * gather of the output rows to every rank. docs/parallel.md has the formulas. */
+typedef struct DiTCommBytes {
+    double tp_forward, tp_backward, cp_forward, cp_backward, output;
+} DiTCommBytes;
+void dit_comm_bytes(const DiT *m, int64_t tokens, int64_t text, int elem, DiTCommBytes *out);
+
+/* The variant's initialisation (docs/parameters.md), Philox-keyed by parameter name and seed: a
+ * TP rank gets exactly the single-rank model's values at its elements (on any device: the values
+ * are made on the host and copied; the weight copy is refreshed). */
 vfm_status dit_init_weights(DiT *m, uint64_t seed);
+/* CUDA: the activations' dtype, DT_BF16 (the default) or DT_F32; before the first dit_reserve. The
+ * CPU runs f32 only. */
+vfm_status dit_set_act_dtype(DiT *m, DType dt);
+/* The ops' weight copy (wcopy) from the master weights: call after changing params on the device
+ * (the optimizer step); a no-op without a copy. The functions below refresh it themselves. */
+vfm_status dit_refresh_weights(DiT *m);
+/* The master weights (or a buffer laid out like them: EMA, gradients) between the model's device
+ * and host memory host[table.total]. dit_params_from_host also refreshes the weight copy. */
+vfm_status dit_params_to_host(const DiT *m, float *host);
+vfm_status dit_params_from_host(DiT *m, const float *host);
 /* Reserves activation memory for packs of up to max_tokens rows, max_text rows and max_samples
  * samples (the trainer passes its pack budget). */
 vfm_status dit_reserve(DiT *m, int64_t max_tokens, int64_t max_text, int max_samples);
 
-/* One pack, on the model's device. */
+/* One pack: every tensor on the model's device (activations in its act_dtype; c_noise and fps
+ * f32), or every tensor in host memory (f32, i32 maps, the layouts' offsets on the host) with a
+ * CUDA model: dit_forward then copies them to the GPU (the network input and the text converted
+ * to the activation dtype), writes `out` to host memory in f32, and dit_backward takes its host
+ * f32 dout the same way — so the objectives and samplers run unchanged on a GPU model. */
 typedef struct DiTInputs {
     const Tensor *x;          /* [S, token_dim] network input (c_in·x_t) */
     const Tensor *c_noise;    /* [B] timestep input per sample (EDM: ¼ ln σ) */
@@ -163,6 +249,9 @@ vfm_status dit_forward(DiT *m, const DiTInputs *in, Tensor *out);
 /* Accumulates parameter gradients (m->grads +=) for dout[S, out_dim] of the last forward.
  * The inputs must be those of that forward. */
 vfm_status dit_backward(DiT *m, const DiTInputs *in, const Tensor *dout);
+/* Collective over the model's TP and CP groups: whole[S, w] (the last forward's whole pack) from
+ * every rank's rows[rows, w] of it (as the probe hands them out); padding rows are written 0. */
+vfm_status dit_gather_rows(DiT *m, const Tensor *rows, Tensor *whole);
 
 /* Matmul FLOPs of one forward over a pack (2 per multiply-add): token-wise layers and attention
  * from the cumulative real token and text lengths cu_q[n+1], cu_text[n+1] (padding rows are not

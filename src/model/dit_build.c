@@ -32,12 +32,15 @@ static LinearSpec block_linear(const DiTConfig *c, float std, int tp_dim) {
     return (LinearSpec){INIT_NORMAL, std, c->f.linear_bias, INIT_ZERO, 0, 0, tp_dim};
 }
 
-/* Adds "<name>.weight" [out, in] and, when the spec has one, "<name>.bias" [out]. */
+/* Adds "<name>.weight" [out, in] and, when the spec has one, "<name>.bias" [out]. A row-parallel
+ * layer's bias is replicated and added by TP rank 0 only (dit.c): its gradient sums over TP. */
 static DiTLinear add_linear(ParamTable *t, const char *name, int64_t out, int64_t in, LinearSpec s) {
     int64_t wshape[2] = {out, in}, bshape[1] = {out};
     DiTLinear l = {-1, -1, 0, out};
     l.w = param_table_add(t, s.w_init, s.w_scale, 2, wshape, s.groups, s.tp_dim, "%s.weight", name);
-    if (s.bias) l.b = param_table_add(t, s.b_init, s.b_scale, 1, bshape, s.groups, s.tp_dim == 0 ? 0 : -1, "%s.bias", name);
+    unsigned bias_groups = s.groups | (s.tp_dim == 1 ? REDUCE_TP_HEADS : 0);
+    if (s.bias)
+        l.b = param_table_add(t, s.b_init, s.b_scale, 1, bshape, bias_groups, s.tp_dim == 0 ? 0 : -1, "%s.bias", name);
     return l;
 }
 
@@ -191,6 +194,12 @@ static void build_table(DiT *m) {
     build_conditioning(m);
     for (int l = 0; l < m->cfg.layers; l++) build_block(m, l);
     build_final_layer(m);
+    /* Every other replicated weight (patch embedding, conditioning, adaLN, final layer) gets its
+     * gradient as a sum over this rank's tokens: partial over TP under sequence parallelism. */
+    for (int i = 0; i < m->table.count; i++) {
+        ParamEntry *e = &m->table.entries[i];
+        if (e->tp_split_dim < 0 && !(e->reduce_groups & REDUCE_TP_HEADS)) e->reduce_groups |= REDUCE_TP_SP;
+    }
 }
 
 void dit_describe(DiT *m, const DiTConfig *cfg) {
@@ -200,6 +209,8 @@ void dit_describe(DiT *m, const DiTConfig *cfg) {
     m->blocks = calloc((size_t)cfg->layers, sizeof *m->blocks);
     param_table_init(&m->table);
     build_table(m);
+    m->par.tp = m->par.cp = 1;
+    m->heads_local = m->cfg.heads, m->kv_heads_local = m->cfg.kv_heads, m->ffn_local = m->cfg.ffn;
 }
 
 /* perm[k] for k over the conv weight's (C, pt, ph, pw) order: the token column (ph pw pt C) that
@@ -223,30 +234,131 @@ static vfm_status build_patch_perm(DiT *m) {
     return s;
 }
 
-vfm_status dit_create(DiT *m, const DiTConfig *cfg, Device device) {
-    if (device != DEV_CPU) return vfm_fail(VFM_ERR_UNSUPPORTED, "the DiT runs on the CPU in this version");
+/* A column-parallel linear's rows on this TP rank: out/TP rows from row0/TP (a fused qkv's local
+ * weight is [q_t; k_t; v_t], tp_shard.h). */
+static void localize(const DiT *m, DiTLinear *l) {
+    if (l->w < 0 || m->table.entries[l->w].tp_split_dim != 0) return;
+    l->out /= m->par.tp;
+    l->row0 /= m->par.tp;
+}
+
+static vfm_status shard_table(DiT *m) {
+    m->full_table = calloc(1, sizeof *m->full_table);
+    m->shards = calloc(1, sizeof *m->shards);
+    if (!m->full_table || !m->shards) return vfm_fail(VFM_ERR_NOMEM, "dit: shard map");
+    *m->full_table = m->table; /* the single-rank table moves; the model's table becomes this rank's */
+    param_table_init(&m->table);
+    VFM_TRY(tp_shard_map_init(m->shards, m->full_table, m->par.tp, m->par.tp_rank));
+    VFM_TRY(param_table_copy(&m->table, &m->shards->local));
+    DiTLinear *ls[] = {&m->x_embed, &m->t_l1, &m->t_l2, &m->f_l1, &m->f_l2, &m->final_ada, &m->final_out};
+    for (size_t i = 0; i < sizeof ls / sizeof ls[0]; i++) localize(m, ls[i]);
+    for (int l = 0; l < m->cfg.layers; l++) {
+        DiTBlockParams *b = &m->blocks[l];
+        DiTLinear *bl[] = {&b->ada_down, &b->ada_up, &b->sa_q, &b->sa_k, &b->sa_v, &b->sa_proj,
+                           &b->ca_q, &b->ca_k, &b->ca_v, &b->ca_proj, &b->fc1, &b->fc2};
+        for (size_t i = 0; i < sizeof bl / sizeof bl[0]; i++)
+            localize(m, bl[i]); /* unused ones (no cross-attention) are zero: entry 0 is replicated */
+    }
+    m->heads_local = m->cfg.heads / m->par.tp;
+    m->kv_heads_local = m->cfg.kv_heads / m->par.tp;
+    m->ffn_local = m->cfg.ffn / m->par.tp;
+    return VFM_OK;
+}
+
+vfm_status dit_describe_parallel(DiT *m, const DiTConfig *cfg, const DiTParallel *par) {
+    memset(m, 0, sizeof *m);
     DiTConfig resolved = *cfg;
     VFM_TRY(dit_config_resolve(&resolved));
+    DiTParallel one = {.tp = 1, .cp = 1};
+    if (!par) par = &one;
+    VFM_TRY(dit_check_parallel(&resolved, par->tp, par->sequence_parallel, par->cp, par->cpa.type, par->cpa.A));
     dit_describe(m, &resolved);
+    m->par = *par;
+    return shard_table(m);
+}
+
+vfm_status dit_create_parallel(DiT *m, const DiTConfig *cfg, Device device, const DiTParallel *par) {
+    memset(m, 0, sizeof *m);
+    if (device == DEV_CUDA && par && (par->tp > 1 || par->cp > 1))
+        return vfm_fail(VFM_ERR_UNSUPPORTED, "tensor and context parallelism run on the CPU in this version "
+                        "(model.tensor_model_parallel_size=%d, model.context_parallel_size=%d with train.device=cuda): "
+                        "on the GPU use data parallelism, or train.device=cpu", par->tp, par->cp);
+    VFM_TRY(dit_describe_parallel(m, cfg, par));
     m->device = device;
+    m->act_dtype = device == DEV_CUDA ? DT_BF16 : DT_F32;
     size_t bytes = (size_t)m->table.total * sizeof(float);
     VFM_TRY(device_malloc(device, bytes, (void **)&m->params));
     VFM_TRY(device_malloc(device, bytes, (void **)&m->grads));
     VFM_TRY(device_memset0(device, m->params, bytes));
     VFM_TRY(device_memset0(device, m->grads, bytes));
+    VFM_TRY(dit_set_act_dtype(m, m->act_dtype));
     return m->cfg.f.conv_patch ? build_patch_perm(m) : VFM_OK;
 }
 
-vfm_status dit_init_weights(DiT *m, uint64_t seed) { return param_table_init_values(&m->table, m->params, seed); }
+vfm_status dit_create(DiT *m, const DiTConfig *cfg, Device device) { return dit_create_parallel(m, cfg, device, NULL); }
+
+vfm_status dit_set_act_dtype(DiT *m, DType dt) {
+    if (dt != DT_F32 && !(dt == DT_BF16 && m->device == DEV_CUDA))
+        return vfm_fail(VFM_ERR_UNSUPPORTED, "dit: activations in %s on %s (the CPU runs f32; CUDA bf16 or f32)",
+                        dtype_name(dt), device_name(m->device));
+    if (m->saved) return vfm_fail(VFM_ERR_INTERNAL, "dit_set_act_dtype after dit_reserve");
+    device_free(m->device, m->wcopy);
+    m->wcopy = NULL;
+    m->act_dtype = dt;
+    if (dt != DT_F32) {
+        VFM_TRY(device_malloc(m->device, (size_t)m->table.total * dtype_size(dt), &m->wcopy));
+        VFM_TRY(dit_refresh_weights(m));
+    }
+    return VFM_OK;
+}
+
+vfm_status dit_refresh_weights(DiT *m) {
+    if (!m->wcopy || m->table.total == 0) return VFM_OK;
+    Tensor dst = TENSOR(m->wcopy, m->act_dtype, m->device, m->table.total);
+    Tensor src = TENSOR(m->params, DT_F32, m->device, m->table.total);
+    return op_convert(&dst, &src);
+}
+
+vfm_status dit_params_to_host(const DiT *m, float *host) {
+    return device_memcpy(host, DEV_CPU, m->params, m->device, (size_t)m->table.total * sizeof(float));
+}
+
+vfm_status dit_params_from_host(DiT *m, const float *host) {
+    VFM_TRY(device_memcpy(m->params, m->device, host, DEV_CPU, (size_t)m->table.total * sizeof(float)));
+    return dit_refresh_weights(m);
+}
+
+vfm_status dit_init_weights(DiT *m, uint64_t seed) {
+    float *host = m->params;
+    if (m->device != DEV_CPU) {
+        host = malloc((size_t)(m->table.total > 0 ? m->table.total : 1) * sizeof(float));
+        if (!host) return vfm_fail(VFM_ERR_NOMEM, "dit: %lld initial weights", (long long)m->table.total);
+    }
+    vfm_status s = m->par.tp > 1 && m->shards ? tp_shard_init_values(m->shards, host, seed)
+                                              : param_table_init_values(&m->table, host, seed);
+    if (host != m->params) {
+        if (s == VFM_OK) s = dit_params_from_host(m, host);
+        free(host);
+    }
+    return s;
+}
 
 void dit_destroy(DiT *m) {
     device_free(m->device, m->params);
+    device_free(m->device, m->wcopy);
     device_free(m->device, m->grads);
     device_free(m->device, m->patch_perm);
     if (m->arena.base) arena_destroy(&m->arena);
-    if (m->saved) free(((Acts *)m->saved)->blocks);
+    if (m->saved) {
+        dit_place_free(&((Acts *)m->saved)->pl);
+        free(((Acts *)m->saved)->blocks);
+    }
     free(m->saved);
     free(m->blocks);
     param_table_free(&m->table);
+    if (m->shards) tp_shard_map_free(m->shards);
+    free(m->shards);
+    if (m->full_table) param_table_free(m->full_table);
+    free(m->full_table);
     memset(m, 0, sizeof *m);
 }

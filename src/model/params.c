@@ -17,6 +17,18 @@ void param_table_free(ParamTable *t) {
     memset(t, 0, sizeof *t);
 }
 
+vfm_status param_table_copy(ParamTable *dst, const ParamTable *src) {
+    *dst = *src;
+    dst->entries = malloc((size_t)(src->count > 0 ? src->count : 1) * sizeof *dst->entries);
+    if (!dst->entries) {
+        memset(dst, 0, sizeof *dst);
+        return vfm_fail(VFM_ERR_NOMEM, "parameter table of %d entries", src->count);
+    }
+    if (src->count > 0) memcpy(dst->entries, src->entries, (size_t)src->count * sizeof *dst->entries);
+    dst->capacity = src->count > 0 ? src->count : 1;
+    return VFM_OK;
+}
+
 int param_table_add(ParamTable *t, ParamInit init, float init_scale, int ndim, const int64_t *shape,
                     unsigned reduce_groups, int tp_split_dim, const char *name_fmt, ...) {
     if (t->count == t->capacity) {

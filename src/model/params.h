@@ -22,10 +22,13 @@ typedef enum {
 /* Reduce groups: which process groups a gradient is summed over (design §3). */
 enum {
     REDUCE_DP_CP = 1u,    /* every parameter: data- and context-parallel replicas */
-    REDUCE_TP_HEADS = 2u, /* shared by the heads TP splits (QK-norm): over TP whenever TP > 1 */
+    REDUCE_TP_HEADS = 2u, /* partial on every TP rank whenever TP > 1, so summed over TP: weights shared
+                             by the heads TP splits (QK-norm), and row-parallel biases (proj, fc2), which
+                             TP rank 0 alone adds so the region's sum counts them once */
     REDUCE_PP = 4u,       /* conditioning embedders every pipeline stage holds */
-    REDUCE_TP_SP = 8u,    /* replicated, summed over tokens (adaLN, embedders, norms): over TP
-                             only under sequence parallelism, where each TP rank sees other tokens */
+    REDUCE_TP_SP = 8u,    /* replicated, summed over tokens (adaLN, embedders, norms, the final layer):
+                             over TP only under sequence parallelism, where each TP rank sees other
+                             tokens */
 };
 
 typedef struct ParamEntry {
@@ -54,6 +57,8 @@ typedef struct ParamTable {
 
 void param_table_init(ParamTable *t);
 void param_table_free(ParamTable *t);
+/* dst = a deep copy of src. */
+vfm_status param_table_copy(ParamTable *dst, const ParamTable *src);
 /* Appends an entry at the end of the buffer; weight_decay defaults to (ndim >= 2). The name is
  * printf-formatted ("blocks.%d.mlp.fc1.weight"). Returns the entry index. */
 int param_table_add(ParamTable *t, ParamInit init, float init_scale, int ndim, const int64_t *shape,

@@ -223,6 +223,58 @@ vfm_status op_weighted_mse_forward(Tensor *loss, Tensor *sample_sum, Tensor *sam
 vfm_status op_weighted_mse_backward(Tensor *dpred, double dloss, const Tensor *pred, const Tensor *target,
                                     const Tensor *weight, const Tensor *mask, const Tensor *tok2sample);
 
+/* ---- flow matching and DDPM (docs/diffusion.md) --------------------------------------- */
+/* x_t[S,C] = a[b]·x0 + s[b]·noise per sample b = tok2sample[row]; padding rows 0. a, s [B].
+ * Flow: a = 1−σ, s = σ (and the target ε − x0 with a = −1, s = 1); DDPM: a = √ᾱ_t, s = √(1−ᾱ_t). */
+vfm_status op_noise_mix(Tensor *x_t, const Tensor *x0, const Tensor *noise, const Tensor *a, const Tensor *s,
+                        const Tensor *tok2sample);
+
+/* Rows of x[S, n·2g] hold n groups of 2g values: the first g go to first[S, n·g], the last g to
+ * second[S, n·g] (second may be NULL). With the token layout's channels fastest and g = C, this
+ * splits a learned-sigma output of 2C channels into ε (channels 0..C-1) and the variance value
+ * (channels C..2C-1). merge is the inverse (=; a NULL second half writes zeros) and the backward. */
+vfm_status op_channel_halves_split(Tensor *first, Tensor *second, const Tensor *x, int64_t group);
+vfm_status op_channel_halves_merge(Tensor *x, const Tensor *first, const Tensor *second, int64_t group);
+
+/* Per-sample coefficients of the DDPM variational bound, coef[B, DDPM_VB_NCOEF] at each
+ * sample's timestep t (computed in double by diffusion/ddpm.c). */
+enum {
+    DDPM_VB_RECIP_AC = 0,   /* √(1/ᾱ_t) */
+    DDPM_VB_RECIPM1_AC = 1, /* √(1/ᾱ_t − 1) */
+    DDPM_VB_MEAN_C1 = 2,    /* posterior mean = C1·x0 + C2·x_t */
+    DDPM_VB_MEAN_C2 = 3,
+    DDPM_VB_POST_LOGVAR = 4,/* log β̃_t, clipped (t = 0 uses β̃_1) */
+    DDPM_VB_LOG_BETA = 5,   /* log β_t */
+    DDPM_VB_IS_T0 = 6,      /* 1 at t = 0: the decoder NLL replaces the KL */
+    DDPM_VB_NCOEF = 8
+};
+/* The variational-bound term of a learned-range DDPM (Nichol & Dhariwal; the DiT code): per element
+ *   model log-variance = f·log β_t + (1−f)·log β̃_t,  f = (v+1)/2,
+ *   model mean from x̂0 = √(1/ᾱ)x_t − √(1/ᾱ−1)·ε̂ (ε̂ enters detached: this term trains only v),
+ *   vb = KL(q(x_{t−1}|x_t,x0) ‖ p(x_{t−1}|x_t)) / ln 2, or at t = 0 the discretised-Gaussian
+ *   decoder NLL of x0 (bins of 2/255, edges at ±0.999) / ln 2;
+ *   loss[1] = Σ_s mask·mean_c vb / Σ_s mask over real rows (the weighted-MSE reduction);
+ *   sample_sum[B] (optional) = each sample's Σ_s mask·mean_c vb.
+ * v, eps, x_t, x0 [S,C]; coef [B, DDPM_VB_NCOEF]; mask [S]. */
+vfm_status op_ddpm_vb_forward(Tensor *loss, Tensor *sample_sum, const Tensor *v, const Tensor *eps,
+                              const Tensor *x_t, const Tensor *x0, const Tensor *coef, const Tensor *mask,
+                              const Tensor *tok2sample);
+/* dv[S,C] (=) = dloss·mask·∂vb/∂v/(C·Σmask); padding rows 0. */
+vfm_status op_ddpm_vb_backward(Tensor *dv, double dloss, const Tensor *v, const Tensor *eps, const Tensor *x_t,
+                               const Tensor *x0, const Tensor *coef, const Tensor *mask, const Tensor *tok2sample);
+
+/* One reverse step of a DDPM/DDIM sampler, elementwise over x[N], eps[N] (all samples at one t):
+ *   x̂0 = recip_ac·x − recipm1_ac·ε;  mean = c_x0·x̂0 + c_xt·x + c_eps·ε;
+ *   out = mean + exp(½·logvar)·z, logvar = f·max_log + (1−f)·min_log with f = (v+1)/2 when v is
+ *   given (learned range), else fixed_logvar; no noise term when z is NULL.
+ * out may alias x. */
+typedef struct DdpmStepCoef {
+    double recip_ac, recipm1_ac, c_x0, c_xt, c_eps;
+    double min_log, max_log, fixed_logvar;
+} DdpmStepCoef;
+vfm_status op_ddpm_step(Tensor *out, const Tensor *x, const Tensor *eps, const Tensor *v, const Tensor *z,
+                        const DdpmStepCoef *c);
+
 /* ---- optimizer and numerics ----------------------------------------------------------- */
 typedef struct AdamWHyper {
     float lr, beta1, beta2, eps, weight_decay;

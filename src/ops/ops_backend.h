@@ -58,6 +58,16 @@
           const Tensor *target, const Tensor *weight, const Tensor *mask, const Tensor *tok2sample)) \
     X(weighted_mse_backward, (Tensor *dpred, double dloss, const Tensor *pred, const Tensor *target, \
           const Tensor *weight, const Tensor *mask, const Tensor *tok2sample)) \
+    X(noise_mix, (Tensor *x_t, const Tensor *x0, const Tensor *noise, const Tensor *a, const Tensor *s, \
+          const Tensor *tok2sample)) \
+    X(channel_halves_split, (Tensor *first, Tensor *second, const Tensor *x, int64_t group)) \
+    X(channel_halves_merge, (Tensor *x, const Tensor *first, const Tensor *second, int64_t group)) \
+    X(ddpm_vb_forward, (Tensor *loss, Tensor *sample_sum, const Tensor *v, const Tensor *eps, const Tensor *x_t, \
+          const Tensor *x0, const Tensor *coef, const Tensor *mask, const Tensor *tok2sample)) \
+    X(ddpm_vb_backward, (Tensor *dv, double dloss, const Tensor *v, const Tensor *eps, const Tensor *x_t, \
+          const Tensor *x0, const Tensor *coef, const Tensor *mask, const Tensor *tok2sample)) \
+    X(ddpm_step, (Tensor *out, const Tensor *x, const Tensor *eps, const Tensor *v, const Tensor *z, \
+          const DdpmStepCoef *c)) \
     X(adamw_step, (Tensor *param, Tensor *m, Tensor *v, const Tensor *grad, const AdamWHyper *h)) \
     X(sum_squares, (double *out, const Tensor *x)) \
     X(randn_fill, (Tensor *out, uint64_t seed, uint32_t stream, uint32_t step, uint64_t uid, \

@@ -72,6 +72,17 @@ vfm_status ops_same_numel(const char *op, const char *a_name, const Tensor *a, c
     return VFM_OK;
 }
 
+vfm_status ops_check_tok2sample(const char *op, const Tensor *tok2sample, int64_t S, int64_t B, Device dev) {
+    OPS_EXPECT(op, "tok2sample", tok2sample, DT_I32, dev, S);
+    if (dev != DEV_CPU) return VFM_OK;
+    const int32_t *map = tok2sample->data;
+    for (int64_t s = 0; s < S; s++)
+        if (map[s] < -1 || map[s] >= B)
+            return vfm_fail(VFM_ERR_SHAPE, "%s: tok2sample[%lld] = %d is not -1 or a sample below %lld", op,
+                            (long long)s, map[s], (long long)B);
+    return VFM_OK;
+}
+
 DType ops_f32_dtype(const Tensor *ref) { return ref->device == DEV_CUDA ? DT_F32 : ref->dtype; }
 
 DType ops_act_dtype(const Tensor *t, const Tensor *ref) {

@@ -28,6 +28,8 @@ DType ops_f32_dtype(const Tensor *ref);
  * the cpu; on cuda t's own dtype when it is bf16 or f32, else bf16 (so the message names it). */
 DType ops_act_dtype(const Tensor *t, const Tensor *ref);
 vfm_status ops_no_cuda(const char *op);
+/* tok2sample i32 [S] on dev; on the CPU also checks every entry is -1 (padding) or a sample < B. */
+vfm_status ops_check_tok2sample(const char *op, const Tensor *tok2sample, int64_t S, int64_t B, Device dev);
 
 /* cpu_<name>_f32 / cpu_<name>_f64 by the reference tensor's dtype, as an expression. */
 #define OPS_CPU_CALL(name, ref, ...) \

@@ -3,18 +3,6 @@
  * math is f32 and only the network-facing tensors (net_in, F, dF) are in the activation dtype. */
 #include "ops_check.h"
 
-/* tok2sample i32 [S]; on the CPU also checks every entry is -1 (padding) or a sample < B. */
-static vfm_status check_tok2sample(const char *op, const Tensor *tok2sample, int64_t S, int64_t B, Device dev) {
-    OPS_EXPECT(op, "tok2sample", tok2sample, DT_I32, dev, S);
-    if (dev != DEV_CPU) return VFM_OK;
-    const int32_t *map = tok2sample->data;
-    for (int64_t s = 0; s < S; s++)
-        if (map[s] < -1 || map[s] >= B)
-            return vfm_fail(VFM_ERR_SHAPE, "%s: tok2sample[%lld] = %d is not -1 or a sample below %lld", op,
-                            (long long)s, map[s], (long long)B);
-    return VFM_OK;
-}
-
 vfm_status op_edm_precondition(Tensor *c_skip, Tensor *c_out, Tensor *c_in, Tensor *c_noise, Tensor *weight,
                                const Tensor *sigma, float sigma_data) {
     const char *op = "edm_precondition";
@@ -45,7 +33,7 @@ vfm_status op_edm_add_noise(Tensor *x_t, Tensor *net_in, const Tensor *x0, const
         OPS_EXPECT(op, "net_in", net_in, ops_act_dtype(net_in, x0), x0->device, S, C);
         OPS_EXPECT(op, "c_in", c_in, f32, x0->device, B);
     }
-    VFM_TRY(check_tok2sample(op, tok2sample, S, B, x0->device));
+    VFM_TRY(ops_check_tok2sample(op, tok2sample, S, B, x0->device));
     OPS_DISPATCH_WITH_CUDA(edm_add_noise, x0, x_t, net_in, x0, noise, sigma, c_in, tok2sample);
 }
 
@@ -61,7 +49,7 @@ vfm_status op_edm_denoise(Tensor *denoised, const Tensor *x_t, const Tensor *F, 
     OPS_EXPECT(op, "c_skip", c_skip, f32, x_t->device, -1);
     int64_t B = c_skip->shape[0];
     OPS_EXPECT(op, "c_out", c_out, f32, x_t->device, B);
-    VFM_TRY(check_tok2sample(op, tok2sample, S, B, x_t->device));
+    VFM_TRY(ops_check_tok2sample(op, tok2sample, S, B, x_t->device));
     OPS_DISPATCH_WITH_CUDA(edm_denoise, x_t, denoised, x_t, F, c_skip, c_out, tok2sample);
 }
 
@@ -74,7 +62,7 @@ vfm_status op_edm_denoise_backward(Tensor *dF, const Tensor *ddenoised, const Te
     int64_t S = ddenoised->shape[0], C = ddenoised->shape[1];
     OPS_EXPECT(op, "dF", dF, ops_act_dtype(dF, ddenoised), ddenoised->device, S, C);
     OPS_EXPECT(op, "c_out", c_out, f32, ddenoised->device, -1);
-    VFM_TRY(check_tok2sample(op, tok2sample, S, c_out->shape[0], ddenoised->device));
+    VFM_TRY(ops_check_tok2sample(op, tok2sample, S, c_out->shape[0], ddenoised->device));
     OPS_DISPATCH_WITH_CUDA(edm_denoise_backward, ddenoised, dF, ddenoised, c_out, tok2sample);
 }
 
@@ -87,7 +75,7 @@ static vfm_status check_mse_args(const char *op, const Tensor *pred, const Tenso
     OPS_EXPECT(op, "target", target, pred->dtype, pred->device, S, C);
     OPS_EXPECT(op, "weight", weight, pred->dtype, pred->device, -1);
     OPS_EXPECT(op, "mask", mask, pred->dtype, pred->device, S);
-    return check_tok2sample(op, tok2sample, S, weight->shape[0], pred->device);
+    return ops_check_tok2sample(op, tok2sample, S, weight->shape[0], pred->device);
 }
 
 vfm_status op_weighted_mse_forward(Tensor *loss, Tensor *sample_sum, Tensor *sample_count, const Tensor *pred,

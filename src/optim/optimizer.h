@@ -1,6 +1,8 @@
 /* AdamW over the parameter table (decoupled weight decay only on >= 2-D weights), global
  * gradient-norm clipping, and the learning-rate schedule: linear warmup from lr_warmup_init,
- * then cosine, linear or constant decay to min_lr (Megatron's OptimizerParamScheduler). */
+ * then cosine, linear or constant decay to min_lr, or WSD (warmup-stable-decay: the peak until the
+ * last lr_wsd_decay_iters of the decay, then exponential, linear, cosine or minus-sqrt annealing to
+ * min_lr), as Megatron's OptimizerParamScheduler computes it. */
 #ifndef VFM_OPTIMIZER_H
 #define VFM_OPTIMIZER_H
 
@@ -8,7 +10,8 @@
 
 #include "model/params.h"
 
-typedef enum { LR_DECAY_COSINE, LR_DECAY_LINEAR, LR_DECAY_CONSTANT } LrDecayStyle;
+typedef enum { LR_DECAY_COSINE, LR_DECAY_LINEAR, LR_DECAY_CONSTANT, LR_DECAY_WSD } LrDecayStyle;
+typedef enum { WSD_EXPONENTIAL, WSD_LINEAR, WSD_COSINE, WSD_MINUS_SQRT } WsdDecayStyle;
 
 typedef struct OptimConfig {
     double lr, min_lr;
@@ -19,6 +22,8 @@ typedef struct OptimConfig {
     double warmup_init;
     int64_t decay_iters;   /* iterations over which warmup + decay run (train_iters by default) */
     LrDecayStyle decay_style;
+    int64_t wsd_decay_iters;  /* WSD: the annealing phase is the last wsd_decay_iters of decay_iters */
+    WsdDecayStyle wsd_style;
 } OptimConfig;
 
 /* Learning rate used by 0-based iteration `step` (as Megatron: step 0 of a warmup uses
@@ -29,16 +34,27 @@ typedef struct Optimizer {
     OptimConfig cfg;
     const ParamTable *table;
     int64_t begin, end;    /* the elements of the flat buffer this optimizer updates */
-    float *m, *v;          /* [end - begin] Adam moments, f32 */
+    float *m, *v;          /* [end - begin] Adam moments, f32, on `device` */
     int64_t step;          /* updates applied so far (bias correction uses step + 1) */
+    Device device;         /* where m, v and the params and grads it updates live */
 } Optimizer;
 
 vfm_status optimizer_init(Optimizer *o, const OptimConfig *c, const ParamTable *t);
 /* An optimizer for elements [begin, end) only (a ZeRO-1 shard); m and v hold just those. */
 vfm_status optimizer_init_range(Optimizer *o, const OptimConfig *c, const ParamTable *t, int64_t begin, int64_t end);
+/* The same with m and v on `device` (the params and grads handed to optimizer_step live there too). */
+vfm_status optimizer_init_on(Optimizer *o, const OptimConfig *c, const ParamTable *t, int64_t begin, int64_t end,
+                             Device device);
 void optimizer_free(Optimizer *o);
+/* A host copy of o (m and v in host memory, the rest the same), for writing checkpoints; free with
+ * optimizer_free. */
+vfm_status optimizer_host_copy(const Optimizer *o, Optimizer *host);
+/* o's moments (and step) from a host optimizer of the same range (reading checkpoints). */
+vfm_status optimizer_copy_from_host(Optimizer *o, const Optimizer *host);
 /* √(Σ grad²) over the whole buffer (fixed reduction order). */
 vfm_status grad_global_norm(const float *grads, int64_t n, double *norm);
+/* The same for a buffer on `device`. */
+vfm_status grad_global_norm_on(Device device, const float *grads, int64_t n, double *norm);
 /* One AdamW update of the optimizer's elements of every trainable entry with learning rate lr;
  * gradients are multiplied by grad_scale first (clipping). params and grads span the whole table. */
 vfm_status optimizer_step(Optimizer *o, float *params, const float *grads, double lr, double grad_scale);

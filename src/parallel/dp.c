@@ -79,9 +79,9 @@ int dp_bucket_of_entry(const DataParallel *dp, int entry) {
 
 /* ---- gradient reduction ----------------------------------------------------------------- */
 
-static vfm_status scale_range(float *x, int64_t n, double alpha) {
-    if (n == 0) return VFM_OK;
-    Tensor v = TF32(x, n);
+static vfm_status scale_range(const DataParallel *dp, float *x, int64_t n, double alpha) {
+    if (n == 0 || alpha == 1.0) return VFM_OK;
+    Tensor v = TENSOR(x, DT_F32, dp->device, n);
     return op_scale(&v, alpha);
 }
 
@@ -90,6 +90,14 @@ int dp_entry_reduces_over_tp(const ParamEntry *e, int sequence_parallel) {
 }
 
 void dp_set_sequence_parallel(DataParallel *dp, int on) { dp->sequence_parallel = on != 0; }
+
+void dp_set_device(DataParallel *dp, Device device, Comm *dev_comm) {
+    dp->device = device;
+    dp->dev_comm = dev_comm;
+}
+
+/* The comm for gradient and parameter buffers. */
+static Comm *buffers_comm(const DataParallel *dp) { return dp->dev_comm ? dp->dev_comm : dp->grad_comm; }
 
 static vfm_status reduce_bucket(DataParallel *dp, float *grads, const DpBucket *b) {
     const ParamTable *t = dp->table;
@@ -103,13 +111,13 @@ static vfm_status reduce_bucket(DataParallel *dp, float *grads, const DpBucket *
             if (sums) VFM_TRY(comm_all_reduce(c, grads + e->offset, e->numel, DT_F32, COMM_SUM_ORDERED));
         }
     }
-    /* 2. mean over DP×CP */
-    int n = group_n(dp->grad_comm);
+    /* 2. sum over CP, mean over DP */
+    int n = group_n(dp->grad_comm), cp = dp->cfg.cp > 1 ? dp->cfg.cp : 1;
     if (n == 1) return VFM_OK;
-    double inv = 1.0 / n;
+    double inv = 1.0 / (n / cp);
     if (!dp->cfg.zero1) {
-        VFM_TRY(comm_all_reduce(dp->grad_comm, grads + b->begin, b->end - b->begin, DT_F32, COMM_SUM_ORDERED));
-        return scale_range(grads + b->begin, b->end - b->begin, inv);
+        VFM_TRY(comm_all_reduce(buffers_comm(dp), grads + b->begin, b->end - b->begin, DT_F32, COMM_SUM_ORDERED));
+        return scale_range(dp, grads + b->begin, b->end - b->begin, inv);
     }
     int64_t *counts = malloc((size_t)n * sizeof *counts);
     if (!counts) return vfm_fail(VFM_ERR_NOMEM, "dp: counts");
@@ -122,10 +130,11 @@ static vfm_status reduce_bucket(DataParallel *dp, float *grads, const DpBucket *
     }
     int me = group_rank(dp->grad_comm);
     int64_t mine_at = dp->own_begin > b->begin ? dp->own_begin : b->begin, mine = counts[me];
-    vfm_status s = comm_reduce_scatter_v(dp->grad_comm, grads + b->begin, grads + mine_at, counts, DT_F32, COMM_SUM_ORDERED);
+    vfm_status s = comm_reduce_scatter_v(buffers_comm(dp), grads + b->begin, grads + mine_at, counts, DT_F32,
+                                         COMM_SUM_ORDERED);
     free(counts);
     VFM_TRY(s);
-    return scale_range(grads + mine_at, mine, inv);
+    return scale_range(dp, grads + mine_at, mine, inv);
 }
 
 static vfm_status issue_ready(DataParallel *dp, float *grads, int all) {
@@ -150,27 +159,53 @@ vfm_status dp_grad_sync_finish(DataParallel *dp, float *grads) {
     return s;
 }
 
+/* part[0] += Σ g² over the split entries' elements in [lo, hi), part[1] over the replicated ones'. */
+static vfm_status split_sum_squares(const DataParallel *dp, const float *grads, int64_t lo, int64_t hi, double *part) {
+    const ParamTable *t = dp->table;
+    for (int i = 0; i < t->count; i++) {
+        const ParamEntry *e = &t->entries[i];
+        int64_t a = e->offset > lo ? e->offset : lo, b = e->offset + e->numel < hi ? e->offset + e->numel : hi;
+        if (a >= b) continue;
+        double sq = 0;
+        Tensor g = TENSOR((float *)grads + a, DT_F32, dp->device, b - a);
+        VFM_TRY(op_sum_squares(&sq, &g));
+        part[e->tp_split_dim >= 0 ? 0 : 1] += sq;
+    }
+    return VFM_OK;
+}
+
 vfm_status dp_grad_norm(DataParallel *dp, const float *grads, double *norm) {
-    int n = group_n(dp->grad_comm);
-    double *partial = calloc((size_t)n, sizeof *partial);
+    int n = group_n(dp->grad_comm), tp = group_n(dp->tp_comm);
+    int k = tp > 1 ? 2 : 1; /* values per shard: one sum, or (split, replicated) under TP */
+    double *partial = calloc((size_t)(n * k), sizeof *partial);
     if (!partial) return vfm_fail(VFM_ERR_NOMEM, "dp: norm partials");
     vfm_status s = VFM_OK;
     for (int j = 0; j < n && s == VFM_OK; j++) {
         if (dp->cfg.zero1 && j != group_rank(dp->grad_comm)) continue;
         int64_t lo, hi;
         zero_shard_range(dp->table->total, n, j, &lo, &hi);
-        if (hi > lo) {
-            Tensor g = TF32((float *)grads + lo, hi - lo);
+        if (hi <= lo) continue;
+        if (k == 2) {
+            s = split_sum_squares(dp, grads, lo, hi, &partial[2 * j]);
+        } else {
+            Tensor g = TENSOR((float *)grads + lo, DT_F32, dp->device, hi - lo);
             s = op_sum_squares(&partial[j], &g);
         }
     }
     if (s == VFM_OK && dp->cfg.zero1 && n > 1) {
-        double mine = partial[group_rank(dp->grad_comm)];
-        s = comm_all_gather(dp->grad_comm, &mine, partial, 1, DT_F64);
+        double mine[2] = {partial[k * group_rank(dp->grad_comm)], k == 2 ? partial[2 * group_rank(dp->grad_comm) + 1] : 0};
+        s = comm_all_gather(dp->grad_comm, mine, partial, k, DT_F64);
     }
-    double total = 0;
-    for (int j = 0; j < n; j++) total += partial[j];
+    double total = 0, split = 0, repl = 0;
+    for (int j = 0; j < n; j++) {
+        if (k == 1) total += partial[j];
+        else split += partial[2 * j], repl += partial[2 * j + 1];
+    }
     free(partial);
+    if (s == VFM_OK && k == 2) {
+        s = comm_all_reduce(dp->tp_comm, &split, 1, DT_F64, COMM_SUM_ORDERED);
+        total = split + repl;
+    }
     *norm = sqrt(total);
     return s;
 }
@@ -194,7 +229,7 @@ static void held_range(const DataParallel *dp, int64_t *lo, int64_t *hi) {
 vfm_status dp_optimizer_init(const DataParallel *dp, Optimizer *o, const OptimConfig *c) {
     int64_t lo, hi;
     held_range(dp, &lo, &hi);
-    return optimizer_init_range(o, c, dp->table, lo, hi);
+    return optimizer_init_on(o, c, dp->table, lo, hi, dp->device);
 }
 
 vfm_status dp_optimizer_step(DataParallel *dp, Optimizer *o, float *params, const float *grads, double lr,
@@ -210,7 +245,7 @@ vfm_status dp_optimizer_step(DataParallel *dp, Optimizer *o, float *params, cons
         zero_shard_range(t->total, n, j, &b, &e);
         counts[j] = e - b;
     }
-    vfm_status s = comm_all_gather_v(dp->grad_comm, params + dp->own_begin, params, counts, DT_F32);
+    vfm_status s = comm_all_gather_v(buffers_comm(dp), params + dp->own_begin, params, counts, DT_F32);
     free(counts);
     return s;
 }
@@ -232,6 +267,13 @@ static uint64_t table_fingerprint(const ParamTable *t) {
 }
 
 vfm_status dp_optim_save(const DataParallel *dp, const Optimizer *o, const char *dir, int global_rank) {
+    if (o->device != DEV_CPU) { /* written from a host copy of the moments */
+        Optimizer host;
+        VFM_TRY(optimizer_host_copy(o, &host));
+        vfm_status s = dp_optim_save(dp, &host, dir, global_rank);
+        optimizer_free(&host);
+        return s;
+    }
     int n = group_n(dp->grad_comm);
     int64_t lo, hi, len = dp->own_end - dp->own_begin;
     held_range(dp, &lo, &hi);
@@ -355,6 +397,14 @@ static int parse_optim_name(const char *name) {
 }
 
 vfm_status dp_optim_load(DataParallel *dp, Optimizer *o, const char *dir) {
+    if (o->device != DEV_CPU) { /* read into a host copy of the moments, then copied to the device */
+        Optimizer host;
+        VFM_TRY(optimizer_host_copy(o, &host));
+        vfm_status s = dp_optim_load(dp, &host, dir);
+        if (s == VFM_OK) s = optimizer_copy_from_host(o, &host);
+        optimizer_free(&host);
+        return s;
+    }
     DIR *d = opendir(dir);
     if (!d) return vfm_fail(VFM_ERR_IO, "%s: cannot open the checkpoint directory", dir);
     ShardFile *files = NULL;

@@ -18,8 +18,9 @@
  *   1. entries with REDUCE_TP_HEADS (always) or REDUCE_TP_SP (only under sequence parallelism):
  *      summed over the TP group (ordered sum); with REDUCE_PP: summed over the PP group. No-ops
  *      while TP = PP = 1 (the comms have one rank or are NULL).
- *   2. every entry: mean over DP×CP = ordered sum (comm.h: rank order, the same bits on every
- *      rank), then × (float)(1/n). Plain DP all-reduces the bucket; ZeRO-1 reduce-scatters it,
+ *   2. every entry: mean over DP of the sum over CP = ordered sum over DP×CP (comm.h: rank order,
+ *      the same bits on every rank), then × (float)(cp/n) (skipped when that is 1: pure CP).
+ *      Plain DP all-reduces the bucket; ZeRO-1 reduce-scatters it,
  *      each rank receiving only the part inside its shard: bit for bit the all-reduce result
  *      restricted to the shard.
  *
@@ -34,6 +35,10 @@
  * order), the partials added in rank order j = 0..n-1. Plain DP computes every partial locally;
  * ZeRO-1 computes its own and all-gathers the n doubles. At n = 1 this is exactly
  * grad_global_norm (optimizer.h). Across different DP sizes the norm differs in the last bits.
+ * Under TP (a TP comm of more than one rank) every rank holds other slices of the split entries
+ * and the same replicated ones: each shard's partial is kept as two sums (split entries,
+ * replicated entries, each entry's piece by op_sum_squares), the split sums are added over TP in
+ * rank order and the replicated ones counted once.
  *
  * On the CPU the fp32 parameters are the master weights (one full copy per rank); on the GPU the
  * fp32 master becomes a third buffer sharded like m and v, and the all-gather then fills the
@@ -51,6 +56,9 @@ typedef struct DpConfig {
     double bucket_size_mb;  /* ddp.bucket_size_mb */
     int zero1;              /* ddp.use_distributed_optimizer */
     int tp_rank, pp_rank;   /* the model partition this rank holds: checkpoint shards match on it */
+    int cp;                 /* context-parallel ranks per replica in the DP×CP group (0 or 1: none): each
+                               holds a partial sum (its chunk's tokens) of the replica's gradient, so
+                               the reduction sums over them and averages over the n/cp replicas */
 } DpConfig;
 
 typedef struct DpBucket {
@@ -71,6 +79,9 @@ typedef struct DataParallel {
     unsigned char *ready;        /* [n_buckets] */
     int64_t shard_size;          /* S = ceil(total / n) */
     int64_t own_begin, own_end;  /* this rank's shard */
+    Device device;               /* where grads, params and the moments live (cpu after dp_init) */
+    Comm *dev_comm;              /* GPU: the comm for the gradient and parameter buffers (NCCL), or NULL:
+                                    grad_comm moves them (the MPI backend stages GPU memory) */
 } DataParallel;
 
 /* Shard j of n over total elements: [*begin, *end). */
@@ -85,6 +96,10 @@ int dp_bucket_of_entry(const DataParallel *dp, int entry);
  * only under sequence parallelism (design §3). */
 int dp_entry_reduces_over_tp(const ParamEntry *e, int sequence_parallel);
 void dp_set_sequence_parallel(DataParallel *dp, int on);
+/* The device of the buffers handed to the calls below (before dp_optimizer_init), and the comm
+ * that moves them on a GPU (NULL: grad_comm; its MPI backend stages GPU memory through host copies,
+ * comm.h). Scalars (the norm partials, the loss) always go over grad_comm. */
+void dp_set_device(DataParallel *dp, Device device, Comm *dev_comm);
 
 /* grads[table->total]: this rank's gradients on entry, the reduced ones on return (ZeRO-1: valid
  * only inside this rank's shard; elsewhere they are left as they were). */

@@ -23,14 +23,18 @@ vfm_status tp_shard_map_init(TpShardMap *m, const ParamTable *full, int tp, int 
     for (int i = 0; i < full->count; i++) {
         const ParamEntry *e = &full->entries[i];
         TpShard *s = &m->shards[i];
-        int d = e->tp_split_dim;
+        int d = e->tp_split_dim, parts = e->tp_parts > 1 ? e->tp_parts : 1;
         int64_t shape[VFM_MAX_DIMS];
         memcpy(shape, e->shape, sizeof shape);
         if (d >= e->ndim) d = -1;
         s->split_dim = d;
-        if (d >= 0 && e->shape[d] % tp != 0) {
-            vfm_status st = vfm_fail(VFM_ERR_USAGE, "%s: dimension %d (%lld) does not split over "
-                                     "model.tensor_model_parallel_size = %d", e->name, d, (long long)e->shape[d], tp);
+        s->parts = d >= 0 ? parts : 1;
+        if (d >= 0 && e->shape[d] % ((int64_t)s->parts * tp) != 0) {
+            vfm_status st = s->parts > 1
+                ? vfm_fail(VFM_ERR_USAGE, "%s: each of the %d parts of dimension %d (%lld) does not split over "
+                           "model.tensor_model_parallel_size = %d", e->name, s->parts, d, (long long)e->shape[d], tp)
+                : vfm_fail(VFM_ERR_USAGE, "%s: dimension %d (%lld) does not split over "
+                           "model.tensor_model_parallel_size = %d", e->name, d, (long long)e->shape[d], tp);
             tp_shard_map_free(m);
             return st;
         }
@@ -41,12 +45,14 @@ vfm_status tp_shard_map_init(TpShardMap *m, const ParamTable *full, int tp, int 
         }
         if (d < 0) {
             s->begin = 0, s->count = e->ndim > 0 ? e->shape[0] : 1;
-            s->runs = 1, s->run_len = e->numel, s->first = 0, s->stride = e->numel;
+            s->runs = 1, s->run_len = e->numel, s->first = 0, s->stride = e->numel, s->part_stride = 0;
         } else {
-            s->count = e->shape[d] / tp;
+            int64_t part = e->shape[d] / s->parts; /* one part's size along d */
+            s->count = part / tp;
             s->begin = s->count * rank;
-            shape[d] = s->count;
-            s->runs = outer, s->run_len = s->count * inner, s->first = s->begin * inner, s->stride = e->shape[d] * inner;
+            shape[d] = s->count * s->parts;
+            s->runs = outer * s->parts, s->run_len = s->count * inner, s->first = s->begin * inner;
+            s->stride = e->shape[d] * inner, s->part_stride = part * inner;
         }
         int k = param_table_add(&m->local, e->init, e->init_scale, e->ndim, shape, e->reduce_groups,
                                 e->tp_split_dim, "%s", e->name);
@@ -57,6 +63,8 @@ vfm_status tp_shard_map_init(TpShardMap *m, const ParamTable *full, int tp, int 
         m->local.entries[k].weight_decay = e->weight_decay;
         m->local.entries[k].trainable = e->trainable;
         m->local.entries[k].reduce_groups = e->reduce_groups;
+        m->local.entries[k].tp_parts = e->tp_parts;
+        m->local.entries[k].group = e->group;
     }
     return VFM_OK;
 }
@@ -66,7 +74,8 @@ vfm_status tp_shard_runs(const TpShardMap *m, int entry, int64_t a, int64_t b, T
     while (a < b) {
         int64_t run = a / s->run_len, within = a % s->run_len;
         int64_t len = s->run_len - within < b - a ? s->run_len - within : b - a;
-        VFM_TRY(fn(ctx, a, s->first + run * s->stride + within, len));
+        int64_t at = s->first + (run / s->parts) * s->stride + (run % s->parts) * s->part_stride + within;
+        VFM_TRY(fn(ctx, a, at, len));
         a += len;
     }
     return VFM_OK;

@@ -11,6 +11,10 @@
  *   replicated (d = -1): the whole tensor.
  * In general the shard is `runs` runs of `run_len` contiguous elements of the full tensor, the
  * first at `first`, one every `stride` (runs = Π shape[<d], run_len = n/TP · Π shape[>d]).
+ * An entry with tp_parts = k > 1 (a fused q|k|v weight [3D, D], tp_parts 3) is k equal parts along
+ * d that split separately: rank t holds block t of each part, back to back in part order (its
+ * local qkv is [q_t; k_t; v_t]); the runs then go part by part, `part_stride` apart, and
+ * runs = Π shape[<d] · k, run_len = n/(k·TP) · Π shape[>d].
  * Checkpoints (ckpt_shard.h) write and read exactly these runs, so `model.safetensors` always
  * holds full tensors whatever the layout.
  *
@@ -25,8 +29,10 @@
 
 typedef struct TpShard {
     int split_dim;                       /* -1: replicated */
-    int64_t begin, count;                /* along split_dim in the full tensor */
+    int parts;                           /* tp_parts (1, or 3 for a fused qkv) */
+    int64_t begin, count;                /* along split_dim, within each part, in the full tensor */
     int64_t runs, run_len, first, stride;/* the shard inside the full entry, in elements */
+    int64_t part_stride;                 /* elements between the same run of consecutive parts */
 } TpShard;
 
 typedef struct TpShardMap {
@@ -36,7 +42,8 @@ typedef struct TpShardMap {
     int tp, rank;
 } TpShardMap;
 
-/* VFM_ERR_USAGE naming the entry, the dimension and TP when a split dimension does not divide. */
+/* VFM_ERR_USAGE naming the entry, the dimension and TP when a split dimension (or each of its
+ * tp_parts parts) does not divide. */
 vfm_status tp_shard_map_init(TpShardMap *m, const ParamTable *full, int tp, int rank);
 void tp_shard_map_free(TpShardMap *m);
 

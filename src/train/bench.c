@@ -2,8 +2,9 @@
  * backward of every micro-batch, the global gradient norm, clipping and AdamW — with the FLOP
  * count of perf-anchors.md (3 × the forward's matmul FLOPs, recomputation not counted), and the
  * forward check of the PyTorch peer. Its own small step loop over the calls the trainer makes
- * (edm_loss_and_grad, grad_global_norm, clip_scale, optimizer_step) with a constant learning rate:
- * the schedule does not change the speed. */
+ * (objective_loss_and_grad, the global gradient norm, clip_scale, optimizer_step, the refresh of the
+ * GPU's bf16 weights) on one rank, with a constant learning rate: the schedule does not change the
+ * speed. */
 #include "bench.h"
 
 #include <jansson.h>
@@ -22,7 +23,7 @@
 #include "core/timer.h"
 #include "data/safetensors.h"
 #include "data/source.h"
-#include "diffusion/edm.h"
+#include "diffusion/objective.h"
 #include "optim/optimizer.h"
 #include "train/checkpoint.h"
 #include "train/run_device.h"
@@ -129,7 +130,7 @@ typedef struct Bench {
     Config *cfg;
     DiT model;
     int have_model;
-    EdmConfig edm;
+    Objective obj;
     Optimizer opt;
     int have_opt;
     PackSource *source;
@@ -152,10 +153,16 @@ static vfm_status write_check(Bench *b, const char *dir, const Pack *timed_pack,
     float sigma[1] = {0.8f}, fps[1];
     int drop[1] = {0};
     int32_t class_row[1] = {0};
-    EdmDraws d = {sigma, drop, NULL, mc->num_classes > 0 ? class_row : NULL};
-    EdmStepResult res;
+    DiffusionDraws d;
+    memset(&d, 0, sizeof d);
+    d.sigma = sigma, d.drop = drop, d.class_row = mc->num_classes > 0 ? class_row : NULL;
+    ObjectiveResult res;
     memset(&res, 0, sizeof res);
+    float *host_params = NULL;
     char path[1400];
+    if (b->obj.kind != OBJECTIVE_EDM)
+        return vfm_fail_at(VFM_ERR_USAGE, NULL, "diffusion.objective", objective_name(b->obj.kind),
+                           "--check: the PyTorch peer trains the EDM objective (diffusion.objective=edm)");
     VFM_TRY(mkdir_p(dir));
     vfm_status s = config_copy(&c2, b->cfg);
     if (s == VFM_OK) s = set_one_sample(c2, 256, 32);
@@ -167,20 +174,22 @@ static vfm_status write_check(Bench *b, const char *dir, const Pack *timed_pack,
     if (s == VFM_OK) {
         d.noise = calloc((size_t)(S * C), sizeof(float));
         res.F = calloc((size_t)(S * od), sizeof(float));
-        if (!d.noise || !res.F) s = vfm_fail(VFM_ERR_NOMEM, "bench check: %lld tokens", (long long)S);
+        host_params = malloc((size_t)b->model.table.total * sizeof(float));
+        if (!d.noise || !res.F || !host_params) s = vfm_fail(VFM_ERR_NOMEM, "bench check: %lld tokens", (long long)S);
     }
-    if (s == VFM_OK) s = edm_pack_noise(d.noise, &p, mc, b->edm.seed, RNG_STREAM_NOISE, 0);
-    if (s == VFM_OK) s = edm_loss_given(&b->model, b->edm.sigma_data, &p, &d, &res);
+    if (s == VFM_OK) s = diffusion_pack_noise(d.noise, &p, mc, b->obj.seed, RNG_STREAM_NOISE, 0);
+    if (s == VFM_OK) s = objective_loss_given(&b->model, &b->obj, &p, &d, 0.0, &res);
+    if (s == VFM_OK) s = dit_params_to_host(&b->model, host_params);
     if (s == VFM_OK) {
         fps[0] = p.samples[0].fps > 0 ? p.samples[0].fps : 30.0f;
         path_join(path, sizeof path, dir, "model.safetensors");
-        s = save_named_tensors(path, &b->model.table, "", b->model.params, NULL);
+        s = save_named_tensors(path, &b->model.table, "", host_params, NULL);
     }
     if (s == VFM_OK) {
         char grid[64], loss[64], sd[64];
         snprintf(grid, sizeof grid, "%d,%d,%d", p.samples[0].grid[0], p.samples[0].grid[1], p.samples[0].grid[2]);
         snprintf(loss, sizeof loss, "%.9g", res.loss);
-        snprintf(sd, sizeof sd, "%.9g", (double)b->edm.sigma_data);
+        snprintf(sd, sizeof sd, "%.9g", (double)b->obj.sigma_data);
         const char *meta[] = {"grid", grid, "loss", loss, "sigma_data", sd, "device", r->device, NULL};
         SafetensorsEntry e[] = {
             {"latent_tokens", DT_F32, 2, {S, C}, p.tokens},
@@ -204,7 +213,7 @@ static vfm_status write_check(Bench *b, const char *dir, const Pack *timed_pack,
         json_t *j = json_pack("{s:o,s:{s:o,s:I,s:f,s:f,s:i,s:i,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:f,s:s,s:s},s:{s:f}}",
                               "model", model_json(mc), "bench", "samples", samples, "packs_per_step", (json_int_t)b->accum,
                               "flops_per_step", r->flops_per_step, "attn_flops_per_step", r->attn_flops_per_step,
-                              "warmup", r->warmup, "steps", r->steps, "sigma_data", (double)b->edm.sigma_data,
+                              "warmup", r->warmup, "steps", r->steps, "sigma_data", (double)b->obj.sigma_data,
                               "lr", b->lr, "beta1", b->opt.cfg.beta1, "beta2", b->opt.cfg.beta2, "eps", b->opt.cfg.eps,
                               "weight_decay", b->opt.cfg.weight_decay, "clip_grad", b->opt.cfg.clip_grad,
                               "peak_tflops", r->peak_tflops, "peak_source", r->peak_source, "vfm_device", r->device,
@@ -218,6 +227,7 @@ static vfm_status write_check(Bench *b, const char *dir, const Pack *timed_pack,
     if (s == VFM_OK) log_info("wrote the forward check for bench/torch_peer.py to %s (loss %.6f)", dir, res.loss);
     free(d.noise);
     free(res.F);
+    free(host_params);
     pack_free(&p);
     if (src) pack_source_destroy(src);
     config_free(c2);
@@ -258,7 +268,8 @@ static vfm_status bench_setup(Bench *b, const BenchOptions *o, BenchResult *r) {
 
     DiTConfig mc;
     VFM_TRY(dit_config_from(&mc, cfg));
-    VFM_TRY(edm_config_from(&b->edm, cfg));
+    VFM_TRY(objective_from_config(&b->obj, cfg));
+    VFM_TRY(objective_check_model(&b->obj, &mc));
     b->accum = cfg_int(cfg, "train.global_batch_size");
     VFM_TRY(pack_source_create(&b->source, cfg, 0, 1));
     if (b->source->token_dim != dit_token_dim(&mc))
@@ -280,11 +291,12 @@ static vfm_status bench_setup(Bench *b, const BenchOptions *o, BenchResult *r) {
     b->opt.cfg = oc;
     if (o->check_only) return VFM_OK;
     VFM_TRY(dit_reserve(&b->model, b->source->max_tokens, b->source->max_text, b->source->max_samples));
-    VFM_TRY(optimizer_init(&b->opt, &oc, &b->model.table));
+    VFM_TRY(optimizer_init_on(&b->opt, &oc, &b->model.table, 0, b->model.table.total, b->device));
     b->have_opt = 1;
     r->model = mc;
     r->params = param_table_trainable(&b->model.table);
-    r->weights_bytes = (size_t)b->model.table.total * sizeof(float) * 4; /* weights, gradients, m, v */
+    r->weights_bytes = (size_t)b->model.table.total * (sizeof(float) * 4 + (b->model.wcopy ? 2 : 0));
+    /* fp32 weights, gradients, m, v (+ the bf16 copy the GPU ops read) */
     return VFM_OK;
 }
 
@@ -305,15 +317,16 @@ static vfm_status bench_step(Bench *b, uint32_t step, double *loss) {
     VFM_TRY(op_fill(&grads, 0.0));
     double sum = 0;
     for (int64_t k = 0; k < b->accum; k++) {
-        EdmStepResult res;
+        ObjectiveResult res;
         memset(&res, 0, sizeof res);
-        VFM_TRY(edm_loss_and_grad(m, &b->edm, &b->packs[k], step, 1.0 / (double)b->accum, &res));
+        VFM_TRY(objective_loss_and_grad(m, &b->obj, &b->packs[k], step, 1.0 / (double)b->accum, &res));
         sum += res.loss;
     }
     double norm;
-    VFM_TRY(grad_global_norm(m->grads, n, &norm));
+    VFM_TRY(grad_global_norm_on(m->device, m->grads, n, &norm));
     if (!isfinite(norm)) return vfm_fail(VFM_ERR_NUMERIC, "bench: step %u has a non-finite gradient norm", step);
     VFM_TRY(optimizer_step(&b->opt, m->params, m->grads, b->lr, clip_scale(&b->opt.cfg, norm)));
+    VFM_TRY(dit_refresh_weights(m));
     VFM_TRY(device_synchronize(m->device));
     *loss = sum / (double)b->accum;
     return VFM_OK;

@@ -178,6 +178,13 @@ vfm_status checkpoint_write_model(const char *stage, const CheckpointState *st, 
     return write_meta(path, st, d->table);
 }
 
+vfm_status checkpoint_write_meta(const char *stage, const CheckpointState *st, const ParamTable *full) {
+    maybe_die(st->step, "files"); /* the weights are written by now */
+    char path[1700];
+    path_join(path, sizeof path, stage, "meta.json");
+    return write_meta(path, st, full);
+}
+
 vfm_status checkpoint_commit(const char *run_dir, int64_t step, int keep) {
     char final[1536], stage[1536], path[1700], name[64];
     snprintf(name, sizeof name, "iter_%07lld", (long long)step);

@@ -1,6 +1,6 @@
 /* Checkpoints (design §3, docs/checkpoints.md): <run>/iter_0000100/ holding meta.json,
- * model.safetensors (named like the PyTorch twin), optim.<rank>.safetensors (Adam moments),
- * ema.safetensors (when EMA is on), and DONE last. Written into a temporary directory, every file
+ * model.safetensors (full tensors named like the PyTorch twin, whatever the layout),
+ * optim.safetensors (full Adam moments), ema.safetensors (when EMA is on), and DONE last. Written into a temporary directory, every file
  * fsynced, renamed into place, the parent fsynced, then DONE: a directory without DONE is never
  * loaded. `--resume auto` loads the newest directory with DONE. */
 #ifndef VFM_CHECKPOINT_H
@@ -35,13 +35,18 @@ typedef struct CheckpointData {
 /* A save in phases, so every rank of a job can add its files (the trainer runs a barrier between
  * phases; run_dir must be on a file system all ranks share):
  *   checkpoint_begin        rank 0: a fresh staging directory <run>/iter_%07lld.tmp
- *   checkpoint_write_model  rank 0: model.safetensors, ema.safetensors, meta.json into it
- *   (every rank)            its optim.<rank>.safetensors into it
+ *   (every rank)            its slices of model.safetensors, ema.safetensors and optim.safetensors
+ *                           (train/train_parallel.h; checkpoint_write_model writes the first two
+ *                           whole from one process)
+ *   checkpoint_write_meta   rank 0: meta.json
  *   checkpoint_commit       rank 0: fsync, rename to iter_%07lld, fsync the run directory, DONE,
  *                           then keep only the newest `keep` complete checkpoints. */
 void checkpoint_stage_dir(const char *run_dir, int64_t step, char *out, size_t n);
 vfm_status checkpoint_begin(const char *run_dir, int64_t step);
 vfm_status checkpoint_write_model(const char *stage_dir, const CheckpointState *st, const CheckpointData *d);
+/* rank 0 of a parallel job: meta.json alone (the weight and optimizer files come from every rank,
+ * train/train_parallel.h); full: the single-rank table (its parameter count is recorded). */
+vfm_status checkpoint_write_meta(const char *stage_dir, const CheckpointState *st, const ParamTable *full);
 vfm_status checkpoint_commit(const char *run_dir, int64_t step, int keep);
 /* All phases in one process (no optimizer state): tests and tools. */
 vfm_status checkpoint_save(const char *run_dir, const CheckpointState *st, const CheckpointData *d, int keep);

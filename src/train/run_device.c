@@ -4,10 +4,6 @@
 #include <stdio.h>
 #include <string.h>
 
-/* The DiT's activations and weights live on the CPU in this version (the CUDA ops exist, the model
- * and trainer do not use them yet): auto picks the CPU and cuda is refused. */
-#define DIT_RUNS_ON_CUDA 0
-
 vfm_status run_select_device(const Config *cfg, Device *out, const char **why) {
     const char *dev = cfg_str(cfg, "train.device");
     int gpus = device_cuda_count();
@@ -17,9 +13,6 @@ vfm_status run_select_device(const Config *cfg, Device *out, const char **why) {
         return VFM_OK;
     }
     if (strcmp(dev, "cuda") == 0) {
-        if (!DIT_RUNS_ON_CUDA)
-            return vfm_fail_at(VFM_ERR_USAGE, NULL, "train.device", dev,
-                               "the DiT trains on the CPU in this version (use auto or cpu)");
         if (gpus == 0)
             return vfm_fail_at(VFM_ERR_USAGE, NULL, "train.device", dev,
                                "no CUDA GPU here (or this vfm was built without nvcc: see vfm version); use auto or cpu");
@@ -27,12 +20,11 @@ vfm_status run_select_device(const Config *cfg, Device *out, const char **why) {
         *why = "train.device=cuda";
         return VFM_OK;
     }
-    if (DIT_RUNS_ON_CUDA && gpus > 0) {
+    if (gpus > 0) {
         *out = DEV_CUDA;
         *why = "train.device=auto found a GPU";
     } else {
-        *why = gpus > 0 ? "train.device=auto: the DiT trains on the CPU in this version"
-                        : "train.device=auto found no GPU";
+        *why = "train.device=auto found no GPU";
     }
     return VFM_OK;
 }

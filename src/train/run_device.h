@@ -7,7 +7,7 @@
 #include "core/tensor.h"
 
 /* The device train.device asks for: cpu; cuda (exit 2 naming the key when this build or machine
- * has no GPU, or while the model cannot run there); auto = cuda when it can, else cpu.
+ * has no GPU); auto = cuda when a GPU is present, else cpu.
  * *why receives a short reason for the choice (for the log line). */
 vfm_status run_select_device(const Config *cfg, Device *out, const char **why);
 

@@ -14,8 +14,9 @@
 #include "core/fileutil.h"
 #include "core/log.h"
 #include "core/timer.h"
+#include "data/image_io.h"
 #include "data/source.h"
-#include "diffusion/edm.h"
+#include "diffusion/objective.h"
 #include "model/dit.h"
 #include "ops/ops.h"
 #include "parallel/comm.h"
@@ -23,26 +24,35 @@
 #include "parallel/groups.h"
 #include "parallel/launch.h"
 #include "train/checkpoint.h"
+#include "train/train_parallel.h"
 #include "optim/optimizer.h"
+#include "train/tensorboard.h"
+#include "train/train_config.h"
+#include "train/run_device.h"
+#include "train/validation.h"
 
 typedef struct Trainer {
     Config *cfg;
     DiT model;
-    EdmConfig edm;
+    Objective objective;
     Optimizer opt;
     PackSource *source;
-    /* the job: ranks [DP][PP][CP][TP]; data parallelism over the DP×CP group */
+    /* the job: ranks [DP][PP][CP][TP]; gradients reduce over the DP×CP group */
     LaunchInfo launch;
-    ParallelLayout layout;
-    Comm world, grad_comm;
+    TrainLayout layout;
+    TrainParallel par;
     DataParallel dp;
     int rank, dp_rank, dp_size, have_comms, have_dp;
     int buckets_issued;       /* buckets handed to DP during the current backward */
     vfm_status bucket_status; /* the first failure of a bucket reduction during backward */
-    float *ema;
+    int overlap;              /* ddp.overlap_grad_reduce: issue buckets during backward */
+    Device device;            /* train.device: where weights, gradients, Adam moments, EMA and activations live */
+    float *ema;               /* [table.total] on `device` */
     double ema_decay;
-    char run_dir[1024];
+    char run_dir[1024];       /* "" with checkpoint.save null: nothing is saved */
     FILE *metrics;
+    TbWriter tb;              /* rank 0, when a TensorBoard directory is known */
+    Validator val;
     int64_t step, train_iters, accum, consumed_samples;
     int save_interval, keep, log_interval, max_nonfinite;
     Pack pack;
@@ -51,50 +61,11 @@ typedef struct Trainer {
 
 /* ---- set-up ----------------------------------------------------------------------------- */
 
-static vfm_status optim_config_from(OptimConfig *o, const Config *cfg) {
-    memset(o, 0, sizeof *o);
-    o->lr = cfg_float(cfg, "optimizer.lr");
-    o->min_lr = cfg_float(cfg, "optimizer.min_lr");
-    o->beta1 = cfg_float(cfg, "optimizer.adam_beta1");
-    o->beta2 = cfg_float(cfg, "optimizer.adam_beta2");
-    o->eps = cfg_float(cfg, "optimizer.adam_eps");
-    o->weight_decay = cfg_float(cfg, "optimizer.weight_decay");
-    o->clip_grad = cfg_float(cfg, "optimizer.clip_grad");
-    o->warmup_iters = cfg_int(cfg, "scheduler.lr_warmup_iters");
-    o->warmup_init = cfg_float(cfg, "scheduler.lr_warmup_init");
-    o->decay_iters = cfg_int(cfg, "scheduler.lr_decay_iters");
-    if (o->decay_iters == 0) o->decay_iters = cfg_int(cfg, "train.train_iters");
-    const char *style = cfg_str(cfg, "scheduler.lr_decay_style");
-    o->decay_style = strcmp(style, "constant") == 0 ? LR_DECAY_CONSTANT
-                     : strcmp(style, "linear") == 0 ? LR_DECAY_LINEAR : LR_DECAY_COSINE;
-    if (o->min_lr > o->lr)
-        return vfm_fail(VFM_ERR_USAGE, "optimizer.min_lr (%g) is larger than optimizer.lr (%g)", o->min_lr, o->lr);
-    return VFM_OK;
-}
-
-static vfm_status check_layout(const Config *cfg) {
-    static const char *keys[] = {"model.tensor_model_parallel_size", "model.pipeline_model_parallel_size",
-                                 "model.context_parallel_size"};
-    for (int i = 0; i < 3; i++)
-        if (cfg_int(cfg, keys[i]) != 1)
-            return vfm_fail_at(VFM_ERR_UNSUPPORTED, NULL, keys[i], NULL,
-                               "only 1 is supported in this version (data parallelism only)");
-    if (cfg_bool(cfg, "model.sequence_parallel"))
-        return vfm_fail_at(VFM_ERR_UNSUPPORTED, NULL, "model.sequence_parallel", "true",
-                           "needs tensor parallelism, which this version does not have");
-    const char *dev = cfg_str(cfg, "train.device");
-    if (strcmp(dev, "cuda") == 0)
-        return vfm_fail_at(VFM_ERR_UNSUPPORTED, NULL, "train.device", dev, "the DiT trains on the CPU in this version");
-    return VFM_OK;
-}
-
 /* Resume (same run: step, optimizer, data position) or fine-tune (weights only) from a checkpoint. */
 static vfm_status restore(Trainer *t, const char *dir, int finetune, int with_optim) {
     CheckpointState st;
     VFM_TRY(checkpoint_read_meta(dir, &st));
-    CheckpointData d = {&t->model.table, t->model.params, t->ema};
-    vfm_status s = checkpoint_load_tensors(dir, &d);
-    if (s == VFM_OK && with_optim && !finetune) s = dp_optim_load(&t->dp, &t->opt, dir);
+    vfm_status s = train_parallel_load(&t->par, &t->model, t->ema, &t->dp, with_optim && !finetune ? &t->opt : NULL, dir);
     if (s == VFM_OK && !finetune) {
         t->step = st.step;
         t->opt.step = with_optim ? st.optimizer_step : 0;
@@ -152,30 +123,29 @@ static vfm_status trainer_setup(Trainer *t, const TrainOptions *opt) {
     const Config *cfg = t->cfg;
     int level = log_level_from_string(cfg_str(cfg, "logger.level"));
     if (level >= 0) log_set_level((LogLevel)level);
-    VFM_TRY(check_layout(cfg));
+    VFM_TRY(train_check_keys(cfg));
+    DiTConfig mc;
+    VFM_TRY(dit_config_from(&mc, cfg));
     VFM_TRY(launch_init(&t->launch));
     t->rank = t->launch.rank;
     if (t->rank != 0 && log_get_level() == LOG_INFO) log_set_level(LOG_WARN); /* rank 0 speaks for the job */
-    VFM_TRY(layout_init(&t->layout, t->launch.world_size, t->rank, (int)cfg_int(cfg, "model.tensor_model_parallel_size"),
-                        (int)cfg_int(cfg, "model.pipeline_model_parallel_size"),
-                        (int)cfg_int(cfg, "model.context_parallel_size")));
-    int dp_coord, pp_coord, cp_coord, tp_coord;
-    layout_coords(&t->layout, t->rank, &dp_coord, &pp_coord, &cp_coord, &tp_coord);
-    t->dp_rank = dp_coord;
-    t->dp_size = group_size(&t->layout, GROUP_DP);
-    VFM_TRY(comm_create_group(&t->world, &t->layout, GROUP_WORLD, COMM_BACKEND_MPI));
-    vfm_status cs = comm_create_group(&t->grad_comm, &t->layout, GROUP_DP_CP, COMM_BACKEND_MPI);
-    if (cs != VFM_OK) {
-        comm_free(&t->world);
-        return cs;
-    }
+    VFM_TRY(train_layout_from(&t->layout, cfg, t->rank == 0));
+    VFM_TRY(train_layout_check(&t->layout, &mc, t->launch.world_size));
+    if (opt->failed_everywhere) *opt->failed_everywhere = 0; /* from here on a failure may be one rank's */
     t->have_comms = 1;
+    VFM_TRY(train_parallel_init(&t->par, &t->layout, t->launch.world_size, t->rank));
+    const char *why;
+    char gpu[192] = "";
+    VFM_TRY(run_select_device(cfg, &t->device, &why));
+    if (t->device == DEV_CUDA) VFM_TRY(train_parallel_gpu(&t->par, &t->launch, gpu, sizeof gpu));
+    log_info("device: %s (%s)%s%s", device_name(t->device), why, gpu[0] ? "; " : "", gpu);
+    t->dp_rank = t->par.layout.dp_rank;
+    t->dp_size = t->par.layout.dp;
     int threads = (int)cfg_int(cfg, "train.threads");
     ops_set_threads(threads > 0 ? threads : (int)sysconf(_SC_NPROCESSORS_ONLN));
 
-    DiTConfig mc;
-    VFM_TRY(dit_config_from(&mc, cfg));
-    VFM_TRY(edm_config_from(&t->edm, cfg));
+    VFM_TRY(objective_from_config(&t->objective, cfg));
+    VFM_TRY(objective_check_model(&t->objective, &mc));
     OptimConfig oc;
     VFM_TRY(optim_config_from(&oc, cfg));
     t->train_iters = cfg_int(cfg, "train.train_iters");
@@ -188,8 +158,10 @@ static vfm_status trainer_setup(Trainer *t, const TrainOptions *opt) {
     t->keep = (int)cfg_int(cfg, "checkpoint.keep");
     t->log_interval = (int)cfg_int(cfg, "logger.log_interval");
     t->max_nonfinite = (int)cfg_int(cfg, "train.max_nonfinite_steps");
-    const char *save = cfg_str(cfg, "checkpoint.save");
-    snprintf(t->run_dir, sizeof t->run_dir, "%s", save[0] ? save : "runs/default");
+    t->overlap = cfg_bool(cfg, "ddp.overlap_grad_reduce");
+    snprintf(t->run_dir, sizeof t->run_dir, "%s", cfg_str(cfg, "checkpoint.save"));
+    if (!t->run_dir[0] && opt->resume && strcmp(opt->resume, "auto") == 0)
+        return vfm_fail_at(VFM_ERR_USAGE, NULL, "checkpoint.save", "null", "--resume auto needs a run directory");
 
     VFM_TRY(pack_source_create(&t->source, cfg, t->dp_rank, t->dp_size));
     if (t->source->token_dim != dit_token_dim(&mc))
@@ -200,18 +172,23 @@ static vfm_status trainer_setup(Trainer *t, const TrainOptions *opt) {
                         t->source->text_dim, mc.d_text);
     pack_init(&t->pack, t->source->token_dim, t->source->text_dim, 1, 1);
 
-    VFM_TRY(dit_create(&t->model, &mc, DEV_CPU));
+    VFM_TRY(dit_create_parallel(&t->model, &mc, t->device, &t->par.model));
     VFM_TRY(dit_init_weights(&t->model, (uint64_t)cfg_int(cfg, "rng.seed")));
     VFM_TRY(dit_reserve(&t->model, t->source->max_tokens, t->source->max_text, t->source->max_samples));
-    DpConfig dc = {cfg_float(cfg, "ddp.bucket_size_mb"), cfg_bool(cfg, "ddp.use_distributed_optimizer"), tp_coord,
-                   pp_coord};
-    VFM_TRY(dp_init(&t->dp, &t->model.table, &dc, &t->grad_comm, NULL, NULL));
+    int zero1 = cfg_bool(cfg, "ddp.use_distributed_optimizer");
+    VFM_TRY(train_parallel_dp_init(&t->par, &t->dp, &t->model, cfg_float(cfg, "ddp.bucket_size_mb"), zero1));
     t->have_dp = 1;
     VFM_TRY(dp_optimizer_init(&t->dp, &t->opt, &oc));
+    /* every rank of a replica generates the validation sample (the model's forward is collective over
+     * TP and CP); the ranks with tp = cp = 0 write it */
+    int writes_samples = t->par.layout.tp_rank == 0 && t->par.layout.cp_rank == 0;
+    VFM_TRY(validator_init(&t->val, cfg, &t->objective, t->dp_rank, t->dp_size, t->accum, t->rank,
+                           writes_samples ? t->run_dir : ""));
     if (cfg_bool(cfg, "ema.enabled")) {
         t->ema_decay = cfg_float(cfg, "ema.decay");
-        t->ema = malloc((size_t)t->model.table.total * sizeof(float));
-        memcpy(t->ema, t->model.params, (size_t)t->model.table.total * sizeof(float));
+        size_t bytes = (size_t)t->model.table.total * sizeof(float);
+        VFM_TRY(device_malloc(t->device, bytes, (void **)&t->ema));
+        VFM_TRY(device_memcpy(t->ema, t->device, t->model.params, t->device, bytes));
     }
 
     /* where to start: --resume, then checkpoint.load */
@@ -228,7 +205,7 @@ static vfm_status trainer_setup(Trainer *t, const TrainOptions *opt) {
                 checkpoint_state_free(&st);
             }
         }
-        VFM_TRY(comm_broadcast(&t->world, &chosen, 1, DT_I64, 0));
+        VFM_TRY(comm_broadcast(&t->par.world, &chosen, 1, DT_I64, 0));
         found = chosen >= 0;
         if (found) {
             char name[64];
@@ -250,7 +227,9 @@ static vfm_status trainer_setup(Trainer *t, const TrainOptions *opt) {
         VFM_TRY(restore(t, dir, cfg_bool(cfg, "checkpoint.finetune"), cfg_bool(cfg, "checkpoint.load_optim")));
     }
 
-    if (t->rank == 0) { /* only rank 0 writes the run directory's shared files */
+    if (t->rank == 0 && !t->run_dir[0])
+        log_warn("checkpoint.save is null: no checkpoints, metrics.jsonl or validation pictures are written");
+    if (t->rank == 0 && t->run_dir[0]) { /* only rank 0 writes the run directory's shared files */
         VFM_TRY(mkdir_p(t->run_dir));
         char path[1200];
         char *yaml = NULL;
@@ -265,26 +244,35 @@ static vfm_status trainer_setup(Trainer *t, const TrainOptions *opt) {
         t->metrics = fopen(path, "a");
         if (!t->metrics) return vfm_fail(VFM_ERR_IO, "%s: cannot open for appending", path);
     }
-    log_info("model: DiT %s, %lld parameters (%d layers, hidden %d, %d heads); data: %s; %d thread%s per rank; "
-             "%d rank%s, data-parallel %d%s, %lld micro-batch%s of one pack per replica and step",
-             cfg_str(cfg, "model.variant"), (long long)param_table_trainable(&t->model.table), mc.layers, mc.hidden,
-             mc.heads, t->source->kind, ops_get_threads(), ops_get_threads() > 1 ? "s" : "", t->launch.world_size,
-             t->launch.world_size > 1 ? "s" : "", t->dp_size, dc.zero1 && t->dp_size > 1 ? " (ZeRO-1)" : "",
+    const char *tb_dir = cfg_str(cfg, "logger.tensorboard_dir");
+    char tb_default[1100];
+    if (!tb_dir[0] && t->run_dir[0]) {
+        path_join(tb_default, sizeof tb_default, t->run_dir, "tb_logs");
+        tb_dir = tb_default;
+    }
+    if (t->rank == 0 && tb_dir[0]) VFM_TRY(tb_open(&t->tb, tb_dir, tb_wall_time()));
+    char layout[128];
+    train_layout_describe(&t->layout, t->dp_size, layout, sizeof layout);
+    log_info("model: DiT %s, %lld parameters (%d layers, hidden %d, %d heads); objective %s; data: %s; %d thread%s per "
+             "rank; %d rank%s: %s%s, %lld micro-batch%s of one pack per replica and step",
+             cfg_str(cfg, "model.variant"), (long long)param_table_trainable(t->model.full_table), mc.layers, mc.hidden,
+             mc.heads, objective_name(t->objective.kind), t->source->kind, ops_get_threads(),
+             ops_get_threads() > 1 ? "s" : "", t->launch.world_size, t->launch.world_size > 1 ? "s" : "", layout,
+             zero1 && t->dp_size * t->layout.cp > 1 ? " (ZeRO-1)" : "",
              (long long)t->accum, t->accum > 1 ? "es" : "");
     return VFM_OK;
 }
 
 static void trainer_teardown(Trainer *t) {
     if (t->metrics) fclose(t->metrics);
+    tb_close(&t->tb);
+    validator_free(&t->val);
     if (t->have_dp) dp_free(&t->dp);
-    if (t->have_comms) {
-        comm_free(&t->grad_comm);
-        comm_free(&t->world);
-    }
+    if (t->have_comms) train_parallel_free(&t->par);
     pack_source_destroy(t->source);
     pack_free(&t->pack);
     optimizer_free(&t->opt);
-    free(t->ema);
+    device_free(t->device, t->ema);
     free(t->data_info);
     dit_destroy(&t->model);
     config_free(t->cfg);
@@ -318,7 +306,7 @@ static vfm_status save_checkpoint(Trainer *t) {
     st.seed = (uint64_t)cfg_int(t->cfg, "rng.seed");
     st.world_size = t->launch.world_size;
     st.dp = t->dp_size;
-    st.tp = st.pp = st.cp = 1;
+    st.tp = t->layout.tp, st.pp = t->layout.pp, st.cp = t->layout.cp;
     double t0 = time_now();
     char stage[1536];
     checkpoint_stage_dir(t->run_dir, t->step, stage, sizeof stage);
@@ -326,13 +314,13 @@ static vfm_status save_checkpoint(Trainer *t) {
     st.data_info = t->data_info ? strdup(t->data_info) : NULL;
     if (s == VFM_OK) s = config_to_yaml_string(t->cfg, &st.config_yaml);
     if (s == VFM_OK && t->rank == 0) s = checkpoint_begin(t->run_dir, t->step);
-    if (s == VFM_OK) s = comm_barrier(&t->world);
-    CheckpointData d = {&t->model.table, t->model.params, t->ema};
-    if (s == VFM_OK && t->rank == 0) s = checkpoint_write_model(stage, &st, &d);
-    if (s == VFM_OK) s = dp_optim_save(&t->dp, &t->opt, stage, t->rank);
-    if (s == VFM_OK) s = comm_barrier(&t->world);
+    if (s == VFM_OK) s = comm_barrier(&t->par.world);
+    /* every rank writes its slices of the full tensors; rank 0 the metadata */
+    if (s == VFM_OK) s = train_parallel_save(&t->par, &t->model, t->ema, &t->dp, &t->opt, stage);
+    if (s == VFM_OK && t->rank == 0) s = checkpoint_write_meta(stage, &st, t->model.full_table);
+    if (s == VFM_OK) s = comm_barrier(&t->par.world);
     if (s == VFM_OK && t->rank == 0) s = checkpoint_commit(t->run_dir, t->step, t->keep);
-    if (s == VFM_OK) s = comm_barrier(&t->world);
+    if (s == VFM_OK) s = comm_barrier(&t->par.world);
     if (s == VFM_OK)
         log_info("saved checkpoint %s/iter_%07lld (%.2f s)", t->run_dir, (long long)t->step, time_now() - t0);
     checkpoint_state_free(&st);
@@ -362,10 +350,18 @@ typedef struct Window {
     int64_t steps, samples, tokens, capacity;
 } Window;
 
-static double peak_rss_mib(void) {
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return (double)ru.ru_maxrss / 1024.0;
+/* The log line's memory: the most vfm held on the GPU, or the process's peak resident set. */
+static void memory_text(const Trainer *t, char *out, size_t n) {
+    DeviceMemory m;
+    if (device_memory(t->device, &m) != VFM_OK) {
+        snprintf(out, n, "?");
+        return;
+    }
+    if (t->device == DEV_CUDA)
+        snprintf(out, n, "%.0f MiB GPU peak (%.0f of %.0f MiB in use)", m.peak / 1048576.0, (m.total - m.free) / 1048576.0,
+                 m.total / 1048576.0);
+    else
+        snprintf(out, n, "%.0f MiB", m.peak / 1048576.0);
 }
 
 /* The log line of the last log_interval steps; throughput summed over the replicas (a collective:
@@ -380,12 +376,20 @@ static vfm_status log_window(Trainer *t, Window *w, double lr) {
     w->wait = sums[4];
     if (w->steps == 0) return VFM_OK;
     double secs = w->seconds > 0 ? w->seconds : 1e-9;
+    if (t->tb.f) {
+        double now = tb_wall_time();
+        VFM_TRY(tb_add_scalar(&t->tb, t->step, now, "train/samples_per_second", (float)(w->samples / secs)));
+        VFM_TRY(tb_add_scalar(&t->tb, t->step, now, "train/tokens_per_second", (float)(w->tokens / secs)));
+        VFM_TRY(tb_add_scalar(&t->tb, t->step, now, "train/tflops", (float)(w->flops / secs / 1e12)));
+        VFM_TRY(tb_flush(&t->tb));
+    }
+    char mem[128];
+    memory_text(t, mem, sizeof mem);
     log_info("step %lld/%lld | loss %.4f | grad norm %.3f | lr %.3e | %.1f samples/s | %.0f tokens/s | %.1f ms/step | "
-             "%.3f TFLOP/s | packs %.0f%% full | data wait %.1f ms | mem %.0f MiB",
+             "%.3f TFLOP/s | packs %.0f%% full | data wait %.1f ms | mem %s",
              (long long)t->step, (long long)t->train_iters, w->loss_sum / w->steps, w->grad_sum / w->steps, lr,
              w->samples / secs, w->tokens / secs, 1e3 * secs / w->steps, w->flops / secs / 1e12,
-             w->capacity ? 100.0 * (double)w->tokens / (double)w->capacity : 0.0, 1e3 * w->wait / w->steps,
-             peak_rss_mib());
+             w->capacity ? 100.0 * (double)w->tokens / (double)w->capacity : 0.0, 1e3 * w->wait / w->steps, mem);
     memset(w, 0, sizeof *w);
     return VFM_OK;
 }
@@ -403,7 +407,7 @@ static void grads_final(void *ctx, int first_entry) {
 static vfm_status train_step(Trainer *t, Window *w, int *consecutive_bad, int *stop) {
     DiT *m = &t->model;
     int64_t n = m->table.total;
-    Tensor grads = TF32(m->grads, n);
+    Tensor grads = TENSOR(m->grads, DT_F32, m->device, n);
     double t0 = time_now(), loss_sum = 0;
     VFM_TRY(op_fill(&grads, 0.0));
     for (int64_t k = 0; k < t->accum; k++) {
@@ -411,13 +415,14 @@ static vfm_status train_step(Trainer *t, Window *w, int *consecutive_bad, int *s
         VFM_TRY(t->source->next(t->source, &t->pack));
         w->wait += time_now() - wait0;
         if (!t->data_info) record_data_info(t);
-        EdmStepResult r = {0};
+        ObjectiveResult r;
+        memset(&r, 0, sizeof r);
         int last = k == t->accum - 1;
         t->buckets_issued = 0;
         t->bucket_status = VFM_OK;
-        m->on_grads_final = last ? grads_final : NULL;
+        m->on_grads_final = last && t->overlap ? grads_final : NULL;
         m->on_grads_final_ctx = t;
-        vfm_status s = edm_loss_and_grad(m, &t->edm, &t->pack, (uint32_t)t->step, 1.0 / (double)t->accum, &r);
+        vfm_status s = objective_loss_and_grad(m, &t->objective, &t->pack, (uint32_t)t->step, 1.0 / (double)t->accum, &r);
         m->on_grads_final = NULL;
         VFM_TRY(s);
         VFM_TRY(t->bucket_status);
@@ -430,7 +435,10 @@ static vfm_status train_step(Trainer *t, Window *w, int *consecutive_bad, int *s
     }
     double loss = loss_sum / (double)t->accum;
     /* test hook: poison the (already reduced) gradient; every rank does it, so all skip together */
-    if (env_step_listed("VFM_TEST_INJECT_NAN", t->step)) m->grads[0] = NAN;
+    if (env_step_listed("VFM_TEST_INJECT_NAN", t->step)) {
+        Tensor first = TENSOR(m->grads, DT_F32, m->device, 1);
+        VFM_TRY(op_fill(&first, NAN));
+    }
     /* the mean over replicas of gradients and loss: every rank sees the same values, so a NaN
      * step is skipped everywhere together */
     VFM_TRY(dp_grad_sync_finish(&t->dp, m->grads));
@@ -448,8 +456,9 @@ static vfm_status train_step(Trainer *t, Window *w, int *consecutive_bad, int *s
     } else {
         *consecutive_bad = 0;
         VFM_TRY(dp_optimizer_step(&t->dp, &t->opt, m->params, m->grads, lr, clip_scale(&t->opt.cfg, norm)));
+        VFM_TRY(dit_refresh_weights(m)); /* the bf16 weights the GPU ops read, from the new fp32 master */
         if (t->ema) {
-            Tensor e = TF32(t->ema, n), p = TF32(m->params, n);
+            Tensor e = TENSOR(t->ema, DT_F32, m->device, n), p = TENSOR(m->params, DT_F32, m->device, n);
             VFM_TRY(op_ema_update(&e, &p, t->ema_decay));
         }
         w->loss_sum += loss;
@@ -465,38 +474,82 @@ static vfm_status train_step(Trainer *t, Window *w, int *consecutive_bad, int *s
             (long long)t->consumed_samples * t->dp_size, dt);
     if (t->metrics) fflush(t->metrics);
     t->step++;
+    if (t->tb.f) { /* TensorBoard steps count completed iterations, as Megatron's */
+        double now = tb_wall_time();
+        VFM_TRY(tb_add_scalar(&t->tb, t->step, now, "train/loss", (float)loss));
+        VFM_TRY(tb_add_scalar(&t->tb, t->step, now, "train/grad_norm", (float)norm));
+        VFM_TRY(tb_add_scalar(&t->tb, t->step, now, "train/lr", (float)lr));
+    }
     if (t->step % t->log_interval == 0 || t->step == t->train_iters) VFM_TRY(log_window(t, w, lr));
     return VFM_OK;
 }
 
+/* Validation after `t->step` completed steps: loss (metrics.jsonl, TensorBoard, log) and this
+ * rank's generated picture. */
+static vfm_status validate(Trainer *t) {
+    double t0 = time_now();
+    ValidationResult r;
+    vfm_status s = validator_run(&t->val, &t->model, &t->objective, &t->dp, t->step, &r);
+    if (s == VFM_OK && t->rank == 0) {
+        log_info("validation after step %lld: loss %.4f over %lld samples (%lld packs) in %.1f s%s%s", (long long)t->step,
+                 r.loss, (long long)r.samples, (long long)r.packs, time_now() - t0, r.file[0] ? "; sample " : "", r.file);
+        if (t->metrics) {
+            fprintf(t->metrics, "{\"step\": %lld, \"val_loss\": %.17g, \"val_samples\": %lld}\n", (long long)t->step - 1,
+                    r.loss, (long long)r.samples);
+            fflush(t->metrics);
+        }
+    }
+    if (s == VFM_OK && t->tb.f) {
+        double now = tb_wall_time();
+        s = tb_add_scalar(&t->tb, t->step, now, "val/loss", (float)r.loss);
+        if (s == VFM_OK && r.picture.pixels) {
+            uint8_t *png = NULL;
+            size_t len = 0;
+            s = png_encode_rgb(&r.picture, &png, &len);
+            if (s == VFM_OK) s = tb_add_image(&t->tb, t->step, now, "val/generation", png, len, r.picture.height,
+                                              r.picture.width);
+            free(png);
+        }
+        if (s == VFM_OK) s = tb_flush(&t->tb);
+    }
+    validation_result_free(&r);
+    return s;
+}
+
 vfm_status train_run(const TrainOptions *opt) {
     Trainer t;
+    if (opt->failed_everywhere) *opt->failed_everywhere = 1; /* until the layout checks pass */
     vfm_status s = trainer_setup(&t, opt);
     if (s != VFM_OK) {
+        s = run_memory_hint(s, t.cfg);
         trainer_teardown(&t);
         return s;
     }
     if (t.step >= t.train_iters) log_info("nothing to do: step %lld of %lld", (long long)t.step, (long long)t.train_iters);
     Window w;
     memset(&w, 0, sizeof w);
-    int consecutive_bad = 0, stop = 0;
+    int consecutive_bad = 0, stop = 0, saving = t.run_dir[0] != 0;
     while (s == VFM_OK && t.step < t.train_iters) {
         s = train_step(&t, &w, &consecutive_bad, &stop);
         if (s != VFM_OK) break;
         if (stop) {
-            s = save_checkpoint(&t);
+            if (saving) s = save_checkpoint(&t);
             if (s == VFM_OK)
-                s = vfm_fail(VFM_ERR_NUMERIC, "stopping: %d steps in a row had a non-finite loss or gradient; the last "
-                             "good weights are saved in %s/iter_%07lld", consecutive_bad, t.run_dir, (long long)t.step);
+                s = vfm_fail(VFM_ERR_NUMERIC, "stopping: %d steps in a row had a non-finite loss or gradient%s%s/iter_%07lld",
+                             consecutive_bad, saving ? "; the last good weights are saved in " : "",
+                             saving ? t.run_dir : "", saving ? (long long)t.step : 0LL);
             break;
         }
+        if (validator_due(&t.val, t.step)) s = validate(&t);
         int last = t.step == t.train_iters;
-        if ((t.save_interval > 0 && t.step % t.save_interval == 0) || last) s = save_checkpoint(&t);
+        if (s == VFM_OK && saving && ((t.save_interval > 0 && t.step % t.save_interval == 0) || last))
+            s = save_checkpoint(&t);
         const char *kill_rank = getenv("VFM_TEST_KILL_RANK"); /* multi-rank tests: only this rank dies */
         if (env_step_listed("VFM_TEST_KILL_AFTER_STEP", t.step - 1) && (!kill_rank || atoi(kill_rank) == t.rank))
             raise(SIGKILL);
     }
     if (s == VFM_OK) log_info("training done: %lld steps, %lld samples", (long long)t.step, (long long)t.consumed_samples);
+    s = run_memory_hint(s, t.cfg); /* out of memory: the keys that reduce it */
     trainer_teardown(&t);
     return s;
 }

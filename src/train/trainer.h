@@ -11,6 +11,10 @@ typedef struct TrainOptions {
     const char *const *overrides; /* a.b.c=value */
     int n_overrides;
     const char *resume;           /* NULL, "auto" (newest complete checkpoint of checkpoint.save) or a directory */
+    /* Out (may be NULL): 1 when the run failed on a check every rank makes alike before any work
+     * (config, parallel layout), so the caller may end every rank quietly instead of aborting the
+     * job, rank 0 alone reporting the one line. */
+    int *failed_everywhere;
 } TrainOptions;
 
 vfm_status train_run(const TrainOptions *opt);

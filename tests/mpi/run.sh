@@ -16,7 +16,7 @@ export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 
 # run without any launcher's variables
 plain() { env $(env | sed -n 's/^\(OMPI_[A-Za-z0-9_]*\|PMIX_[A-Za-z0-9_]*\|PMI_[A-Za-z0-9_]*\|SLURM_[A-Za-z0-9_]*\)=.*/-u \1/p') "$@"; }
-MPIRUN="mpirun --allow-run-as-root --oversubscribe --bind-to none --mca btl self,vader \
+MPIRUN="mpirun --allow-run-as-root --oversubscribe --bind-to none --mca btl self,vader --mca mpi_yield_when_idle 1 \
   --mca btl_vader_single_copy_mechanism none --mca orte_base_help_aggregate 0 -x OMP_NUM_THREADS -x OPENBLAS_NUM_THREADS"
 
 verdict() { # name status(0 pass, 1 fail, 2 skip) detail

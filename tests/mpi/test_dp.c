@@ -68,7 +68,7 @@ TEST(dp_buckets_reverse_table_order) {
     make_table(&t);
     REQUIRE(t.total == 365);
     DataParallel dp;
-    DpConfig cfg = {mb_for(150), 0, 0, 0};
+    DpConfig cfg = {mb_for(150), 0, 0, 0, 1};
     REQUIRE_OK(dp_init(&dp, &t, &cfg, NULL, NULL, NULL));
     /* from the end: e.bias + d.weight = 154 >= 150; c.bias + c.weight + frozen + b.weight = 172;
      * the rest (39) */
@@ -107,7 +107,7 @@ TEST(dp_bucketed_mean_equals_reference_bitwise) {
     test_fill_uniform_f32(mine, t.total, 40 + (uint64_t)r, -1.0f, 1.0f);
     for (int zero1 = 0; zero1 < 2; zero1++) {
         DataParallel dp;
-        DpConfig cfg = {mb_for(20), zero1, 0, 0};
+        DpConfig cfg = {mb_for(20), zero1, 0, 0, 1};
         REQUIRE_OK(dp_init(&dp, &t, &cfg, mt_world_comm(), NULL, NULL));
         REQUIRE(dp.n_buckets >= 4);
         memcpy(g, mine, (size_t)t.total * sizeof *g);
@@ -150,7 +150,7 @@ TEST(dp_reduce_groups_tp) {
     const ParamEntry *tokens = &t.entries[param_table_find(&t, "c.bias")];
     for (int sp = 0; sp < 2; sp++) {
         DataParallel dp;
-        DpConfig cfg = {mb_for(100), 0, l.tp_rank, 0};
+        DpConfig cfg = {mb_for(100), 0, l.tp_rank, 0, 1};
         REQUIRE_OK(dp_init(&dp, &t, &cfg, &dpcp, &tp, NULL));
         dp_set_sequence_parallel(&dp, sp);
         CHECK(dp_entry_reduces_over_tp(heads, sp) && dp_entry_reduces_over_tp(tokens, sp) == sp);
@@ -188,7 +188,7 @@ typedef struct {
 } Replica;
 
 static vfm_status replica_init(Replica *x, const ParamTable *t, int zero1, const OptimConfig *oc) {
-    DpConfig cfg = {mb_for(80), zero1, 0, 0};
+    DpConfig cfg = {mb_for(80), zero1, 0, 0, 1};
     VFM_TRY(dp_init(&x->dp, t, &cfg, mt_world_comm(), NULL, NULL));
     VFM_TRY(dp_optimizer_init(&x->dp, &x->opt, oc));
     x->params = malloc((size_t)t->total * sizeof(float));
@@ -295,7 +295,7 @@ TEST(dp_mean_of_metrics) {
     DataParallel dp;
     ParamTable t;
     make_tiny_table(&t);
-    DpConfig cfg = {1, 0, 0, 0};
+    DpConfig cfg = {1, 0, 0, 0, 1};
     REQUIRE_OK(dp_init(&dp, &t, &cfg, mt_world_comm(), NULL, NULL));
     double v[2] = {0.1 * (r + 1) + 1e-9 * r, 1000.0 + r}, want[2] = {0, 0};
     for (int j = 0; j < n; j++) {
@@ -332,7 +332,7 @@ static void save_at(const ParamTable *t, const char *dir, int size, int zero1) {
     if (in == 1) {
         DataParallel dp;
         Optimizer o;
-        DpConfig cfg = {1, zero1, 0, 0};
+        DpConfig cfg = {1, zero1, 0, 0, 1};
         CHECK_OK(dp_init(&dp, t, &cfg, &c, NULL, NULL));
         CHECK_OK(dp_optimizer_init(&dp, &o, &(OptimConfig){.lr = 1}));
         int64_t lo = zero1 ? dp.own_begin : 0, hi = zero1 ? dp.own_end : t->total;
@@ -353,7 +353,7 @@ static void load_at(const ParamTable *t, const char *dir, int size, int zero1, c
     if (in == 1) {
         DataParallel dp;
         Optimizer o;
-        DpConfig cfg = {1, zero1, 0, 0};
+        DpConfig cfg = {1, zero1, 0, 0, 1};
         CHECK_OK(dp_init(&dp, t, &cfg, &c, NULL, NULL));
         CHECK_OK(dp_optimizer_init(&dp, &o, &(OptimConfig){.lr = 1}));
         CHECK_OK(dp_optim_load(&dp, &o, dir));
@@ -410,7 +410,7 @@ TEST(dp_optimizer_state_reshards) {
         CHECK_OK(comm_barrier(mt_world_comm()));
         DataParallel dp;
         Optimizer o;
-        DpConfig cfg = {1, 1, 0, 0};
+        DpConfig cfg = {1, 1, 0, 0, 1};
         REQUIRE_OK(dp_init(&dp, &t, &cfg, mt_world_comm(), NULL, NULL));
         REQUIRE_OK(dp_optimizer_init(&dp, &o, &(OptimConfig){.lr = 1}));
         char want[64];
@@ -425,7 +425,7 @@ TEST(dp_optimizer_state_reshards) {
     param_table_add(&other, INIT_ZERO, 0, 1, (int64_t[]){2}, 0, -1, "extra.bias");
     DataParallel dp;
     Optimizer o;
-    DpConfig cfg = {1, 0, 0, 0};
+    DpConfig cfg = {1, 0, 0, 0, 1};
     REQUIRE_OK(dp_init(&dp, &other, &cfg, NULL, NULL, NULL));
     REQUIRE_OK(dp_optimizer_init(&dp, &o, &(OptimConfig){.lr = 1}));
     CHECK(dp_optim_load(&dp, &o, b) == VFM_ERR_FORMAT);
@@ -443,7 +443,7 @@ TEST(dp_without_comms_is_the_optimizer) {
     OptimConfig oc = {.lr = 1e-2, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 0.05, .clip_grad = 0.5,
                       .decay_style = LR_DECAY_CONSTANT};
     DataParallel dp;
-    DpConfig cfg = {mb_for(50), 1, 0, 0};
+    DpConfig cfg = {mb_for(50), 1, 0, 0, 1};
     REQUIRE_OK(dp_init(&dp, &t, &cfg, NULL, NULL, NULL));
     CHECK(dp.own_begin == 0 && dp.own_end == t.total);
     Optimizer a, b;

@@ -63,7 +63,7 @@ static vfm_status run_block(const TpContext *c, const ParamTable *local, const f
     if (s == VFM_OK) s = op_rmsnorm_backward(&DX, &gw, &DHL, &X, &R, &w);
     /* the reduce groups: REDUCE_TP_SP entries over TP under SP (no DP here) */
     DataParallel dpar;
-    DpConfig cfg = {1, 0, 0, 0};
+    DpConfig cfg = {1, 0, 0, 0, 1};
     if (s == VFM_OK) s = dp_init(&dpar, local, &cfg, NULL, c->tp, NULL);
     if (s == VFM_OK) {
         dp_set_sequence_parallel(&dpar, c->sequence_parallel);
@@ -212,6 +212,33 @@ TEST(tp_shard_map_layout) {
     vfm_status s = tp_shard_map_init(&m, &t, 3, 0);
     CHECK_MSG(s == VFM_ERR_USAGE && strstr(vfm_last_error(), "col.weight") &&
               strstr(vfm_last_error(), "model.tensor_model_parallel_size = 3"), "%s", vfm_last_error());
+    param_table_free(&t);
+}
+
+/* A fused q|k|v weight [3n, w] (tp_parts 3) splits each part separately: rank t's local weight is
+ * [q_t; k_t; v_t], one run per part; a part that does not divide names the parts. */
+TEST(tp_shard_fused_parts) {
+    ParamTable t;
+    param_table_init(&t);
+    int e = param_table_add(&t, INIT_NORMAL, 1, 2, (int64_t[]){12, 3}, 0, 0, "attn.qkv.weight"); /* parts of 4 rows */
+    int b = param_table_add(&t, INIT_NORMAL, 1, 1, (int64_t[]){12}, 0, 0, "attn.qkv.bias");
+    t.entries[e].tp_parts = t.entries[b].tp_parts = 3;
+    TpShardMap m;
+    REQUIRE_OK(tp_shard_map_init(&m, &t, 2, 1));
+    CHECK(m.local.entries[0].shape[0] == 6 && m.local.entries[0].tp_parts == 3 && m.local.total == 18 + 6);
+    float full[36 + 12], local[24];
+    for (int i = 0; i < 48; i++) full[i] = (float)i;
+    REQUIRE_OK(tp_shard_extract(&m, local, full));
+    /* rank 1: rows 2-3 of q, 6-7 (k), 10-11 (v): elements 6.., 18.., 30.. of the weight */
+    CHECK(local[0] == 6 && local[5] == 11 && local[6] == 18 && local[12] == 30 && local[17] == 35);
+    CHECK(local[18] == 36 + 2 && local[20] == 36 + 6 && local[22] == 36 + 10); /* the bias the same way */
+    float back[48];
+    for (int i = 0; i < 48; i++) back[i] = -1;
+    REQUIRE_OK(tp_shard_insert(&m, back, local));
+    CHECK(back[6] == 6 && back[30] == 30 && back[0] == -1 && back[12] == -1);
+    tp_shard_map_free(&m);
+    vfm_status s = tp_shard_map_init(&m, &t, 3, 0);
+    CHECK_MSG(s == VFM_ERR_USAGE && strstr(vfm_last_error(), "each of the 3 parts"), "%s", vfm_last_error());
     param_table_free(&t);
 }
 

@@ -140,7 +140,7 @@ static const LoadCase k_cases[] = {
     {NULL, {"model.layernorm_epsilon=0"}, VFM_ERR_USAGE,
      "command line: key 'model.layernorm_epsilon': value '0': out of range; expected a number in (0, 1]", {0}},
     {NULL, {"scheduler.lr_decay_style=step"}, VFM_ERR_USAGE,
-     "command line: key 'scheduler.lr_decay_style': value 'step': expected one of cosine, constant, linear", {0}},
+     "command line: key 'scheduler.lr_decay_style': value 'step': expected one of cosine, constant, linear, WSD", {0}},
     {"model:\n  preset: huge\n", {0}, VFM_ERR_USAGE,
      "@:2: key 'model.preset': value 'huge': expected one of \"\", tiny, tiny-demo, dit-s, dit-b, dit-l, dit-xl, dit-7b, "
      "dit-7b-nemo, dit-28b", {0}},

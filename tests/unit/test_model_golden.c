@@ -1,15 +1,17 @@
-/* The whole DiT + EDM objective against the PyTorch twin (reference/model_golden.py), for every
+/* The whole DiT + objective against the PyTorch twin (reference/model_golden.py for EDM with every
  * variant: dfm (and its pt 2 + grouped-query case), adaln-zero with class labels, adaln-zero with
- * cross-attention, class labels and a conv3d patch, nemo-adaln with a text width != D. Random
- * non-zero weights, a pack of 3 samples of different sizes (a dropped prompt or label) with given σ
- * and noise → network output, loss, every parameter gradient (all asserted non-zero), and the
- * losses of 10 AdamW steps with clipping. Each file carries its configuration. */
+ * cross-attention, class labels and a conv3d patch, nemo-adaln with a text width != D;
+ * reference/objectives_golden.py for flow matching and DDPM, the latter also on the DiT paper's
+ * setting: adaln-zero, classes, learned sigma). Random non-zero weights, a pack of 3 samples of
+ * different sizes (a dropped prompt or label) with given σ/t and noise → network output, loss,
+ * every parameter gradient (all asserted non-zero), and the losses of 10 AdamW steps with clipping.
+ * Each file carries its configuration (and "objective": 0 flow, 1 ddpm; absent: EDM). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "diffusion/edm.h"
+#include "diffusion/objective.h"
 #include "golden.h"
 #include "model/dit.h"
 #include "test.h"
@@ -73,15 +75,26 @@ static int setup(Golden *g, DiT *m, Pack *p) {
     return dit_reserve(m, p->n_tokens, p->n_text, p->n_samples) == VFM_OK;
 }
 
-/* σ, drop flags and token-layout noise of the pack from the golden (prefix "" or "stepK."). */
-static void load_draws(const Golden *g, const Pack *p, const char *prefix, EdmDraws *d) {
+/* The golden's objective (EDM when it names none; σ_data 0.5). */
+static Objective objective_of(const Golden *g) {
+    Objective o;
+    memset(&o, 0, sizeof o);
+    const Tensor *k = golden_get(g, "objective");
+    o.kind = !k ? OBJECTIVE_EDM : ((const int32_t *)k->data)[0] == 0 ? OBJECTIVE_FLOW : OBJECTIVE_DDPM;
+    o.sigma_data = 0.5f;
+    return o;
+}
+
+/* σ/t, drop flags and token-layout noise of the pack from the golden (prefix "" or "stepK."). */
+static void load_draws(const Golden *g, const Pack *p, const char *prefix, DiffusionDraws *d) {
+    memset(d, 0, sizeof *d);
     d->class_row = golden_get(g, "sample0.class_row") ? calloc(3, sizeof(int32_t)) : NULL;
     d->sigma = calloc(3, sizeof(float));
     d->drop = calloc(3, sizeof(int));
     d->noise = calloc((size_t)(p->n_tokens * p->token_dim), sizeof(float));
     for (int i = 0; i < 3; i++) {
         char name[96];
-        snprintf(name, sizeof name, "%ssample%d.sigma", prefix, i);
+        snprintf(name, sizeof name, "%ssample%d.%s", prefix, i, golden_get(g, "objective") ? "t" : "sigma");
         d->sigma[i] = (float)golden_scalar(g, name);
         snprintf(name, sizeof name, "sample%d.dropped", i);
         d->drop[i] = (int)golden_scalar(g, name);
@@ -93,7 +106,7 @@ static void load_draws(const Golden *g, const Pack *p, const char *prefix, EdmDr
     }
 }
 
-static void free_draws(EdmDraws *d) {
+static void free_draws(DiffusionDraws *d) {
     free(d->sigma);
     free(d->drop);
     free(d->noise);
@@ -106,12 +119,14 @@ static void check_forward_backward(const char *file) {
     DiT m;
     Pack p;
     REQUIRE(setup(g, &m, &p));
-    EdmDraws d;
+    DiffusionDraws d;
     load_draws(g, &p, "", &d);
     double sample_loss[3];
-    float *F = calloc((size_t)(p.n_tokens * p.token_dim), sizeof(float));
-    EdmStepResult r = {.sample_loss = sample_loss, .F = F};
-    CHECK_OK(edm_loss_and_grad_given(&m, 0.5f, &p, &d, 1.0, &r));
+    int out = dit_out_dim(&m.cfg);
+    float *F = calloc((size_t)(p.n_tokens * out), sizeof(float));
+    ObjectiveResult r = {.sample_loss = sample_loss, .F = F};
+    Objective o = objective_of(g);
+    CHECK_OK(objective_loss_given(&m, &o, &p, &d, 1.0, &r));
     /* f32 here vs f32 torch: the two differ by summation order only; 2e-5 relative on the loss */
     double ref_loss = golden_scalar(g, "loss");
     CHECK_MSG(fabs(r.loss - ref_loss) <= 2e-5 * fabs(ref_loss), "%s: loss %.8f vs %.8f", file, r.loss, ref_loss);
@@ -119,7 +134,7 @@ static void check_forward_backward(const char *file) {
         char name[64];
         snprintf(name, sizeof name, "sample%d.F", i);
         const Tensor *ref = golden_need(g, name);
-        if (ref) CHECK_CLOSE_F32(name, F + (int64_t)p.cu_seqlens_padded[i] * p.token_dim, ref->data, tensor_numel(ref), 1e-5, 1e-4);
+        if (ref) CHECK_CLOSE_F32(name, F + (int64_t)p.cu_seqlens_padded[i] * out, ref->data, tensor_numel(ref), 1e-5, 1e-4);
         snprintf(name, sizeof name, "sample%d.loss", i);
         double ref_i = golden_scalar(g, name);
         CHECK_MSG(fabs(sample_loss[i] - ref_i) <= 2e-5 * fabs(ref_i), "%s: %.8f vs %.8f", name, sample_loss[i], ref_i);
@@ -159,11 +174,12 @@ static void check_trajectory(const char *file) {
     for (int step = 0; step < 10; step++) {
         char prefix[32];
         snprintf(prefix, sizeof prefix, "step%d.", step);
-        EdmDraws d;
+        DiffusionDraws d;
         load_draws(g, &p, prefix, &d);
         memset(m.grads, 0, (size_t)m.table.total * sizeof(float));
-        EdmStepResult r = {0};
-        CHECK_OK(edm_loss_and_grad_given(&m, 0.5f, &p, &d, 1.0, &r));
+        ObjectiveResult r = {0};
+        Objective o = objective_of(g);
+        CHECK_OK(objective_loss_given(&m, &o, &p, &d, 1.0, &r));
         double norm;
         CHECK_OK(grad_global_norm(m.grads, m.table.total, &norm));
         CHECK_OK(optimizer_step(&opt, m.params, m.grads, lr_at_step(&oc, step), clip_scale(&oc, norm)));
@@ -188,3 +204,9 @@ TEST(model_golden_adamw_trajectory_pt2_gqa) { check_trajectory("model_tiny_pt2_g
 TEST(model_golden_adamw_trajectory_adaln_zero) { check_trajectory("model_adaln_zero.bin"); }
 TEST(model_golden_adamw_trajectory_adaln_zero_cross) { check_trajectory("model_adaln_zero_cross.bin"); }
 TEST(model_golden_adamw_trajectory_nemo_adaln) { check_trajectory("model_nemo_adaln.bin"); }
+TEST(objective_golden_flow_forward_backward) { check_forward_backward("objective_flow.bin"); }
+TEST(objective_golden_flow_trajectory) { check_trajectory("objective_flow.bin"); }
+TEST(objective_golden_ddpm_dit_learned_sigma_forward_backward) { check_forward_backward("objective_ddpm_dit.bin"); }
+TEST(objective_golden_ddpm_dit_learned_sigma_trajectory) { check_trajectory("objective_ddpm_dit.bin"); }
+TEST(objective_golden_ddpm_fixed_sigma_forward_backward) { check_forward_backward("objective_ddpm_fixed_sigma.bin"); }
+TEST(objective_golden_ddpm_fixed_sigma_trajectory) { check_trajectory("objective_ddpm_fixed_sigma.bin"); }

@@ -11,6 +11,7 @@
 #include "test.h"
 #include "train/checkpoint.h"
 #include "train/trainer.h"
+#include "train_fixture.h"
 
 /* Losses and skip flags of metrics.jsonl, in order. */
 static int read_metrics(const char *run, double *loss, int *skipped, int max) {
@@ -30,24 +31,11 @@ static int read_metrics(const char *run, double *loss, int *skipped, int max) {
     return n;
 }
 
-static vfm_status train_with(const char *run, const char *const *extra, int n_extra) {
-    const char *ov[32];
-    char save[1300];
-    snprintf(save, sizeof save, "checkpoint.save=%s", run);
-    int n = 0;
-    ov[n++] = save;
-    ov[n++] = "logger.level=error";
-    ov[n++] = "train.threads=1";
-    for (int i = 0; i < n_extra; i++) ov[n++] = extra[i];
-    TrainOptions opt = {test_fixture("../../configs/tiny-mock.yaml"), ov, n, NULL};
-    return train_run(&opt);
-}
-
 TEST(trainer_tiny_mock_memorises_fixed_set) {
     char run[1200];
     path_join(run, sizeof run, test_tmpdir(), "mem");
     const char *extra[] = {"checkpoint.save_interval=0"};
-    REQUIRE_OK(train_with(run, extra, 1));
+    REQUIRE_OK(train_tiny_mock(run, extra, 1));
     double loss[400];
     int skipped[400];
     int n = read_metrics(run, loss, skipped, 400);
@@ -67,7 +55,7 @@ TEST(trainer_skips_nonfinite_steps_then_stops_with_a_checkpoint) {
     /* one poisoned step is skipped and training goes on */
     setenv("VFM_TEST_INJECT_NAN", "3", 1);
     const char *extra[] = {"train.train_iters=8", "checkpoint.save_interval=0", "train.max_nonfinite_steps=3"};
-    REQUIRE_OK(train_with(run, extra, 3));
+    REQUIRE_OK(train_tiny_mock(run, extra, 3));
     double loss[16];
     int skipped[16];
     int n = read_metrics(run, loss, skipped, 16);
@@ -77,7 +65,7 @@ TEST(trainer_skips_nonfinite_steps_then_stops_with_a_checkpoint) {
     char run2[1200];
     path_join(run2, sizeof run2, test_tmpdir(), "nan2");
     setenv("VFM_TEST_INJECT_NAN", "4,5,6", 1);
-    vfm_status s = train_with(run2, extra, 3);
+    vfm_status s = train_tiny_mock(run2, extra, 3);
     CHECK(s == VFM_ERR_NUMERIC);
     CHECK_MSG(strstr(vfm_last_error(), "3 steps in a row") != NULL, "message: %s", vfm_last_error());
     char done[1400];
@@ -91,10 +79,10 @@ TEST(trainer_finetune_starts_a_new_run_from_the_weights) {
     path_join(run, sizeof run, test_tmpdir(), "a");
     path_join(run2, sizeof run2, test_tmpdir(), "b");
     const char *extra[] = {"train.train_iters=5", "checkpoint.save_interval=0"};
-    REQUIRE_OK(train_with(run, extra, 2));
+    REQUIRE_OK(train_tiny_mock(run, extra, 2));
     snprintf(load, sizeof load, "checkpoint.load=%s", run);
     const char *extra2[] = {"train.train_iters=3", "checkpoint.save_interval=0", load, "checkpoint.finetune=true"};
-    REQUIRE_OK(train_with(run2, extra2, 4));
+    REQUIRE_OK(train_tiny_mock(run2, extra2, 4));
     double loss[8];
     int skipped[8];
     CHECK(read_metrics(run2, loss, skipped, 8) == 3); /* steps 0, 1, 2: a new run */
@@ -108,7 +96,7 @@ TEST(trainer_finetune_starts_a_new_run_from_the_weights) {
     char run3[1200];
     path_join(run3, sizeof run3, test_tmpdir(), "c");
     const char *extra3[] = {"train.train_iters=7", "checkpoint.save_interval=0", load};
-    REQUIRE_OK(train_with(run3, extra3, 3));
+    REQUIRE_OK(train_tiny_mock(run3, extra3, 3));
     CHECK(read_metrics(run3, loss, skipped, 8) == 2); /* steps 5 and 6 */
 }
 
@@ -160,6 +148,7 @@ static double pack_loss(DiT *m, SampleData **ss, int n, float *grads_out) {
         pack_append(&p, &e);
     }
     EdmDraws d;
+    memset(&d, 0, sizeof d);
     d.sigma = calloc((size_t)n, sizeof(float));
     d.drop = calloc((size_t)n, sizeof(int));
     d.noise = calloc((size_t)(p.n_tokens * 16), sizeof(float));
@@ -246,7 +235,7 @@ TEST(trainer_trains_through_broken_samples_and_names_them) {
                         "dataset.task_encoder_seq_length=512", "dataset.num_workers=1", "train.train_iters=14",
                         "train.global_batch_size=1", "checkpoint.save_interval=0", "train.threads=1",
                         "logger.level=warn"};
-    TrainOptions opt = {NULL, ov, (int)(sizeof ov / sizeof ov[0]), NULL};
+    TrainOptions opt = {NULL, ov, (int)(sizeof ov / sizeof ov[0]), NULL, NULL};
     Capture cap;
     capture_begin(&cap, 2);
     vfm_status st = train_run(&opt);

@@ -2,6 +2,7 @@
  * c_out·F and its backward, and the masked per-sample-weighted MSE with its backward.
  * Per-token ops never read padding rows (tok2sample < 0) and write 0 there. */
 #include "real.h"
+#include "row_sums.h"
 
 /* c_skip, c_out, c_in, c_noise, weight [B] (each may be NULL) from sigma[B], in double. */
 vfm_status CPU_FN(edm_precondition)(Tensor *c_skip, Tensor *c_out, Tensor *c_in, Tensor *c_noise, Tensor *weight,
@@ -87,34 +88,19 @@ static double mse_row_term(const real *pred, const real *target, int64_t C, doub
     return mask * w * (sum / (double)C);
 }
 
-/* Σ mask over real rows (and Σ of the row terms when want_terms), over CPU_REDUCE_CHUNKS fixed
- * chunks of rows, each summed in order, then the chunks in order: independent of threads. */
-static void mse_sums(double *term_total, double *mask_total, const Tensor *pred, const Tensor *target,
-                     const Tensor *weight, const Tensor *mask, const Tensor *tok2sample, int want_terms) {
-    int64_t S = tensor_dim(pred, 0), C = tensor_dim(pred, 1);
-    const real *P = CRDATA(pred), *Tg = CRDATA(target), *W = CRDATA(weight), *M = CRDATA(mask);
-    const int32_t *map = I32DATA(tok2sample);
-    double terms[CPU_REDUCE_CHUNKS], masks[CPU_REDUCE_CHUNKS];
-#pragma omp parallel for schedule(static)
-    for (int k = 0; k < CPU_REDUCE_CHUNKS; k++) {
-        int64_t lo = S * k / CPU_REDUCE_CHUNKS, hi = S * (k + 1) / CPU_REDUCE_CHUNKS;
-        double t = 0, m = 0;
-        for (int64_t s = lo; s < hi; s++) {
-            int32_t b = map[s];
-            if (b < 0) continue;
-            m += (double)M[s];
-            if (want_terms) t += mse_row_term(P + s * C, Tg + s * C, C, (double)M[s], (double)W[b]);
-        }
-        terms[k] = t;
-        masks[k] = m;
-    }
-    double t = 0, m = 0;
-    for (int k = 0; k < CPU_REDUCE_CHUNKS; k++) {
-        t += terms[k];
-        m += masks[k];
-    }
-    *term_total = t;
-    *mask_total = m;
+/* The rows' data for mse_term. */
+typedef struct MseRows {
+    const real *P, *Tg, *W, *M;
+    int64_t C;
+} MseRows;
+
+static double mse_term(const void *ctx, int64_t s, int32_t b) {
+    const MseRows *r = ctx;
+    return mse_row_term(r->P + s * r->C, r->Tg + s * r->C, r->C, (double)r->M[s], (double)r->W[b]);
+}
+
+static MseRows mse_rows(const Tensor *pred, const Tensor *target, const Tensor *weight, const Tensor *mask) {
+    return (MseRows){CRDATA(pred), CRDATA(target), CRDATA(weight), CRDATA(mask), tensor_dim(pred, 1)};
 }
 
 /* loss[1] = Σ_s mask·w·mean_c(err²) / Σ_s mask (0 when Σ mask = 0), err = pred[S,C] − target[S,C],
@@ -123,22 +109,13 @@ vfm_status CPU_FN(weighted_mse_forward)(Tensor *loss, Tensor *sample_sum, Tensor
                                         const Tensor *target, const Tensor *weight, const Tensor *mask,
                                         const Tensor *tok2sample) {
     double terms, masks;
-    mse_sums(&terms, &masks, pred, target, weight, mask, tok2sample, 1);
+    MseRows rows = mse_rows(pred, target, weight, mask);
+    int64_t S = tensor_dim(pred, 0), B = tensor_dim(weight, 0);
+    masked_row_sums(&terms, &masks, S, I32DATA(tok2sample), CRDATA(mask), mse_term, &rows);
     RDATA(loss)[0] = masks != 0 ? (real)(terms / masks) : 0;
-    if (!sample_sum && !sample_count) return VFM_OK;
-    int64_t S = tensor_dim(pred, 0), C = tensor_dim(pred, 1), B = tensor_dim(weight, 0);
-    const real *P = CRDATA(pred), *Tg = CRDATA(target), *W = CRDATA(weight), *M = CRDATA(mask);
-    const int32_t *map = I32DATA(tok2sample);
-    for (int64_t b = 0; b < B; b++) {
-        double t = 0, m = 0;
-        for (int64_t s = 0; s < S; s++) {
-            if (map[s] != b) continue;
-            m += (double)M[s];
-            if (sample_sum) t += mse_row_term(P + s * C, Tg + s * C, C, (double)M[s], (double)W[b]);
-        }
-        if (sample_sum) RDATA(sample_sum)[b] = (real)t;
-        if (sample_count) RDATA(sample_count)[b] = (real)m;
-    }
+    if (sample_sum || sample_count)
+        masked_sample_sums(sample_sum ? RDATA(sample_sum) : NULL, sample_count ? RDATA(sample_count) : NULL, B, S,
+                           I32DATA(tok2sample), CRDATA(mask), mse_term, &rows);
     return VFM_OK;
 }
 
@@ -146,8 +123,8 @@ vfm_status CPU_FN(weighted_mse_forward)(Tensor *loss, Tensor *sample_sum, Tensor
 vfm_status CPU_FN(weighted_mse_backward)(Tensor *dpred, double dloss, const Tensor *pred, const Tensor *target,
                                          const Tensor *weight, const Tensor *mask, const Tensor *tok2sample) {
     double unused, masks;
-    mse_sums(&unused, &masks, pred, target, weight, mask, tok2sample, 0);
     int64_t S = tensor_dim(pred, 0), C = tensor_dim(pred, 1);
+    masked_row_sums(&unused, &masks, S, I32DATA(tok2sample), CRDATA(mask), NULL, NULL);
     const real *P = CRDATA(pred), *Tg = CRDATA(target), *W = CRDATA(weight), *M = CRDATA(mask);
     const int32_t *map = I32DATA(tok2sample);
     real *dP = RDATA(dpred);

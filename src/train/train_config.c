@@ -1,0 +1,69 @@
+/* Optimizer/schedule keys and the accepted-but-not-yet-possible checks (see train_config.h). */
+#include "train_config.h"
+
+#include <string.h>
+
+#include "core/log.h"
+
+vfm_status optim_config_from(OptimConfig *o, const Config *cfg) {
+    memset(o, 0, sizeof *o);
+    const char *name = cfg_str(cfg, "optimizer.optimizer"); /* the registry admits "adam" only */
+    if (strcmp(name, "adam") != 0)
+        return vfm_fail_at(VFM_ERR_USAGE, NULL, "optimizer.optimizer", name, "only adam (AdamW) in this version");
+    o->lr = cfg_float(cfg, "optimizer.lr");
+    o->min_lr = cfg_float(cfg, "optimizer.min_lr");
+    o->beta1 = cfg_float(cfg, "optimizer.adam_beta1");
+    o->beta2 = cfg_float(cfg, "optimizer.adam_beta2");
+    o->eps = cfg_float(cfg, "optimizer.adam_eps");
+    o->weight_decay = cfg_float(cfg, "optimizer.weight_decay");
+    o->clip_grad = cfg_float(cfg, "optimizer.clip_grad");
+    o->warmup_iters = cfg_int(cfg, "scheduler.lr_warmup_iters");
+    o->warmup_init = cfg_float(cfg, "scheduler.lr_warmup_init");
+    o->decay_iters = cfg_int(cfg, "scheduler.lr_decay_iters");
+    if (o->decay_iters == 0) o->decay_iters = cfg_int(cfg, "train.train_iters");
+    const char *style = cfg_str(cfg, "scheduler.lr_decay_style");
+    o->decay_style = strcmp(style, "constant") == 0 ? LR_DECAY_CONSTANT
+                     : strcmp(style, "linear") == 0 ? LR_DECAY_LINEAR
+                     : strcmp(style, "WSD") == 0    ? LR_DECAY_WSD
+                                                    : LR_DECAY_COSINE;
+    const char *wsd = cfg_str(cfg, "scheduler.lr_wsd_decay_style");
+    o->wsd_style = strcmp(wsd, "linear") == 0 ? WSD_LINEAR
+                   : strcmp(wsd, "cosine") == 0 ? WSD_COSINE
+                   : strcmp(wsd, "minus_sqrt") == 0 ? WSD_MINUS_SQRT
+                                                    : WSD_EXPONENTIAL;
+    o->wsd_decay_iters = cfg_int(cfg, "scheduler.lr_wsd_decay_iters");
+    if (o->min_lr > o->lr)
+        return vfm_fail(VFM_ERR_USAGE, "optimizer.min_lr (%g) is larger than optimizer.lr (%g)", o->min_lr, o->lr);
+    if (o->decay_style == LR_DECAY_WSD && o->wsd_decay_iters <= 0)
+        return vfm_fail_at(VFM_ERR_USAGE, NULL, "scheduler.lr_wsd_decay_iters", "0",
+                           "scheduler.lr_decay_style=WSD needs the length of its final annealing (> 0)");
+    if (o->decay_style == LR_DECAY_WSD && o->wsd_decay_iters > o->decay_iters)
+        return vfm_fail(VFM_ERR_USAGE, "scheduler.lr_wsd_decay_iters (%lld) is longer than the decay (%lld steps)",
+                        (long long)o->wsd_decay_iters, (long long)o->decay_iters);
+    if (o->decay_style != LR_DECAY_WSD &&
+        (cfg_is_set(cfg, "scheduler.lr_wsd_decay_iters") || cfg_is_set(cfg, "scheduler.lr_wsd_decay_style")))
+        log_warn("config: scheduler.lr_wsd_decay_* apply only with scheduler.lr_decay_style=WSD (ignored with %s)", style);
+    return VFM_OK;
+}
+
+vfm_status train_check_keys(const Config *cfg) {
+    static const char *sizes[] = {"model.pipeline_model_parallel_size", "model.virtual_pipeline_model_parallel_size"};
+    for (int i = 0; i < 2; i++) /* the tensor, sequence and context keys: train_parallel.c */
+        if (cfg_int(cfg, sizes[i]) != 1)
+            return vfm_fail_at(VFM_ERR_USAGE, NULL, sizes[i], NULL,
+                               "only 1 is supported in this version (pipeline parallelism is not written; tensor, "
+                               "sequence, context and data parallelism are)");
+    if (cfg_int(cfg, "train.micro_batch_size") != 1) /* the registry admits 1 only: a micro-batch is one pack */
+        return vfm_fail_at(VFM_ERR_USAGE, NULL, "train.micro_batch_size", NULL, "a micro-batch is one pack (1)");
+    if (cfg_int(cfg, "train.fixed_pack_length") != 0)
+        return vfm_fail_at(VFM_ERR_USAGE, NULL, "train.fixed_pack_length", NULL,
+                           "fixed pack lengths come with pipeline parallelism; only 0 (as packed) in this version");
+    const char *split = cfg_str(cfg, "dataset.split");
+    if (strcmp(split, "train") != 0 && cfg_bool(cfg, "dataset.mock"))
+        log_warn("config: dataset.split=%s: the mock dataset trains on its train stream (dataset.split selects the "
+                 "shards of a WebDataset)", split);
+    if (!cfg_bool(cfg, "ddp.check_for_nan_in_grad"))
+        log_warn("config: ddp.check_for_nan_in_grad=false is ignored: vfm always checks the gradient for NaN/Inf and "
+                 "skips such steps");
+    return VFM_OK;
+}

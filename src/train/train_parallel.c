@@ -1,0 +1,253 @@
+/* The parallel layout of a training run: keys, checks, groups, comms and layout-independent
+ * checkpoint files (see train_parallel.h). */
+#include "train_parallel.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/config.h"
+#include "core/fileutil.h"
+#include "core/log.h"
+#include "parallel/ckpt_shard.h"
+
+enum { MADE_WORLD = 1, MADE_GRAD = 2, MADE_TP = 4, MADE_CP = 8, MADE_A2A = 16, MADE_RING = 32, MADE_GRAD_GPU = 64 };
+
+vfm_status train_layout_from(TrainLayout *l, const Config *cfg, int warn) {
+    memset(l, 0, sizeof *l);
+    l->tp = (int)cfg_int(cfg, "model.tensor_model_parallel_size");
+    l->pp = (int)cfg_int(cfg, "model.pipeline_model_parallel_size");
+    l->cp = (int)cfg_int(cfg, "model.context_parallel_size");
+    l->sp = cfg_bool(cfg, "model.sequence_parallel");
+    if (l->pp != 1)
+        return vfm_fail_at(VFM_ERR_USAGE, NULL, "model.pipeline_model_parallel_size", NULL,
+                           "only 1 is supported in this version (pipeline parallelism is not written; tensor, "
+                           "sequence, context and data parallelism are)");
+    if (l->sp && l->tp == 1) {
+        if (warn) log_warn("config: model.sequence_parallel=true has no effect with model.tensor_model_parallel_size=1 (ignored)");
+        l->sp = 0;
+    }
+    const char *type = cfg_str(cfg, "model.cp_comm_type");
+    VFM_TRY(cp_comm_type_parse(type, &l->cp_type));
+    int n = cfg_list_len(cfg, "model.hierarchical_context_parallel_sizes");
+    const char *hkey = "model.hierarchical_context_parallel_sizes";
+    if (l->cp_type == CP_COMM_A2A_P2P) {
+        if (n != 2)
+            return vfm_fail_at(VFM_ERR_USAGE, NULL, hkey, NULL,
+                               "model.cp_comm_type=a2a+p2p needs two sizes [all-to-all group, ring] whose product is "
+                               "model.context_parallel_size (%d), e.g. [2, %d]", l->cp, l->cp / 2 > 0 ? l->cp / 2 : 1);
+        int64_t a = cfg_list_int(cfg, hkey, 0), r = cfg_list_int(cfg, hkey, 1);
+        if (a < 1 || r < 1 || a * r != l->cp)
+            return vfm_fail(VFM_ERR_USAGE, "model.hierarchical_context_parallel_sizes [%lld, %lld]: the product must be "
+                            "model.context_parallel_size (%d)", (long long)a, (long long)r, l->cp);
+        l->a2a_size = (int)a;
+    } else if (n > 0) {
+        return vfm_fail_at(VFM_ERR_USAGE, NULL, hkey, NULL, "applies to model.cp_comm_type=a2a+p2p only (it is %s)", type);
+    }
+    if (warn && l->cp == 1 && cfg_is_set(cfg, "model.cp_comm_type") && l->cp_type != CP_COMM_P2P)
+        log_warn("config: model.cp_comm_type=%s has no effect with model.context_parallel_size=1", type);
+    return VFM_OK;
+}
+
+vfm_status train_layout_check(const TrainLayout *l, const DiTConfig *mc, int world_size) {
+    ParallelLayout probe;
+    VFM_TRY(layout_init(&probe, world_size, 0, l->tp, l->pp, l->cp));
+    return dit_check_parallel(mc, l->tp, l->sp, l->cp, l->cp_type, l->a2a_size);
+}
+
+void train_layout_describe(const TrainLayout *l, int dp, char *out, size_t n) {
+    size_t k = 0;
+    out[0] = 0;
+#define PUT(...) (k += (size_t)snprintf(out + k, k < n ? n - k : 0, __VA_ARGS__))
+    if (l->tp > 1) PUT("TP%d%s", l->tp, l->sp ? "+SP" : "");
+    if (l->cp > 1) {
+        PUT("%sCP%d %s", k ? " × " : "", l->cp, cp_comm_type_name(l->cp_type));
+        if (l->cp_type == CP_COMM_A2A_P2P) PUT(" [%d, %d]", l->a2a_size, l->cp / l->a2a_size);
+    }
+    PUT("%sDP%d", k ? " × " : "", dp);
+#undef PUT
+}
+
+void train_parallel_free(TrainParallel *p) {
+    Comm *comms[] = {&p->world, &p->grad, &p->tp, &p->cp, &p->a2a, &p->ring, &p->grad_gpu};
+    for (int i = 0; i < 7; i++)
+        if (p->made & (1u << i)) comm_free(comms[i]);
+    p->made = 0;
+}
+
+static vfm_status make_group(TrainParallel *p, Comm *c, unsigned bit, GroupKind kind) {
+    VFM_TRY(comm_create_group(c, &p->layout, kind, COMM_BACKEND_MPI));
+    p->made |= bit;
+    return VFM_OK;
+}
+
+static vfm_status make_cp_subgroup(TrainParallel *p, Comm *c, unsigned bit, int ring) {
+    int members[4096];
+    int n = ring ? p->layout.cp / p->keys.a2a_size : p->keys.a2a_size;
+    cp_subgroup_members(&p->layout, p->keys.a2a_size, ring, p->layout.rank, members);
+    VFM_TRY(comm_create(c, ring ? "cp-ring" : "cp-a2a", COMM_BACKEND_MPI, members, n));
+    p->made |= bit;
+    return VFM_OK;
+}
+
+vfm_status train_parallel_init(TrainParallel *p, const TrainLayout *keys, int world_size, int rank) {
+    memset(p, 0, sizeof *p);
+    p->keys = *keys;
+    VFM_TRY(layout_init(&p->layout, world_size, rank, keys->tp, keys->pp, keys->cp));
+    /* every rank creates the same groups in the same order (creation is collective) */
+    VFM_TRY(make_group(p, &p->world, MADE_WORLD, GROUP_WORLD));
+    VFM_TRY(make_group(p, &p->grad, MADE_GRAD, GROUP_DP_CP));
+    VFM_TRY(make_group(p, &p->tp, MADE_TP, GROUP_TP));
+    VFM_TRY(make_group(p, &p->cp, MADE_CP, GROUP_CP));
+    if (keys->cp > 1 && keys->cp_type == CP_COMM_A2A_P2P) {
+        VFM_TRY(make_cp_subgroup(p, &p->a2a, MADE_A2A, 0));
+        VFM_TRY(make_cp_subgroup(p, &p->ring, MADE_RING, 1));
+    }
+    DiTParallel *d = &p->model;
+    d->tp = keys->tp, d->tp_rank = p->layout.tp_rank, d->sequence_parallel = keys->sp;
+    d->tp_comm = keys->tp > 1 ? &p->tp : NULL;
+    d->cp = keys->cp, d->cp_rank = p->layout.cp_rank;
+    d->cp_comm = keys->cp > 1 ? &p->cp : NULL;
+    d->cpa.type = keys->cp_type, d->cpa.A = keys->a2a_size;
+    if (keys->cp > 1)
+        VFM_TRY(cp_attention_init(&d->cpa, keys->cp_type, &p->cp, (p->made & MADE_A2A) ? &p->a2a : NULL,
+                                  (p->made & MADE_RING) ? &p->ring : NULL));
+    /* Test hook: VFM_TEST_BREAK=tp skips the TP reduction that closes block 1's self-attention,
+     * =ring drops ring step 1: broken runs the end-to-end tests must catch. */
+    const char *brk = getenv("VFM_TEST_BREAK");
+    if (brk && strcmp(brk, "tp") == 0) d->test_skip_tp_reduce = 2;
+    if (brk && strcmp(brk, "ring") == 0) d->cpa.test_drop_ring_step = 1;
+    return VFM_OK;
+}
+
+vfm_status train_parallel_gpu(TrainParallel *p, const LaunchInfo *launch, char *how, size_t how_n) {
+    int device = -1;
+    VFM_TRY(comm_bind_gpu(launch->local_rank, &device));
+    int n = p->grad.size;
+    if (n == 1) {
+        snprintf(how, how_n, "GPU %d", device);
+        return VFM_OK;
+    }
+    /* NCCL wants one GPU per rank: every rank must be able to, or none uses it */
+    int can = comm_nccl_available() && device_cuda_count() >= launch->local_size, all = can;
+    VFM_TRY(comm_all_reduce(&p->world, &all, 1, DT_I32, COMM_SUM));
+    if (all == launch->world_size) {
+        VFM_TRY(comm_create_group(&p->grad_gpu, &p->layout, GROUP_DP_CP, COMM_BACKEND_NCCL));
+        p->made |= MADE_GRAD_GPU;
+        p->grad_dev = &p->grad_gpu;
+        snprintf(how, how_n, "GPU %d; gradients over NCCL (%d ranks)", device, n);
+    } else {
+        snprintf(how, how_n, "GPU %d; gradients over MPI through host memory (%d ranks; NCCL %s)", device, n,
+                 !comm_nccl_available() ? "not loaded" : "needs a GPU per rank");
+    }
+    return VFM_OK;
+}
+
+vfm_status train_parallel_dp_init(TrainParallel *p, DataParallel *dp, const DiT *m, double bucket_mb, int zero1) {
+    DpConfig dc = {bucket_mb, zero1, p->layout.tp_rank, p->layout.pp_rank, p->keys.cp};
+    VFM_TRY(dp_init(dp, &m->table, &dc, &p->grad, p->keys.tp > 1 ? &p->tp : NULL, NULL));
+    dp_set_sequence_parallel(dp, p->keys.sp);
+    dp_set_device(dp, m->device, p->grad_dev);
+    return VFM_OK;
+}
+
+/* ---- checkpoints ------------------------------------------------------------------------- */
+
+static void file_in(char *out, size_t n, const char *dir, const char *name) { path_join(out, n, dir, name); }
+
+/* Host copies of a GPU model's master weights and EMA (NULL for a CPU model: its own buffers). */
+typedef struct HostWeights {
+    float *params, *ema;
+} HostWeights;
+
+static void host_weights_free(HostWeights *h) {
+    free(h->params);
+    free(h->ema);
+    memset(h, 0, sizeof *h);
+}
+
+static vfm_status host_weights(const DiT *m, int with_ema, HostWeights *h) {
+    memset(h, 0, sizeof *h);
+    size_t bytes = (size_t)(m->table.total > 0 ? m->table.total : 1) * sizeof(float);
+    h->params = malloc(bytes);
+    h->ema = with_ema ? malloc(bytes) : NULL;
+    if (!h->params || (with_ema && !h->ema)) {
+        host_weights_free(h);
+        return vfm_fail(VFM_ERR_NOMEM, "checkpoint: host copies of %lld weights", (long long)m->table.total);
+    }
+    return VFM_OK;
+}
+
+vfm_status train_parallel_save(TrainParallel *p, const DiT *m, const float *ema, const DataParallel *dp,
+                               const Optimizer *o, const char *stage) {
+    char path[1700];
+    int writes = p->layout.dp_rank == 0 && p->layout.cp_rank == 0;
+    const float *params = m->params;
+    HostWeights h = {0};
+    Optimizer ho;
+    int have_ho = 0;
+    vfm_status s = VFM_OK;
+    if (m->device != DEV_CPU) { /* the files hold the fp32 master weights: copies from the GPU */
+        s = host_weights(m, ema != NULL, &h);
+        if (s == VFM_OK) s = dit_params_to_host(m, h.params);
+        if (s == VFM_OK && ema)
+            s = device_memcpy(h.ema, DEV_CPU, ema, m->device, (size_t)m->table.total * sizeof(float));
+        if (s == VFM_OK && o && (s = optimizer_host_copy(o, &ho)) == VFM_OK) have_ho = 1, o = &ho;
+        params = h.params, ema = ema ? h.ema : NULL;
+    }
+    file_in(path, sizeof path, stage, "model.safetensors");
+    if (s == VFM_OK) s = ckpt_write_weights(path, &p->world, m->shards, params, writes);
+    if (s == VFM_OK && ema) {
+        file_in(path, sizeof path, stage, "ema.safetensors");
+        s = ckpt_write_weights(path, &p->world, m->shards, ema, writes);
+    }
+    if (s == VFM_OK && o) {
+        file_in(path, sizeof path, stage, "optim.safetensors");
+        s = ckpt_write_optim(path, &p->world, m->shards, o, dp->own_begin, dp->own_end);
+    }
+    if (have_ho) optimizer_free(&ho);
+    host_weights_free(&h);
+    return s;
+}
+
+/* 1 when dir holds optim.<rank>.safetensors shards (checkpoints written before optim.safetensors). */
+static int has_legacy_optim(const char *dir) {
+    char path[1700];
+    file_in(path, sizeof path, dir, "optim.0.safetensors");
+    return path_exists(path);
+}
+
+static vfm_status load_host(TrainParallel *p, const DiT *m, float *params, float *ema, DataParallel *dp, Optimizer *o,
+                            const char *dir) {
+    char path[1700];
+    file_in(path, sizeof path, dir, "model.safetensors");
+    VFM_TRY(ckpt_read_weights(path, m->shards, params));
+    if (ema) {
+        file_in(path, sizeof path, dir, "ema.safetensors");
+        if (path_exists(path)) VFM_TRY(ckpt_read_weights(path, m->shards, ema));
+        else memcpy(ema, params, (size_t)m->table.total * sizeof(float));
+    }
+    if (!o) return VFM_OK;
+    file_in(path, sizeof path, dir, "optim.safetensors");
+    if (path_exists(path)) return ckpt_read_optim(path, m->shards, o);
+    if (has_legacy_optim(dir) && p->keys.tp == 1) return dp_optim_load(dp, o, dir);
+    return vfm_fail(VFM_ERR_FORMAT, "%s: no optimizer state (optim.safetensors)%s", dir,
+                    has_legacy_optim(dir) ? "; its optim.<rank>.safetensors shards load only at TP 1" : "");
+}
+
+vfm_status train_parallel_load(TrainParallel *p, DiT *m, float *ema, DataParallel *dp, Optimizer *o, const char *dir) {
+    if (m->device == DEV_CPU) return load_host(p, m, m->params, ema, dp, o, dir);
+    /* a GPU model: read into host copies (any checkpoint, written on either device), then copy up */
+    HostWeights h;
+    Optimizer ho;
+    int have_ho = 0;
+    vfm_status s = host_weights(m, ema != NULL, &h);
+    if (s == VFM_OK && o && (s = optimizer_host_copy(o, &ho)) == VFM_OK) have_ho = 1;
+    if (s == VFM_OK) s = load_host(p, m, h.params, h.ema, dp, have_ho ? &ho : NULL, dir);
+    if (s == VFM_OK) s = dit_params_from_host(m, h.params);
+    if (s == VFM_OK && ema) s = device_memcpy(ema, m->device, h.ema, DEV_CPU, (size_t)m->table.total * sizeof(float));
+    if (s == VFM_OK && have_ho) s = optimizer_copy_from_host(o, &ho);
+    if (have_ho) optimizer_free(&ho);
+    host_weights_free(&h);
+    return s;
+}

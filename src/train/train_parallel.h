@@ -1,0 +1,70 @@
+/* The parallel layout of a training job (design §4, docs/parallel.md): the layout keys and their
+ * checks (one line, exit 2, before any work), the process groups of this rank and their comms,
+ * what the DiT needs to split itself (DiTParallel), and the checkpoint files that do not depend
+ * on the layout: model.safetensors and ema.safetensors of full tensors, optim.safetensors of full
+ * Adam moments, every rank writing and reading only its own slices (parallel/ckpt_shard.h). */
+#ifndef VFM_TRAIN_PARALLEL_H
+#define VFM_TRAIN_PARALLEL_H
+
+#include "model/dit.h"
+#include "optim/optimizer.h"
+#include "parallel/comm.h"
+#include "parallel/dp.h"
+#include "parallel/groups.h"
+#include "parallel/launch.h"
+
+typedef struct Config Config;
+
+/* The layout keys, read and checked on their own. */
+typedef struct TrainLayout {
+    int tp, pp, cp;        /* model.{tensor,pipeline,context}_parallel_size */
+    int sp;                /* model.sequence_parallel (0 when TP = 1: nothing to split) */
+    CpCommType cp_type;    /* model.cp_comm_type */
+    int a2a_size;          /* a2a+p2p: model.hierarchical_context_parallel_sizes[0] */
+} TrainLayout;
+
+/* The keys alone: PP > 1 refused (not in this version), cp_comm_type parsed, the hierarchical
+ * sizes checked against it and CP; keys that do nothing at this layout are named in a warning
+ * (when `warn`: rank 0 speaks for the job). */
+vfm_status train_layout_from(TrainLayout *l, const Config *cfg, int warn);
+/* With the world size and the model: the world divides by TP·PP·CP, the model splits over TP and
+ * the CP mode's head rules hold (dit_check_parallel). */
+vfm_status train_layout_check(const TrainLayout *l, const DiTConfig *mc, int world_size);
+/* "TP2+SP × CP2 (p2p) × DP2" for the log */
+void train_layout_describe(const TrainLayout *l, int dp, char *out, size_t n);
+
+typedef struct TrainParallel {
+    TrainLayout keys;
+    ParallelLayout layout;
+    Comm world, grad, tp, cp, a2a, ring; /* grad: DP×CP (gradient reduction, ZeRO-1) */
+    Comm grad_gpu;                        /* NCCL over DP×CP for GPU gradients (train_parallel_gpu) */
+    Comm *grad_dev;                       /* the comm for GPU buffers: &grad_gpu, or NULL (grad stages them) */
+    unsigned made;                        /* which comms exist (bit per comm) */
+    DiTParallel model;                    /* for dit_create_parallel */
+} TrainParallel;
+
+/* Collective over the world: the groups of this rank and their comms (MPI backend). */
+vfm_status train_parallel_init(TrainParallel *p, const TrainLayout *keys, int world_size, int rank);
+void train_parallel_free(TrainParallel *p);
+/* A GPU run, before any GPU memory: binds this rank to its GPU (by local rank) and, with more than
+ * one rank in the DP×CP group, makes an NCCL comm for the gradient buffers when every rank can
+ * (NCCL loads and each local rank has a GPU of its own; decided together). Otherwise the MPI comm
+ * stages GPU buffers through host memory (two ranks sharing one GPU). *how: one line for the log. */
+vfm_status train_parallel_gpu(TrainParallel *p, const LaunchInfo *launch, char *how, size_t how_n);
+/* dp_init for this layout: gradients summed over CP and averaged over DP (DpConfig.cp), the TP
+ * group for the REDUCE_TP_* entries, sequence parallelism set. */
+vfm_status train_parallel_dp_init(TrainParallel *p, DataParallel *dp, const DiT *m, double bucket_mb, int zero1);
+
+/* Collective over the world: <stage>/model.safetensors, ema.safetensors (ema may be NULL; on the
+ * model's device) and optim.safetensors (o NULL: none). A GPU model's buffers are written from host
+ * copies (and read into them): the files hold the fp32 master weights whatever the device. Weights are written by the ranks with dp = cp = 0 (each its TP
+ * shard), the moments by every rank (its DP×CP range of its TP shard). */
+vfm_status train_parallel_save(TrainParallel *p, const DiT *m, const float *ema, const DataParallel *dp,
+                               const Optimizer *o, const char *stage);
+/* This rank's slices of a checkpoint directory written at any layout: the weights (and EMA, or a
+ * copy of the weights when the checkpoint has none; ema may be NULL) and, when o is not NULL, the
+ * Adam moments and step from optim.safetensors (or from the optim.<rank>.safetensors shards of
+ * older checkpoints, at TP 1). */
+vfm_status train_parallel_load(TrainParallel *p, DiT *m, float *ema, DataParallel *dp, Optimizer *o, const char *dir);
+
+#endif

@@ -1,0 +1,118 @@
+/* Validation loss and validation generation during training (see validation.h). */
+#include "validation.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/config.h"
+#include "core/fileutil.h"
+#include "core/log.h"
+#include "data/npy.h"
+#include "data/video_encode.h"
+#include "diffusion/sample_picture.h"
+
+vfm_status validator_init(Validator *v, const Config *cfg, const Objective *o, int dp_rank, int dp_size, int64_t accum,
+                          int rank, const char *run_dir) {
+    memset(v, 0, sizeof *v);
+    int64_t interval = cfg_int(cfg, "train.eval_interval"), iters = cfg_int(cfg, "train.eval_iters");
+    if (interval <= 0 || iters <= 0 || interval > cfg_int(cfg, "train.train_iters")) return VFM_OK;
+    v->interval = (int)interval;
+    v->packs = iters * accum;
+    v->rank = rank;
+    v->dp_size = dp_size;
+    /* the val split (the train split with dataset.use_train_split_for_val; the mock set's val samples) */
+    VFM_TRY(pack_source_create_split(&v->source, cfg, "val", dp_rank, dp_size));
+    VFM_TRY(v->source->get_state(v->source, &v->start));
+    pack_init(&v->pack, v->source->token_dim, v->source->text_dim, 1, 1);
+    GenerateOptions *g = &v->gen;
+    sampler_config_default(&g->sampler);
+    g->objective = o;
+    g->sampler.num_steps = (int)cfg_int(cfg, "model.val_generation_num_steps");
+    g->sampler.sigma_min = cfg_float(cfg, "sampler.sigma_min");
+    g->sampler.sigma_max = cfg_float(cfg, "sampler.sigma_max");
+    g->sampler.rho = cfg_float(cfg, "sampler.rho");
+    g->sampler.s_churn = cfg_float(cfg, "sampler.s_churn");
+    g->ddim = cfg_bool(cfg, "sampler.ddim");
+    g->flow_linear = strcmp(cfg_str(cfg, "sampler.flow_schedule"), "linear") == 0;
+    g->guidance = cfg_float(cfg, "model.val_generation_guidance");
+    g->seed = (uint64_t)cfg_int(cfg, "rng.seed");
+    if (o->kind == OBJECTIVE_DDPM && g->sampler.num_steps < 2)
+        return vfm_fail_at(VFM_ERR_USAGE, NULL, "model.val_generation_num_steps", "1", "ddpm sampling needs at least 2");
+    if (run_dir[0]) path_join(v->out_dir, sizeof v->out_dir, run_dir, "validation_generation");
+    v->has_pixels = v->source->pixel_space_json && pixel_latent_map_from_json(v->source->pixel_space_json, &v->map) == VFM_OK;
+    return VFM_OK;
+}
+
+void validator_free(Validator *v) {
+    if (v->source) pack_source_destroy(v->source);
+    free(v->start);
+    pack_free(&v->pack);
+    memset(v, 0, sizeof *v);
+}
+
+int validator_due(const Validator *v, int64_t step) { return v->interval > 0 && step > 0 && step % v->interval == 0; }
+
+/* This rank's sample from the first validation sample's prompt, written to the output directory. */
+static vfm_status generate(Validator *v, DiT *model, const Pack *first, int64_t step, ValidationResult *res) {
+    const PackSample *ps = &first->samples[0];
+    GenerateSample s;
+    memset(&s, 0, sizeof s);
+    memcpy(s.latent_shape, ps->latent_shape, sizeof s.latent_shape);
+    s.text = first->text + (int64_t)first->cu_text_padded[0] * first->text_dim;
+    s.text_rows = first->cu_text[1] - first->cu_text[0];
+    s.fps = ps->fps;
+    s.uid = ps->uid;
+    s.class_label = ps->class_label;
+    int64_t numel = (int64_t)s.latent_shape[0] * s.latent_shape[1] * s.latent_shape[2] * s.latent_shape[3];
+    float *latent = malloc((size_t)numel * sizeof(float));
+    if (!latent) return vfm_fail(VFM_ERR_NOMEM, "validation: a %lld-value sample", (long long)numel);
+    vfm_status st = generate_latents(model, &v->gen, &s, 1, &latent);
+    char stem[128];
+    snprintf(stem, sizeof stem, "step=%lld_rank=%d", (long long)step, v->rank);
+    int picture = v->has_pixels && s.latent_shape[0] == 3;
+    if (st == VFM_OK && v->out_dir[0]) st = mkdir_p(v->out_dir);
+    if (st == VFM_OK && picture) {
+        if (v->out_dir[0]) { /* DFM writes an MP4 per validation video: here beside the GIF, when FFmpeg is there */
+            SamplePictureFiles files;
+            st = sample_picture_write(v->out_dir, stem, &v->map, latent, s.latent_shape, 4,
+                                      mp4_encoder_name() ? (double)s.fps : 0.0, &res->picture, &files);
+            snprintf(res->file, sizeof res->file, "%s%s%s", files.picture, files.video[0] ? ", " : "", files.video);
+        } else {
+            st = sample_frame_image(&v->map, latent, s.latent_shape, 0, 4, &res->picture);
+        }
+    } else if (st == VFM_OK && v->out_dir[0]) {
+        char path[1400];
+        snprintf(res->file, sizeof res->file, "%s.npy", stem);
+        path_join(path, sizeof path, v->out_dir, res->file);
+        Tensor t = TF32(latent, s.latent_shape[0], s.latent_shape[1], s.latent_shape[2], s.latent_shape[3]);
+        st = npy_write_file(path, &t);
+    }
+    free(latent);
+    return st;
+}
+
+vfm_status validator_run(Validator *v, DiT *model, const Objective *o, DataParallel *dp, int64_t step,
+                         ValidationResult *res) {
+    memset(res, 0, sizeof *res);
+    v->gen.objective = o;
+    VFM_TRY(v->source->set_state(v->source, v->start));
+    double sum = 0;
+    for (int64_t k = 0; k < v->packs; k++) {
+        VFM_TRY(v->source->next(v->source, &v->pack));
+        ObjectiveResult r;
+        memset(&r, 0, sizeof r);
+        VFM_TRY(objective_loss(model, o, &v->pack, VALIDATION_STEP, &r));
+        sum += r.loss;
+        res->samples += v->pack.n_samples;
+        if (k == 0) VFM_TRY(generate(v, model, &v->pack, step, res));
+    }
+    double stats[2] = {sum / (double)v->packs, (double)res->samples};
+    VFM_TRY(dp_mean_f64(dp, stats, 2));
+    res->loss = stats[0];
+    res->packs = v->packs * v->dp_size;
+    res->samples = (int64_t)(stats[1] * v->dp_size + 0.5);
+    return VFM_OK;
+}
+
+void validation_result_free(ValidationResult *r) { rgb_image_free(&r->picture); }

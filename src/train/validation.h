@@ -1,0 +1,67 @@
+/* Validation during training (Megatron/DFM semantics): every train.eval_interval steps the loss
+ * over train.eval_iters global batches of the validation data, each replica taking its share
+ * (eval_iters × micro-batches per replica packs), averaged over the job; the stream restarts at
+ * its beginning every time and the draws (σ/t, noise, CFG coins) are keyed by a fixed validation
+ * step, so the number is comparable across steps. As DFM does, each rank then generates one
+ * sample from the first validation sample's prompt (model.val_generation_num_steps /
+ * model.val_generation_guidance, the run's sampler settings) into
+ * <run>/validation_generation/step=<k>_rank=<r>.png|gif (pixel-space data) or .npy. (Under TP or CP
+ * every rank of a replica generates, the model being collective; the trainer gives a run directory
+ * only to the rank with tp = cp = 0.)
+ * Validation never touches the training state: its own data source, pack and RNG keys, no
+ * gradients, no optimizer — weights are bit for bit those of a run without it.
+ *
+ * The validation data: pack_source_create_split(cfg, "val") — the dataset's val split (Energon's
+ * validation order: unshuffled, each sample once per pass), the train split with
+ * dataset.use_train_split_for_val (DFM's choice), or the mock set's val samples (other sample
+ * identities). A dataset without a val split is a usage error naming the fix, at start. */
+#ifndef VFM_VALIDATION_H
+#define VFM_VALIDATION_H
+
+#include <stdint.h>
+
+#include "data/image_io.h"
+#include "data/source.h"
+#include "data/synthetic.h"
+#include "diffusion/generate.h"
+#include "diffusion/objective.h"
+#include "model/dit.h"
+#include "parallel/dp.h"
+
+/* The Philox step that keys every validation draw. */
+#define VALIDATION_STEP 0xffffff00u
+
+typedef struct Validator {
+    int interval;          /* steps between validations; 0 = off */
+    int64_t packs;         /* packs per replica per validation */
+    PackSource *source;
+    char *start;           /* the source's state at its beginning (each validation restarts there) */
+    Pack pack;
+    GenerateOptions gen;   /* steps, guidance, sampler settings of the validation sample */
+    int rank, dp_size;
+    char out_dir[1200];    /* <run>/validation_generation, or "" to write no files */
+    int has_pixels;
+    PixelLatentMap map;
+} Validator;
+
+/* Validation is set up only when it will run: interval > 0, eval_iters > 0 and interval <=
+ * train.train_iters. accum = micro-batches per replica and step. run_dir "" writes no files. */
+vfm_status validator_init(Validator *v, const Config *cfg, const Objective *o, int dp_rank, int dp_size, int64_t accum,
+                          int rank, const char *run_dir);
+void validator_free(Validator *v);
+/* 1 when validation runs after `step` steps have completed. */
+int validator_due(const Validator *v, int64_t step);
+
+typedef struct ValidationResult {
+    double loss;           /* mean over the job's validation packs */
+    int64_t packs, samples;
+    RgbImage picture;      /* this rank's generated picture (first frame, upscaled; empty when not pixel data) */
+    char file[256];        /* the file written for it ("" when none) */
+} ValidationResult;
+
+/* A collective over the DP group (every rank calls it at the same step). */
+vfm_status validator_run(Validator *v, DiT *model, const Objective *o, DataParallel *dp, int64_t step,
+                         ValidationResult *res);
+void validation_result_free(ValidationResult *r);
+
+#endif

@@ -1,0 +1,532 @@
+/* The DiT under tensor, sequence, context and data parallelism against the single-rank model
+ * (issue 12 §4; docs/parallel.md). Every rank builds the same packs and the same random weights
+ * (random, not the variant's init: zero gates would hide a broken backward), runs the single-rank
+ * model as the reference, then its own rank of the layout (src/train/train_parallel.c makes the
+ * groups as the trainer does) on the same packs:
+ *   - per layer: the residual stream after every sub-layer (forward) and its gradient before it
+ *     (backward), gathered to the whole pack (dit_gather_rows), so a failure names the layer;
+ *   - the whole output, every parameter gradient after the DP×CP / TP reductions of dp.c, the
+ *     global gradient norm, and the parameters after one clipped AdamW step.
+ * Tolerance per tensor (design §3, context-parallel.md §7): max|a-b| <= (1e-6 + 1e-5)·max|ref|,
+ * over real token rows. Layouts by world size: 2: TP2, TP2+SP, CP2 p2p, CP2 a2a, CP2 all_gather; 3: CP3 p2p (odd
+ * ring); 4: TP4+SP, CP4 a2a+p2p (2×2), TP2+SP × CP2, DP2 × TP2+SP with ZeRO-1, DP2 × CP2. Each runs
+ * dfm (GQA where TP allows, cross-attention, QK-norm), nemo-adaln and adaln-zero (fused qkv by
+ * parts, biases, class labels, learned sigma, conv patch) on a pack that stresses the splits (a
+ * 3-frame video of 45 tokens, 20 tokens in a 64-row slot: at CP4 two ranks hold none of its
+ * queries, a 1-token sample, a 2-frame video), and dfm again on the same samples with no padding at
+ * all (the model re-pads internally, as sampling packs need). Bitwise where the order of every sum
+ * is the same: ZeRO-1 vs plain DP, and a layout run twice. Broken variants that must fail, naming the layer where it shows: a TP
+ * reduction skipped (block 1's self-attention), a ring step dropped (block 0's self-attention), and
+ * CP gradients averaged instead of summed. Bad layouts are refused before any work. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/dit.h"
+#include "mpi_test.h"
+#include "ops/ops.h"
+#include "optim/optimizer.h"
+#include "parallel/dp.h"
+#include "train/train_parallel.h"
+
+enum { NS = 4, D_TEXT = 16, MAX_PROBES = 64 };
+static const int GRID[NS][3] = {{3, 3, 5}, {1, 4, 5}, {1, 1, 1}, {2, 2, 3}}; /* 45, 20, 1, 12 tokens */
+static const int TEXT_LEN[NS] = {3, 5, 1, 2};
+
+/* ---- packs ----------------------------------------------------------------------------------- */
+
+typedef struct TestPack {
+    int64_t S, L;
+    int32_t cu[NS + 1], cu_pad[NS + 1], cu_text[NS + 1], cu_text_pad[NS + 1];
+    float *x, *text, *c_noise, *fps, *dout;
+    int32_t *t2s, *pos, *cls;
+    Tensor tx, ttext, tcn, tfps, tt2s, tpos, tcls, tdout, tcu, tcup, tcut, tcutp;
+    DiTInputs in;
+} TestPack;
+
+/* Slots padded to a multiple of pad (1: no padding). seed picks the values. */
+static void pack_make(TestPack *p, const DiTConfig *c, int pad, uint64_t seed) {
+    memset(p, 0, sizeof *p);
+    int tok = dit_token_dim(c), out = dit_out_dim(c);
+    for (int i = 0; i < NS; i++) {
+        int len = GRID[i][0] * GRID[i][1] * GRID[i][2];
+        p->cu[i + 1] = p->cu[i] + len;
+        p->cu_pad[i + 1] = p->cu_pad[i] + (len + pad - 1) / pad * pad;
+        p->cu_text[i + 1] = p->cu_text[i] + TEXT_LEN[i];
+        p->cu_text_pad[i + 1] = p->cu_text_pad[i] + (TEXT_LEN[i] + 3) / 4 * 4;
+    }
+    p->S = p->cu_pad[NS], p->L = p->cu_text_pad[NS];
+    p->x = calloc((size_t)(p->S * tok), sizeof(float));
+    p->dout = calloc((size_t)(p->S * out), sizeof(float));
+    p->text = calloc((size_t)(p->L * D_TEXT), sizeof(float));
+    p->c_noise = malloc(NS * sizeof(float)), p->fps = malloc(NS * sizeof(float));
+    p->t2s = malloc((size_t)p->S * sizeof(int32_t)), p->pos = calloc((size_t)(p->S * 3), sizeof(int32_t));
+    p->cls = malloc(NS * sizeof(int32_t));
+    for (int64_t r = 0; r < p->S; r++) p->t2s[r] = -1;
+    for (int i = 0; i < NS; i++) {
+        int len = p->cu[i + 1] - p->cu[i];
+        test_fill_uniform_f32(p->x + (int64_t)p->cu_pad[i] * tok, (int64_t)len * tok, seed + 10 * i + 1, -1, 1);
+        test_fill_uniform_f32(p->dout + (int64_t)p->cu_pad[i] * out, (int64_t)len * out, seed + 10 * i + 2, -1, 1);
+        test_fill_uniform_f32(p->text + (int64_t)p->cu_text_pad[i] * D_TEXT, (int64_t)TEXT_LEN[i] * D_TEXT,
+                              seed + 10 * i + 3, -1, 1);
+        for (int r = 0; r < len; r++) {
+            int64_t row = p->cu_pad[i] + r;
+            p->t2s[row] = i;
+            p->pos[row * 3] = r / (GRID[i][1] * GRID[i][2]);
+            p->pos[row * 3 + 1] = r / GRID[i][2] % GRID[i][1];
+            p->pos[row * 3 + 2] = r % GRID[i][2];
+        }
+        p->c_noise[i] = 0.3f * (float)i - 0.4f;
+        p->fps[i] = GRID[i][0] > 1 ? 24.0f : 30.0f;
+        p->cls[i] = i % 3;
+    }
+    p->tx = TF32(p->x, p->S, tok), p->tdout = TF32(p->dout, p->S, out), p->ttext = TF32(p->text, p->L, D_TEXT);
+    p->tcn = TF32(p->c_noise, NS), p->tfps = TF32(p->fps, NS), p->tt2s = TI32(p->t2s, p->S);
+    p->tpos = TI32(p->pos, p->S, 3), p->tcls = TI32(p->cls, NS);
+    p->tcu = TI32(p->cu, NS + 1), p->tcup = TI32(p->cu_pad, NS + 1);
+    p->tcut = TI32(p->cu_text, NS + 1), p->tcutp = TI32(p->cu_text_pad, NS + 1);
+    int max_q = 45, max_kv = 5;
+    DiTInputs *in = &p->in;
+    in->x = &p->tx, in->c_noise = &p->tcn, in->fps = &p->tfps, in->text = &p->ttext, in->tok2sample = &p->tt2s;
+    in->pos = &p->tpos;
+    in->class_labels = c->num_classes > 0 ? &p->tcls : NULL;
+    in->self_layout = (VarlenLayout){NS, p->tcu, p->tcup, p->tcu, p->tcup, max_q, max_q};
+    in->cross_layout = (VarlenLayout){NS, p->tcu, p->tcup, p->tcut, p->tcutp, max_q, max_kv};
+}
+
+static void pack_free(TestPack *p) {
+    free(p->x), free(p->dout), free(p->text), free(p->c_noise), free(p->fps), free(p->t2s), free(p->pos), free(p->cls);
+}
+
+/* ---- models ---------------------------------------------------------------------------------- */
+
+static DiTConfig model_config(DiTVariant v, int tp) {
+    DiTConfig c;
+    memset(&c, 0, sizeof c);
+    c.variant = v;
+    c.hidden = 64, c.layers = 2, c.heads = 4;
+    c.kv_heads = v == DIT_VARIANT_DFM && tp <= 2 ? 2 : 4; /* GQA wherever TP divides the kv heads */
+    c.in_channels = 4, c.out_channels = 4, c.patch_spatial = 2, c.patch_temporal = 1;
+    c.d_text = D_TEXT, c.adaln_lora = 16, c.fps_dim = 16, c.qk_norm = 1, c.ln_eps = 1e-5f, c.init_std = 0.02f;
+    if (v == DIT_VARIANT_ADALN_ZERO) c.num_classes = 3, c.class_dropout_prob = 0.1f, c.learn_sigma = 1;
+    dit_config_resolve(&c);
+    return c;
+}
+
+/* The trainer's defaults (eps 1e-5: at eps 1e-8 the first AdamW step, lr·g/(|g| + eps), turns the
+ * rounding noise of gradients that are zero in exact arithmetic, such as a k bias's, into updates
+ * of up to lr), with clipping active (the norm here is about 1) so the TP/ZeRO norm is tested. */
+static const OptimConfig OPT = {.lr = 1e-3, .min_lr = 1e-3, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-5, .weight_decay = 0.033,
+                                .clip_grad = 0.05, .warmup_init = 1e-3, .decay_iters = 10, .decay_style = LR_DECAY_CONSTANT};
+
+/* ---- probes ---------------------------------------------------------------------------------- */
+
+typedef struct Probes {
+    int n;
+    char site[MAX_PROBES][16];
+    int layer[MAX_PROBES];
+    float *rows[MAX_PROBES]; /* whole pack [S, D] */
+} Probes;
+
+typedef struct ProbeCtx {
+    DiT *m;
+    const TestPack *pack;
+    Probes *record;          /* reference: keep every probe */
+    const Probes *ref;       /* parallel: compare with these (in the same order) */
+    int at;
+    char first_bad[48];      /* "blocks.1 self_attn" of the first mismatch */
+    double worst;
+    Probes *keep;            /* parallel: also keep the gathered rows (bitwise TP vs TP+SP) */
+} ProbeCtx;
+
+static int real_row(const TestPack *p, int64_t r) {
+    for (int i = 0; i < NS; i++)
+        if (r >= p->cu_pad[i] && r < p->cu_pad[i] + p->cu[i + 1] - p->cu[i]) return 1;
+    return 0;
+}
+
+/* max over real rows of |a-b| / max|ref| (inf on NaN). */
+static double rows_err(const TestPack *p, const float *got, const float *want, int64_t w) {
+    double e = 0, m = 0;
+    for (int64_t r = 0; r < p->S; r++) {
+        if (!real_row(p, r)) continue;
+        for (int64_t k = 0; k < w; k++) {
+            double d = fabs((double)got[r * w + k] - want[r * w + k]);
+            if (d != d) d = INFINITY;
+            if (d > e) e = d;
+            if (fabs(want[r * w + k]) > m) m = fabs(want[r * w + k]);
+        }
+    }
+    return m > 0 ? e / m : e;
+}
+
+static void probe_cb(void *vctx, const char *site, int layer, const Tensor *rows) {
+    ProbeCtx *c = vctx;
+    int64_t D = c->m->cfg.hidden;
+    float *whole = calloc((size_t)(c->pack->S * D), sizeof(float));
+    Tensor tw = TF32(whole, c->pack->S, D);
+    if (dit_gather_rows(c->m, rows, &tw) != VFM_OK) test_fail(__FILE__, __LINE__, "gather: %s", vfm_last_error());
+    if (c->record && c->record->n < MAX_PROBES) {
+        Probes *r = c->record;
+        snprintf(r->site[r->n], sizeof r->site[0], "%s", site);
+        r->layer[r->n] = layer;
+        r->rows[r->n++] = whole;
+        return;
+    }
+    if (c->ref && c->at < c->ref->n) {
+        double e = rows_err(c->pack, whole, c->ref->rows[c->at], D);
+        if (e > c->worst) c->worst = e;
+        if (!(e <= 1.1e-5) && !c->first_bad[0]) snprintf(c->first_bad, sizeof c->first_bad, "blocks.%d %s", layer, site);
+    }
+    c->at++;
+    if (c->keep && c->keep->n < MAX_PROBES) c->keep->rows[c->keep->n++] = whole;
+    else free(whole);
+}
+
+static void probes_free(Probes *p) {
+    for (int i = 0; i < p->n; i++) free(p->rows[i]);
+    p->n = 0;
+}
+
+/* ---- the single-rank reference ----------------------------------------------------------------- */
+
+typedef struct Ref {
+    DiTConfig cfg;
+    DiT m;
+    float *init;       /* [full] the random weights both runs start from */
+    float *out;        /* [S, out] this replica's output */
+    float *grads;      /* [full] mean over the replicas */
+    float *stepped;    /* [full] parameters after one AdamW step */
+    double norm;
+    Probes probes;     /* this replica's */
+} Ref;
+
+static double entry_max(const float *x, int64_t n) {
+    double m = 0;
+    for (int64_t i = 0; i < n; i++)
+        if (fabs(x[i]) > m) m = fabs(x[i]);
+    return m;
+}
+
+/* The reference for replica my_dp of dp replicas (packs[j] is replica j's). */
+static int ref_run(Ref *r, const DiTConfig *cfg, TestPack *packs, int dp, int my_dp) {
+    memset(r, 0, sizeof *r);
+    r->cfg = *cfg;
+    if (dit_create(&r->m, cfg, DEV_CPU) != VFM_OK) return 0;
+    int64_t n = r->m.table.total;
+    r->init = malloc((size_t)n * sizeof(float)), r->grads = malloc((size_t)n * sizeof(float));
+    r->stepped = malloc((size_t)n * sizeof(float));
+    r->out = malloc((size_t)(packs[0].S * dit_out_dim(cfg)) * sizeof(float));
+    test_fill_uniform_f32(r->init, n, 77, -0.15f, 0.15f);
+    memcpy(r->m.params, r->init, (size_t)n * sizeof(float));
+    memset(r->m.grads, 0, (size_t)n * sizeof(float));
+    ProbeCtx pc = {.m = &r->m, .record = &r->probes};
+    for (int j = 0; j < dp; j++) {
+        int me = (my_dp + 1 + j) % dp; /* this replica's pack last, with the probes on */
+        pc.pack = &packs[me];
+        r->m.probe = me == my_dp ? probe_cb : NULL;
+        r->m.probe_ctx = &pc;
+        Tensor out = TF32(r->out, packs[me].S, dit_out_dim(cfg));
+        if (dit_reserve(&r->m, packs[me].S, packs[me].L, NS) != VFM_OK || dit_forward(&r->m, &packs[me].in, &out) != VFM_OK ||
+            dit_backward(&r->m, &packs[me].in, &packs[me].tdout) != VFM_OK)
+            return 0;
+    }
+    r->m.probe = NULL;
+    Tensor g = TF32(r->m.grads, n);
+    if (dp > 1) op_scale(&g, 1.0 / dp);
+    memcpy(r->grads, r->m.grads, (size_t)n * sizeof(float));
+    for (int i = 0; i < r->m.table.count; i++) /* every gradient is non-zero, or a broken backward could hide */
+        if (entry_max(r->grads + r->m.table.entries[i].offset, r->m.table.entries[i].numel) == 0)
+            test_fail(__FILE__, __LINE__, "reference gradient of %s is zero", r->m.table.entries[i].name);
+    Optimizer o;
+    if (optimizer_init(&o, &OPT, &r->m.table) != VFM_OK) return 0;
+    grad_global_norm(r->grads, n, &r->norm);
+    memcpy(r->stepped, r->init, (size_t)n * sizeof(float));
+    optimizer_step(&o, r->stepped, r->grads, OPT.lr, clip_scale(&OPT, r->norm));
+    optimizer_free(&o);
+    return 1;
+}
+
+static void ref_free(Ref *r) {
+    probes_free(&r->probes);
+    free(r->init), free(r->out), free(r->grads), free(r->stepped);
+    dit_destroy(&r->m);
+}
+
+/* ---- one layout ------------------------------------------------------------------------------- */
+
+typedef struct Layout {
+    const char *name;
+    int tp, sp, cp;
+    CpCommType type;
+    int a2a;
+    int zero1;
+} Layout;
+
+enum { BREAK_NONE, BREAK_TP, BREAK_RING, BREAK_CP_MEAN };
+
+typedef struct Outcome {
+    int ok;             /* everything within the tolerance */
+    char first_bad[48]; /* the first probe that differs ("" if none) */
+    char detail[320];
+} Outcome;
+
+/* 1 when v holds on some rank (collective). */
+static int anywhere(int v) {
+    int x = v != 0;
+    comm_all_reduce(mt_world_comm(), &x, 1, DT_I32, COMM_MAX);
+    return x;
+}
+static int everywhere(int v) { return !anywhere(!v); }
+
+/* What a run leaves for bitwise comparisons: the gathered probes, the output, the parameters after
+ * the step (this rank's local table). */
+typedef struct RunKeep {
+    Probes probes;
+    float *out, *params;
+    int64_t n_params;
+} RunKeep;
+
+static void keep_free(RunKeep *k) {
+    probes_free(&k->probes);
+    free(k->out), free(k->params);
+}
+
+/* Runs the layout on this rank and compares it with ref (packs[dp_rank]); keep may be NULL. */
+static Outcome run_layout(const Layout *L, const DiTConfig *cfg, TestPack *packs, const Ref *ref, int brk, RunKeep *keep) {
+    Outcome res = {0, "", ""};
+    TrainLayout keys = {L->tp, 1, L->cp, L->sp, L->type, L->a2a};
+    TrainParallel p;
+    if (train_parallel_init(&p, &keys, mt_world(), mt_rank()) != VFM_OK) {
+        snprintf(res.detail, sizeof res.detail, "train_parallel_init: %s", vfm_last_error());
+        return res;
+    }
+    if (brk == BREAK_TP) p.model.test_skip_tp_reduce = 2;
+    if (brk == BREAK_RING) p.model.cpa.test_drop_ring_step = 1;
+    DiT m;
+    TestPack *pk = &packs[p.layout.dp_rank];
+    int ok = dit_create_parallel(&m, cfg, DEV_CPU, &p.model) == VFM_OK;
+    if (!ok) {
+        snprintf(res.detail, sizeof res.detail, "dit_create_parallel: %s", vfm_last_error());
+        train_parallel_free(&p);
+        return res;
+    }
+    const ParamTable *lt = &m.table;
+    int64_t n = lt->total, out_w = dit_out_dim(cfg);
+    float *want = malloc((size_t)n * sizeof(float)), *out = calloc((size_t)(pk->S * out_w), sizeof(float));
+    tp_shard_extract(m.shards, m.params, ref->init);
+    memset(m.grads, 0, (size_t)n * sizeof(float));
+    ProbeCtx pc = {.m = &m, .pack = pk, .ref = &ref->probes, .keep = keep ? &keep->probes : NULL};
+    m.probe = probe_cb, m.probe_ctx = &pc;
+    Tensor tout = TF32(out, pk->S, out_w);
+    vfm_status s = dit_reserve(&m, pk->S, pk->L, NS);
+    if (s == VFM_OK) s = dit_forward(&m, &pk->in, &tout);
+    if (s == VFM_OK) s = dit_backward(&m, &pk->in, &pk->tdout);
+    m.probe = NULL;
+    double e_out = s == VFM_OK ? rows_err(pk, out, ref->out, out_w) : INFINITY;
+    DataParallel dp;
+    int have_dp = 0;
+    double norm = 0;
+    if (s == VFM_OK) s = train_parallel_dp_init(&p, &dp, &m, 1e-3, L->zero1);
+    have_dp = s == VFM_OK;
+    if (have_dp && brk == BREAK_CP_MEAN) dp.cfg.cp = 1; /* averaged over CP instead of summed */
+    if (s == VFM_OK) s = dp_grad_sync_finish(&dp, m.grads);
+    if (s == VFM_OK) s = dp_grad_norm(&dp, m.grads, &norm);
+    /* gradients (ZeRO-1: only this rank's shard is reduced) and one AdamW step */
+    char bad_entry[128] = "";
+    double e_grad = 0, e_param = 0;
+    if (s == VFM_OK) {
+        tp_shard_extract(m.shards, want, ref->grads);
+        int64_t lo = L->zero1 ? dp.own_begin : 0, hi = L->zero1 ? dp.own_end : n;
+        for (int i = 0; i < lt->count; i++) {
+            const ParamEntry *e = &lt->entries[i];
+            double scale = entry_max(want + e->offset, e->numel), worst = 0;
+            for (int64_t k = e->offset; k < e->offset + e->numel; k++) {
+                if (k < lo || k >= hi) continue;
+                double d = fabs((double)m.grads[k] - want[k]);
+                if (d != d) d = INFINITY;
+                if (d > worst) worst = d;
+            }
+            double rel = scale > 0 ? worst / scale : worst;
+            if (rel > e_grad) e_grad = rel;
+            if (!(rel <= 1.1e-5) && !bad_entry[0]) snprintf(bad_entry, sizeof bad_entry, "gradient of %s", e->name);
+        }
+        Optimizer o;
+        s = dp_optimizer_init(&dp, &o, &OPT);
+        if (s == VFM_OK) s = dp_optimizer_step(&dp, &o, m.params, m.grads, OPT.lr, clip_scale(&OPT, norm));
+        if (s == VFM_OK) {
+            tp_shard_extract(m.shards, want, ref->stepped);
+            for (int i = 0; i < lt->count; i++) {
+                const ParamEntry *e = &lt->entries[i];
+                double scale = entry_max(want + e->offset, e->numel), worst = 0;
+                for (int64_t k = e->offset; k < e->offset + e->numel; k++) {
+                    double d = fabs((double)m.params[k] - want[k]);
+                    if (d != d) d = INFINITY;
+                    if (d > worst) worst = d;
+                }
+                double rel = scale > 0 ? worst / scale : worst;
+                if (rel > e_param) e_param = rel;
+                if (!(rel <= 1.1e-5) && !bad_entry[0]) snprintf(bad_entry, sizeof bad_entry, "parameter %s after one step", e->name);
+            }
+        }
+        optimizer_free(&o);
+    }
+    double e_norm = fabs(norm - ref->norm) / ref->norm;
+    res.ok = s == VFM_OK && !pc.first_bad[0] && e_out <= 1.1e-5 && !bad_entry[0] && e_norm <= 1e-5;
+    snprintf(res.first_bad, sizeof res.first_bad, "%s", pc.first_bad);
+    if (s != VFM_OK) snprintf(res.detail, sizeof res.detail, "failed: %s", vfm_last_error());
+    else
+        snprintf(res.detail, sizeof res.detail, "%s%s%s%s%serror/max|ref|: layers %.1e, output %.1e, gradients %.1e, "
+                 "norm %.1e, parameters after a step %.1e", pc.first_bad[0] ? "first difference at " : "", pc.first_bad,
+                 pc.first_bad[0] ? "; " : "", bad_entry, bad_entry[0] ? " differs; " : "", pc.worst, e_out, e_grad,
+                 e_norm, e_param);
+    if (keep) {
+        keep->out = out;
+        keep->n_params = n;
+        keep->params = malloc((size_t)n * sizeof(float));
+        memcpy(keep->params, m.params, (size_t)n * sizeof(float));
+    } else {
+        free(out);
+    }
+    free(want);
+    if (have_dp) dp_free(&dp);
+    dit_destroy(&m);
+    train_parallel_free(&p);
+    return res;
+}
+
+static const char *variant_label(DiTVariant v) { return dit_variant_name(v); }
+
+/* Every variant (and dfm without padding) at this layout, plus its broken variants. */
+static void check_layout(const Layout *L) {
+    int dp = mt_world() / (L->tp * L->cp);
+    TrainLayout keys = {L->tp, 1, L->cp, L->sp, L->type, L->a2a};
+    ParallelLayout pl;
+    REQUIRE_OK(layout_init(&pl, mt_world(), mt_rank(), keys.tp, 1, keys.cp));
+    struct { DiTVariant v; int pad; } cases[] = {{DIT_VARIANT_DFM, 64}, {DIT_VARIANT_DFM, 1}, {DIT_VARIANT_NEMO_ADALN, 64},
+                                                {DIT_VARIANT_ADALN_ZERO, 64}};
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        DiTConfig cfg = model_config(cases[k].v, L->tp);
+        TestPack packs[2];
+        for (int j = 0; j < dp; j++) pack_make(&packs[j], &cfg, cases[k].pad, 1000 * (uint64_t)(j + 1));
+        Ref ref;
+        REQUIRE(ref_run(&ref, &cfg, packs, dp, pl.dp_rank));
+        Outcome o = run_layout(L, &cfg, packs, &ref, BREAK_NONE, NULL);
+        int ok = everywhere(o.ok);
+        CHECK_MSG(ok, "%s, %s%s: %s", L->name, variant_label(cases[k].v), cases[k].pad == 1 ? " (no padding)" : "",
+                  o.detail);
+        if (mt_rank() == 0 && k == 0) printf("      %s: %s\n", L->name, o.detail);
+        if (k == 0) { /* the broken variants must fail, at the layer where they break */
+            if (L->tp > 1) {
+                Outcome b = run_layout(L, &cfg, packs, &ref, BREAK_TP, NULL);
+                CHECK_MSG(anywhere(!b.ok), "%s with a TP reduction skipped still matched", L->name);
+                CHECK_MSG(strcmp(b.first_bad, "blocks.1 self_attn") == 0,
+                          "%s, TP reduction of block 1's self-attention skipped: first difference at '%s'", L->name,
+                          b.first_bad);
+                if (mt_rank() == 0) printf("      %s, a TP reduction skipped: %s\n", L->name, b.detail);
+            }
+            if (L->cp > 1 && L->type != CP_COMM_A2A && L->type != CP_COMM_ALL_GATHER) {
+                Outcome b = run_layout(L, &cfg, packs, &ref, BREAK_RING, NULL);
+                CHECK_MSG(anywhere(!b.ok), "%s with a ring step dropped still matched", L->name);
+                CHECK_MSG(strcmp(b.first_bad, "blocks.0 self_attn") == 0,
+                          "%s, ring step dropped: first difference at '%s'", L->name, b.first_bad);
+                if (mt_rank() == 0) printf("      %s, a ring step dropped: %s\n", L->name, b.detail);
+            }
+            if (L->cp > 1) {
+                Outcome b = run_layout(L, &cfg, packs, &ref, BREAK_CP_MEAN, NULL);
+                CHECK_MSG(anywhere(!b.ok), "%s with gradients averaged over CP still matched", L->name);
+                if (mt_rank() == 0) printf("      %s, gradients averaged over CP: %s\n", L->name, b.detail);
+            }
+        }
+        ref_free(&ref);
+        for (int j = 0; j < dp; j++) pack_free(&packs[j]);
+    }
+}
+
+TEST(dit_parallel_world1_identity) {
+    REQUIRE_WORLD(1);
+    const Layout l = {"one rank", 1, 0, 1, CP_COMM_P2P, 0, 0};
+    check_layout(&l);
+}
+
+TEST(dit_parallel_world2_tp_sp_cp) {
+    REQUIRE_WORLD(2);
+    const Layout ls[] = {{"TP2", 2, 0, 1, CP_COMM_P2P, 0, 0},
+                         {"TP2+SP", 2, 1, 1, CP_COMM_P2P, 0, 0},
+                         {"CP2 p2p", 1, 0, 2, CP_COMM_P2P, 0, 0},
+                         {"CP2 a2a", 1, 0, 2, CP_COMM_A2A, 2, 0},
+                         {"CP2 all_gather", 1, 0, 2, CP_COMM_ALL_GATHER, 0, 0}};
+    for (size_t i = 0; i < sizeof ls / sizeof ls[0]; i++) check_layout(&ls[i]);
+}
+
+TEST(dit_parallel_world3_cp3_ring) {
+    REQUIRE_WORLD(3);
+    const Layout l = {"CP3 p2p", 1, 0, 3, CP_COMM_P2P, 0, 0};
+    check_layout(&l);
+}
+
+TEST(dit_parallel_world4_layouts) {
+    REQUIRE_WORLD(4);
+    const Layout ls[] = {{"TP4+SP", 4, 1, 1, CP_COMM_P2P, 0, 0},
+                         {"CP4 a2a+p2p 2x2", 1, 0, 4, CP_COMM_A2A_P2P, 2, 0},
+                         {"TP2+SP x CP2", 2, 1, 2, CP_COMM_P2P, 0, 0},
+                         {"DP2 x TP2+SP ZeRO-1", 2, 1, 1, CP_COMM_P2P, 0, 1},
+                         {"DP2 x CP2", 1, 0, 2, CP_COMM_P2P, 0, 1}};
+    for (size_t i = 0; i < sizeof ls / sizeof ls[0]; i++) check_layout(&ls[i]);
+}
+
+/* Bitwise where the order of every sum is the same: ZeRO-1 and plain DP (the ordered reduce-scatter
+ * is the ordered all-reduce restricted to the shard, and the norm's partials are the same), and
+ * the same layout run twice (every activation, input gradient, the output and the stepped
+ * parameters). Across layouts the bits differ: a rank sums over fewer tokens or heads, and
+ * OpenBLAS may order a GEMM of fewer rows differently (so even TP and TP+SP, whose reductions
+ * agree bit for bit in tests/mpi/test_tp.c, differ here in the patch embedding's last bits). */
+TEST(dit_parallel_same_bits_where_the_order_is_the_same) {
+    REQUIRE_WORLD(2, 4);
+    int dp = mt_world() == 4 ? 2 : 1;
+    DiTConfig cfg = model_config(DIT_VARIANT_DFM, 2);
+    TestPack packs[2];
+    for (int j = 0; j < dp; j++) pack_make(&packs[j], &cfg, 64, 1000 * (uint64_t)(j + 1));
+    ParallelLayout pl;
+    REQUIRE_OK(layout_init(&pl, mt_world(), mt_rank(), 2, 1, 1));
+    Ref ref;
+    REQUIRE(ref_run(&ref, &cfg, packs, dp, pl.dp_rank));
+    Layout zero = {"TP2+SP ZeRO-1", 2, 1, 1, CP_COMM_P2P, 0, 1}, plain = {"TP2+SP", 2, 1, 1, CP_COMM_P2P, 0, 0};
+    RunKeep a = {0}, b = {0}, c = {0};
+    Outcome ra = run_layout(&zero, &cfg, packs, &ref, BREAK_NONE, &a);
+    Outcome rb = run_layout(&zero, &cfg, packs, &ref, BREAK_NONE, &b);
+    Outcome rc = run_layout(&plain, &cfg, packs, &ref, BREAK_NONE, &c);
+    CHECK_MSG(ra.ok && rb.ok && rc.ok, "%s; %s; %s", ra.detail, rb.detail, rc.detail);
+    REQUIRE(a.probes.n == b.probes.n && a.probes.n == ref.probes.n && a.params && b.params && c.params);
+    for (int i = 0; i < a.probes.n; i++) {
+        char what[64];
+        snprintf(what, sizeof what, "run twice: blocks.%d %s", ref.probes.layer[i], ref.probes.site[i]);
+        CHECK_SAME_BITS(what, b.probes.rows[i], a.probes.rows[i], packs[0].S * cfg.hidden);
+    }
+    CHECK_SAME_BITS("run twice: output", b.out, a.out, packs[0].S * dit_out_dim(&cfg));
+    CHECK_SAME_BITS("run twice: parameters after a step", b.params, a.params, a.n_params);
+    CHECK_SAME_BITS("ZeRO-1 vs plain DP: parameters after a step", c.params, a.params, a.n_params);
+    keep_free(&a), keep_free(&b), keep_free(&c);
+    ref_free(&ref);
+    for (int j = 0; j < dp; j++) pack_free(&packs[j]);
+}
+
+/* Layouts that cannot run are refused before any work, with one line naming the key. */
+TEST(dit_parallel_bad_layouts_refused) {
+    DiTConfig c = model_config(DIT_VARIANT_DFM, 2); /* 4 heads, 2 kv heads, ffn 256 */
+    vfm_status s = dit_check_parallel(&c, 3, 0, 1, CP_COMM_P2P, 0);
+    CHECK(s == VFM_ERR_USAGE && strstr(vfm_last_error(), "model.num_attention_heads (4)") &&
+          strstr(vfm_last_error(), "model.tensor_model_parallel_size (3)"));
+    s = dit_check_parallel(&c, 4, 1, 1, CP_COMM_P2P, 0);
+    CHECK(s == VFM_ERR_USAGE && strstr(vfm_last_error(), "model.num_query_groups (2)"));
+    s = dit_check_parallel(&c, 1, 0, 3, CP_COMM_A2A, 3);
+    CHECK(s == VFM_ERR_USAGE && strstr(vfm_last_error(), "a2a"));
+    CHECK_OK(dit_check_parallel(&c, 1, 0, 3, CP_COMM_P2P, 0));
+    TrainLayout l = {2, 1, 1, 0, CP_COMM_P2P, 0};
+    s = train_layout_check(&l, &c, 3);
+    CHECK(s == VFM_ERR_USAGE && strstr(vfm_last_error(), "world size 3 is not divisible by TP·PP·CP = 2"));
+    DiT m;
+    s = dit_create_parallel(&m, &c, DEV_CPU, &(DiTParallel){.tp = 4, .cp = 1});
+    CHECK(s == VFM_ERR_USAGE);
+}

@@ -1,0 +1,126 @@
+#!/bin/sh
+# Tensor, sequence and context parallelism end to end on CPU ranks (issue 12 §4): `vfm train` at
+# every layout trains the single-rank model. The mock packs stress the splits: a 3-frame video of
+# 45 tokens and a 2-frame one of 12 (lengths that are no multiple of CP), 20 tokens in a 64-row
+# slot (at CP4 two ranks hold none of its queries), a 1-token image; GQA (2 kv heads) wherever TP
+# divides them. Each layout runs 20 steps from the same seed and global batch as one rank and must
+# end within 1e-5 of its weights and EMA weights (max|a-b| over every tensor; weights are O(0.1-1)). Why 1e-5: one
+# step of every layout is within 1.1e-5·max|ref| of one rank, tensor by tensor
+# (tests/mpi/test_dit_parallel.c, observed <= 2.4e-6 for gradients and 1e-7 for the stepped
+# weights); AdamW moves an element by at most about lr = 2e-3 per step whatever the gradient's
+# rounding, so 20 steps of differences at the 1e-7 level stay far below 1e-5 (observed 3e-8),
+# while a broken reduction is off by 1e-3 and more after one step (the broken runs below). CP3
+# pads slots to lcm(64, 3) = 192, so its packs and its one-rank reference use 192-row slots.
+# Also: ZeRO-1 equals plain DP bitwise at DP2 × TP2+SP; a checkpoint saved at TP2+SP × CP2 resumes
+# at one rank and at DP2 × TP2+SP and reaches the straight run within the bound; `vfm sample` reads
+# it on one rank; DFM's dit_pretrain.yaml trains 2 steps at TP2 + SP + CP2; bad layouts exit 2 with
+# one line and no run directory; validation (loss and generated sample) runs at TP2+SP × CP2.
+cd "$(dirname "$0")/../.." || exit 1
+. tests/e2e/common.inc
+T=$(mktemp -d /tmp/vfm_mpi_parallel.XXXXXX)
+trap 'rm -rf "$T"' EXIT
+if ! command -v mpirun >/dev/null 2>&1; then
+    skip "tensor/context-parallel training" "mpirun is not installed"; finish; exit
+fi
+export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
+MPIRUN="mpirun --allow-run-as-root --oversubscribe --bind-to none --mca btl self,vader --mca btl_vader_single_copy_mechanism none --mca mpi_yield_when_idle 1 -x OMP_NUM_THREADS -x OPENBLAS_NUM_THREADS"
+ARGS="--config configs/tiny-mock.yaml train.train_iters=20 train.global_batch_size=2 checkpoint.save_interval=0 train.threads=1 logger.level=warn dataset.mock_shapes=[4x3x6x10,4x1x8x10,4x1x2x2,4x2x4x6] ema.enabled=true ema.decay=0.9"
+GQA="model.num_query_groups=2"
+BOUND=1e-5
+
+# train NAME NP OVERRIDES...: a 20-step run into $T/NAME (one rank without mpirun)
+train() {
+    name=$1; np=$2; shift 2
+    if [ "$np" = 1 ]; then $VFM train $ARGS checkpoint.save=$T/$name "$@" > $T/$name.log 2>&1
+    else timeout 300 $MPIRUN -np "$np" $VFM train $ARGS checkpoint.save=$T/$name "$@" > $T/$name.log 2>&1; fi
+}
+close() { $VFM checkpoint diff "$1" "$2" --atol "$3" --quiet > /dev/null && $VFM checkpoint diff "$1" "$2" --atol "$3" --quiet --ema > /dev/null; }
+# layout NAME NP REFERENCE OVERRIDES...: trains and checks against the one-rank run REFERENCE
+layout() {
+    name=$1; np=$2; ref=$3; shift 3
+    train "$name" "$np" "$@"
+    check "$name: 20 steps within $BOUND of one rank ($($VFM checkpoint diff $T/$ref $T/$name 2>/dev/null | tail -1 | sed 's/.*max/max/'))" \
+        close $T/$ref $T/$name $BOUND
+}
+
+train one 1 $GQA
+train one_mha 1
+train one_192 1 $GQA dataset.pad_multiple=192
+check "one rank, 20 steps (GQA, MHA, 192-row slots)" sh -c "test -f $T/one/iter_0000020/DONE && test -f $T/one_mha/iter_0000020/DONE && test -f $T/one_192/iter_0000020/DONE"
+
+layout tp2 2 one $GQA model.tensor_model_parallel_size=2
+layout tp2_sp 2 one $GQA model.tensor_model_parallel_size=2 model.sequence_parallel=true
+layout tp4_sp 4 one_mha model.tensor_model_parallel_size=4 model.sequence_parallel=true
+layout cp2_p2p 2 one $GQA model.context_parallel_size=2
+layout cp3_p2p 3 one_192 $GQA model.context_parallel_size=3
+layout cp2_a2a 2 one $GQA model.context_parallel_size=2 model.cp_comm_type=a2a
+layout cp4_a2a_p2p 4 one $GQA model.context_parallel_size=4 model.cp_comm_type=a2a+p2p "model.hierarchical_context_parallel_sizes=[2,2]"
+layout tp2_sp_cp2 4 one $GQA model.tensor_model_parallel_size=2 model.sequence_parallel=true model.context_parallel_size=2
+layout dp2_tp2_sp_zero1 4 one $GQA model.tensor_model_parallel_size=2 model.sequence_parallel=true ddp.use_distributed_optimizer=true
+layout dp2_cp2 4 one $GQA model.context_parallel_size=2
+check "TP2+SP × CP2 writes full tensors once: model.safetensors, optim.safetensors" \
+    sh -c "test -f $T/tp2_sp_cp2/iter_0000020/model.safetensors && test -f $T/tp2_sp_cp2/iter_0000020/optim.safetensors && ! ls $T/tp2_sp_cp2/iter_0000020/optim.*.safetensors 2>/dev/null | grep -q 'optim\.[0-9]'"
+
+train dp2_tp2_sp_plain 4 $GQA model.tensor_model_parallel_size=2 model.sequence_parallel=true ddp.use_distributed_optimizer=false
+check "ZeRO-1 equals plain DP bitwise at DP2 × TP2+SP" close $T/dp2_tp2_sp_plain $T/dp2_tp2_sp_zero1 0
+
+# broken runs must fail the same check
+MPIRUN_ONE=$MPIRUN
+MPIRUN="$MPIRUN -x VFM_TEST_BREAK"
+export VFM_TEST_BREAK=tp
+train broken_tp 2 $GQA model.tensor_model_parallel_size=2
+check "a TP reduction skipped: TP2 ends far from one rank" sh -c "! $VFM checkpoint diff $T/one $T/broken_tp --atol $BOUND --quiet > /dev/null"
+export VFM_TEST_BREAK=ring
+train broken_ring 2 $GQA model.context_parallel_size=2
+check "a ring step dropped: CP2 ends far from one rank" sh -c "! $VFM checkpoint diff $T/one $T/broken_ring --atol $BOUND --quiet > /dev/null"
+unset VFM_TEST_BREAK
+MPIRUN=$MPIRUN_ONE
+
+# saved at TP2+SP × CP2 (step 10), resumed at one rank and at DP2 × TP2+SP
+train re 4 $GQA model.tensor_model_parallel_size=2 model.sequence_parallel=true model.context_parallel_size=2 \
+    train.train_iters=10 checkpoint.save_interval=10
+cp -r $T/re $T/re_dp2
+train re 1 $GQA logger.level=info --resume auto
+check "one rank resumes the TP2+SP × CP2 checkpoint of step 10" grep -q "resumed from $T/re/iter_0000010 (step 10)" $T/re.log
+check "and reaches the straight run within $BOUND" close $T/one $T/re $BOUND
+train re_dp2 4 $GQA model.tensor_model_parallel_size=2 model.sequence_parallel=true logger.level=info --resume auto
+check "DP2 × TP2+SP resumes it" grep -q "resumed from $T/re_dp2/iter_0000010 (step 10)" $T/re_dp2.log
+check "and reaches the straight run within $BOUND" close $T/one $T/re_dp2 $BOUND
+
+$VFM sample --checkpoint $T/tp2_sp_cp2 --out $T/samples --steps 2 > $T/sample.log 2>&1
+check "vfm sample reads the TP2+SP × CP2 checkpoint on one rank" test -f $T/samples/sample_000.npy
+
+# DFM's recipe as it is, with the layout set (its data and model size replaced by tiny mock ones)
+timeout 300 $MPIRUN -np 4 $VFM train --config tests/fixtures/dfm/dit_pretrain.yaml model.tensor_model_parallel_size=2 \
+    model.sequence_parallel=true model.context_parallel_size=2 model.preset=tiny dataset.mock=true dataset.path= \
+    "dataset.mock_shapes=[4x3x6x10,4x1x8x10]" dataset.task_encoder_seq_length=512 dataset.num_workers=1 \
+    train.train_iters=2 train.threads=1 checkpoint.save=$T/dfm checkpoint.load= > $T/dfm.log 2>&1
+check "dit_pretrain.yaml trains 2 steps at TP2 + SP + CP2" sh -c "test -f $T/dfm/iter_0000002/DONE && grep -q 'TP2+SP × CP2' $T/dfm.log"
+
+# validation (loss and the generated sample) under TP2+SP × CP2: the same loss as one rank
+VAL="train.train_iters=4 train.eval_interval=2 train.eval_iters=1 model.val_generation_num_steps=3 $GQA"
+train val_one 1 $VAL
+train val_par 4 $VAL model.tensor_model_parallel_size=2 model.sequence_parallel=true model.context_parallel_size=2
+grep val_loss $T/val_one/metrics.jsonl | sed 's/.*"val_loss": \([^,]*\),.*/\1/' > $T/val_one.txt
+grep val_loss $T/val_par/metrics.jsonl | sed 's/.*"val_loss": \([^,]*\),.*/\1/' > $T/val_par.txt
+check "validation at TP2+SP × CP2: two losses within 1e-6 of one rank's ($(tr '\n' ' ' < $T/val_par.txt))" \
+    awk 'NR == FNR { a[FNR] = $1; n = FNR; next } { d = $1 - a[FNR]; if (d < 0) d = -d; if (d > 1e-6 * a[FNR]) bad = 1; m = FNR }
+         END { exit !(n == 2 && m == 2 && !bad) }' $T/val_one.txt $T/val_par.txt
+check "and the validation sample is generated there, written once per replica (rank 0)" \
+    sh -c "test -f $T/val_par/validation_generation/step=4_rank=0.npy && ! test -e $T/val_par/validation_generation/step=4_rank=1.npy"
+
+# bad layouts: exit 2, one line naming the key, before any work
+bad() {
+    name=$1; np=$2; want=$3; shift 3
+    timeout 60 $MPIRUN -np "$np" $VFM train $ARGS checkpoint.save=$T/bad "$@" > $T/bad.log 2>&1
+    rc=$?
+    lines=$(grep -c '^vfm' $T/bad.log)
+    check "$name: exit $rc (2), $lines line (1) naming '$want', no run directory" \
+        sh -c "test $rc = 2 && test $lines = 1 && grep -q -F '$want' $T/bad.log && test ! -e $T/bad"
+}
+bad "heads not divisible by TP" 3 "model.num_attention_heads (4) is not a multiple of model.tensor_model_parallel_size (3)" \
+    model.tensor_model_parallel_size=3
+bad "world size not divisible" 3 "world size 3 is not divisible by TP·PP·CP = 2" model.tensor_model_parallel_size=2
+bad "a2a with heads not divisible by CP" 3 "model.cp_comm_type a2a: 4 attention heads per TP rank do not divide over model.context_parallel_size = 3" \
+    model.context_parallel_size=3 model.cp_comm_type=a2a
+finish

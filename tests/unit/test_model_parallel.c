@@ -1,0 +1,80 @@
+/* The DiT split over a layout without running it: this rank's table (TP shards add up to the
+ * single-rank model, replicated entries whole, the reduce-group flags of design §3 on every entry),
+ * the per-rank figures of `vfm model info` against the formulas of docs/parallel.md, and a bad
+ * layout refused with exit 2 before anything is printed. (The layouts run in tests/mpi.) */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "capture.h"
+#include "model/dit.h"
+#include "test.h"
+
+static DiTConfig small(DiTVariant v) {
+    DiTConfig c;
+    memset(&c, 0, sizeof c);
+    c.variant = v, c.hidden = 64, c.layers = 2, c.heads = 4, c.kv_heads = v == DIT_VARIANT_DFM ? 2 : 0;
+    c.in_channels = 4, c.out_channels = 4, c.patch_spatial = 2, c.patch_temporal = 1, c.d_text = 16;
+    c.adaln_lora = 16, c.fps_dim = 16, c.qk_norm = 1, c.ln_eps = 1e-5f, c.init_std = 0.02f;
+    if (v == DIT_VARIANT_ADALN_ZERO) c.num_classes = 3, c.class_dropout_prob = 0.1f, c.learn_sigma = 1;
+    return c;
+}
+
+TEST(dit_tp_shards_add_up_and_carry_the_reduce_flags) {
+    for (int v = 0; v < 3; v++) {
+        DiTConfig c = small((DiTVariant)v);
+        DiT m;
+        REQUIRE_OK(dit_describe_parallel(&m, &c, &(DiTParallel){.tp = 2, .tp_rank = 1, .sequence_parallel = 1, .cp = 1}));
+        int64_t split = 0, repl = 0;
+        for (int i = 0; i < m.table.count; i++) {
+            const ParamEntry *e = &m.table.entries[i];
+            if (e->tp_split_dim >= 0) split += e->numel;
+            else repl += e->numel;
+            int heads = strncmp(e->name, "blocks.", 7) == 0 &&
+                        (strstr(e->name, "q_norm.weight") || strstr(e->name, "k_norm.weight") ||
+                         strstr(e->name, "proj.bias") || strstr(e->name, "fc2.bias"));
+            /* design §3: QK-norm and row-parallel biases always over TP; every other replicated
+             * weight over TP under SP; split weights never */
+            if (e->tp_split_dim >= 0) CHECK_MSG(!(e->reduce_groups & (REDUCE_TP_HEADS | REDUCE_TP_SP)), "%s", e->name);
+            else if (heads) CHECK_MSG(e->reduce_groups & REDUCE_TP_HEADS, "%s", e->name);
+            else CHECK_MSG(e->reduce_groups & REDUCE_TP_SP, "%s", e->name);
+        }
+        CHECK(2 * split + repl == m.full_table->total);
+        CHECK(m.heads_local == 2 && m.ffn_local == 128);
+        dit_destroy(&m);
+    }
+}
+
+TEST(dit_comm_bytes_follow_the_formulas) {
+    DiTConfig c = small(DIT_VARIANT_DFM); /* 3 regions per block (cross-attention) */
+    DiT m;
+    DiTParallel p = {.tp = 2, .sequence_parallel = 1, .cp = 2};
+    p.cpa.type = CP_COMM_P2P;
+    REQUIRE_OK(dit_describe_parallel(&m, &c, &p));
+    DiTCommBytes b;
+    dit_comm_bytes(&m, 1000, 10, 2, &b); /* padded to 1000 (a multiple of TP·CP = 4); r = 500 rows per CP rank */
+    double r = 500, D = 64, L = 2, share = 0.5;
+    CHECK(b.tp_forward == L * 3 * 2 * share * r * D * 2);
+    CHECK(b.tp_backward == L * 3 * 3 * share * r * D * 2);
+    double g = 1, hd = 16; /* 2 kv heads over TP 2 */
+    CHECK(b.cp_forward == L * 2 * (2 - 1) * r * g * hd * 2);
+    CHECK(b.cp_backward == L * (2 * (2 - 1) + 2 * 2) * r * g * hd * 2);
+    CHECK(b.output == 3 * 250 * 16 * 2); /* 4 ranks hold 250 rows each of 16 values */
+    dit_destroy(&m);
+}
+
+TEST(model_info_per_rank) {
+    const char *args[] = {"model", "info", "--preset", "dit-7b", "--seq", "74000", "model.tensor_model_parallel_size=2",
+                          "model.sequence_parallel=true", "model.context_parallel_size=4"};
+    char *out, *err;
+    CHECK(run_vfm(args, 9, &out, &err) == 0);
+    CHECK_MSG(strstr(out, "per rank at TP2+SP × CP4 p2p × DP1 (8 ranks):") &&
+                  strstr(out, "TP regions 12730.4 MB forward + 19095.6 MB backward, CP attention 12730.4 + 29704.2 MB"),
+              "%s", out);
+    free(out), free(err);
+    const char *bad[] = {"model", "info", "--preset", "dit-7b", "model.tensor_model_parallel_size=3"};
+    CHECK(run_vfm(bad, 5, &out, &err) == 2);
+    CHECK_MSG(out[0] == 0 && strstr(err, "model.num_attention_heads (32) is not a multiple of "
+                                         "model.tensor_model_parallel_size (3)"), "%s|%s", out, err);
+    free(out), free(err);
+}
