@@ -29,21 +29,20 @@ vfm_status run_select_device(const Config *cfg, Device *out, const char **why) {
     return VFM_OK;
 }
 
-const char *const RUN_MEMORY_KEYS[] = {"dataset.task_encoder_seq_length", "train.fixed_pack_length",
-                                       "dataset.max_frames",  "dataset.max_text_len",
-                                       "model.num_layers",    "model.hidden_size",
-                                       "model.ffn_hidden_size", "ddp.use_distributed_optimizer",
-                                       NULL};
+const char *const RUN_MEMORY_KEYS[] = {"dataset.task_encoder_seq_length", "dataset.max_frames",
+                                       "dataset.max_text_len",            "model.num_layers",
+                                       "model.hidden_size",               "model.ffn_hidden_size",
+                                       "ddp.use_distributed_optimizer",   NULL};
 
 vfm_status run_memory_hint(vfm_status s, const Config *cfg) {
     if (s != VFM_ERR_NOMEM || !cfg) return s;
-    char msg[1024], vals[8][64];
-    for (int i = 0; RUN_MEMORY_KEYS[i] && i < 8; i++) cfg_value_text(cfg, RUN_MEMORY_KEYS[i], vals[i], sizeof vals[i]);
+    char msg[1024], vals[7][64];
+    for (int i = 0; RUN_MEMORY_KEYS[i] && i < 7; i++) cfg_value_text(cfg, RUN_MEMORY_KEYS[i], vals[i], sizeof vals[i]);
     snprintf(msg, sizeof msg, "%s", vfm_last_error());
     return vfm_fail(s,
                     "%s. To use less memory: smaller packs (dataset.task_encoder_seq_length=%s tokens per pack, "
-                    "train.fixed_pack_length=%s, dataset.max_frames=%s, dataset.max_text_len=%s), a smaller model "
-                    "(model.num_layers=%s, model.hidden_size=%s, model.ffn_hidden_size=%s), or with several GPUs "
+                    "dataset.max_frames=%s, dataset.max_text_len=%s), a smaller model (model.num_layers=%s, "
+                    "model.hidden_size=%s, model.ffn_hidden_size=%s), or with several GPUs "
                     "ddp.use_distributed_optimizer=true (now %s: shards the Adam moments over the data-parallel ranks)",
-                    msg, vals[0], vals[1], vals[2], vals[3], vals[4], vals[5], vals[6], vals[7]);
+                    msg, vals[0], vals[1], vals[2], vals[3], vals[4], vals[5], vals[6]);
 }
