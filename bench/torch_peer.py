@@ -216,7 +216,7 @@ def main():
         print("torch_peer: the peer does not compute vfm's function on the fixed input; nothing timed", file=sys.stderr)
         return 1
 
-    net = torch.compile(peer, mode=a.compile_mode) if compiled else peer
+    net = torch.compile(peer, mode=a.compile_mode) if compiled else peer  # compiled on the first step
     decay = [p for p in ref.parameters() if p.dim() >= 2]
     no_decay = [p for p in ref.parameters() if p.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": b["weight_decay"]},
@@ -247,10 +247,7 @@ def main():
     timed_s, losses = 0.0, []
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
-    for it in range(warmup + steps):
-        packs = [make_pack() for _ in range(accum)]
-        sync()
-        t0 = time.perf_counter()
+    def step(packs):
         opt.zero_grad(set_to_none=True)
         total = 0.0
         for p in packs:
@@ -261,6 +258,22 @@ def main():
         if b["clip_grad"] > 0:
             torch.nn.utils.clip_grad_norm_(ref.parameters(), b["clip_grad"], foreach=True)
         opt.step()
+        return total
+
+    for it in range(warmup + steps):
+        packs = [make_pack() for _ in range(accum)]
+        sync()
+        t0 = time.perf_counter()
+        try:
+            total = step(packs)
+        except Exception as e:  # torch.compile needs Triton and a C compiler: without them, eager (said so)
+            if not compiled or it > 0:
+                raise
+            print(f"torch_peer: torch.compile failed ({type(e).__name__}: {str(e).splitlines()[0][:200]}); "
+                  "running eager instead (the figures below are NOT compiled)", flush=True)
+            compiled, net = False, peer
+            opt.zero_grad(set_to_none=True)
+            total = step(packs)
         sync()
         dt = time.perf_counter() - t0
         lv = float(total) / accum
