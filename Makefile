@@ -15,8 +15,10 @@ LDFLAGS  += -fopenmp
 # next to ours and oversubscribe the cores (scripts/deps.sh installs libopenblas-openmp-dev).
 OPENBLAS_OMP := /usr/lib/$(shell $(CC) -print-multiarch)/openblas-openmp
 ifneq ($(wildcard $(OPENBLAS_OMP)/libopenblas.so),)
-CFLAGS   += -I/usr/include/$(shell $(CC) -print-multiarch)/openblas-openmp
-LDFLAGS  += -L$(OPENBLAS_OMP) -Wl,-rpath,$(OPENBLAS_OMP)
+OPENBLAS_INC := -I/usr/include/$(shell $(CC) -print-multiarch)/openblas-openmp
+OPENBLAS_LD  := -L$(OPENBLAS_OMP) -Wl,-rpath,$(OPENBLAS_OMP)
+CFLAGS   += $(OPENBLAS_INC)
+LDFLAGS  += $(OPENBLAS_LD)
 endif
 
 # MPI from Open MPI's compiler wrapper (or pkg-config) for everything; NO_MPI=1 builds without it
@@ -75,7 +77,7 @@ CUDNN_FE_CXXFLAGS := -std=c++17 -O2 -fPIC -Wall -Wextra -Werror -DCUDNN_FRONTEND
 endif
 endif
 
-.PHONY: all deps test demo clean goldens gpu-bundle gpu-test gpu-bench cudnn-frontend
+.PHONY: all deps test demo clean goldens gpu-bundle gpu-test gpu-bench cudnn-frontend fuzz
 all: $(BUILD)/vfm $(BUILD)/vfm_tests $(BUILD)/vfm_mpi_tests
 
 deps:
@@ -123,12 +125,55 @@ cudnn-frontend: $(CUDNN_FE_HDR)
 endif
 
 test: deps
-	@$(MAKE) --no-print-directory all
+	@$(MAKE) --no-print-directory all fuzz
 	@tests/run_all.sh
 
 demo: deps
 	@$(MAKE) --no-print-directory all
 	@scripts/demo.sh
+
+# Fuzz targets (tests/fuzz/fuzz_NAME.c -> build/fuzz/NAME): libFuzzer with ASan and UBSan, built by clang
+# from the library sources compiled again with the same flags (not from build/libvfm.a, which gcc
+# builds without sanitizers). Only `make fuzz` and `make test` build them; tests/fuzz/run.sh runs
+# them (docs/fuzzing.md). No -fopenmp: the targets run single-threaded (the pragmas are ignored; the
+# few omp_* calls link to GCC's libgomp, which OpenBLAS uses too).
+FUZZ_CC      ?= clang
+FUZZ_DIR     := $(BUILD)/fuzz
+FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=all
+FUZZ_CFLAGS  := -std=c11 -g -O1 -fno-omit-frame-pointer -Wall -Wextra -Wno-source-uses-openmp -Wno-unknown-pragmas \
+                -ffp-contract=off -D_GNU_SOURCE -Isrc \
+                -MMD -MP $(FUZZ_SAN) -fsanitize=fuzzer-no-link $(OPENBLAS_INC)
+FUZZ_LDFLAGS := -fsanitize=fuzzer $(FUZZ_SAN) $(OPENBLAS_LD)
+FUZZ_LDLIBS   = $(filter-out -lcudart_static,$(LDLIBS)) -lgomp
+FUZZ_NAMES   := $(patsubst tests/fuzz/fuzz_%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
+FUZZ_LIB_OBJ := $(CORE_SRC:%.c=$(FUZZ_DIR)/obj/%.o) \
+                $(CPU_OPS:%.c=$(FUZZ_DIR)/obj/%.f32.o) $(CPU_OPS:%.c=$(FUZZ_DIR)/obj/%.f64.o)
+
+fuzz: $(FUZZ_NAMES:%=$(FUZZ_DIR)/%)
+.PRECIOUS: $(FUZZ_DIR)/obj/tests/fuzz/%.o
+
+$(FUZZ_DIR)/libvfm_fuzz.a: $(FUZZ_LIB_OBJ)
+	@mkdir -p $(@D)
+	@ar rcs $@ $^
+
+$(FUZZ_DIR)/%: $(FUZZ_DIR)/obj/tests/fuzz/fuzz_%.o $(FUZZ_DIR)/libvfm_fuzz.a
+	$(FUZZ_CC) $(FUZZ_LDFLAGS) -o $@ $^ $(FUZZ_LDLIBS)
+
+$(FUZZ_DIR)/obj/tests/fuzz/%.o: tests/fuzz/%.c
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -Werror -c $< -o $@
+
+$(FUZZ_DIR)/obj/%.f64.o: %.c
+	@mkdir -p $(@D)
+	@$(FUZZ_CC) $(FUZZ_CFLAGS) -DVFM_REAL_F64 -c $< -o $@
+
+$(FUZZ_DIR)/obj/%.f32.o: %.c
+	@mkdir -p $(@D)
+	@$(FUZZ_CC) $(FUZZ_CFLAGS) -c $< -o $@
+
+$(FUZZ_DIR)/obj/%.o: %.c
+	@mkdir -p $(@D)
+	@$(FUZZ_CC) $(FUZZ_CFLAGS) -c $< -o $@
 
 # The GPU machine has no package registry: gpu-bundle (here) copies the shared libraries the
 # binaries need next to them and packs binaries and libraries into build/gpu-bundle.tgz (the one

@@ -1,6 +1,7 @@
 #!/bin/sh
 # Installs the Debian packages vfm needs when any is missing; does nothing when all are present.
-# Works as root on a fresh machine (uses sudo when not root and sudo exists).
+# Works as root on a fresh machine (uses sudo when not root and sudo exists). clang with its
+# sanitizer/libFuzzer runtimes (libclang-rt-dev) and OpenMP (libomp-dev) builds the fuzz targets.
 #   scripts/deps.sh            build and test dependencies
 #   scripts/deps.sh --goldens  also python3-torch and numpy, to regenerate golden files
 #   scripts/deps.sh --cudnn-frontend VERSION DIR
@@ -61,6 +62,7 @@ fi
 
 PKGS="gcc g++ make unzip libopenblas-dev libopenblas-openmp-dev libyaml-dev libjansson-dev libsqlite3-dev libopenmpi-dev openmpi-bin"
 PKGS="$PKGS libpng-dev libjpeg62-turbo-dev libavformat-dev libavcodec-dev libswscale-dev libavutil-dev ffmpeg"
+PKGS="$PKGS clang libclang-rt-dev libomp-dev"
 if [ "$1" = "--goldens" ]; then PKGS="$PKGS python3-torch python3-numpy"; fi
 
 missing=""

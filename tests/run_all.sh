@@ -1,5 +1,6 @@
 #!/bin/sh
-# The whole test suite: unit tests, multi-rank tests and end-to-end tests. Each suite prints
+# The whole test suite: unit tests, multi-rank tests, end-to-end tests and the fuzz targets
+# (tests/fuzz/run.sh: each target VFM_FUZZ_SECONDS, default 20, under ASan/UBSan). Each suite prints
 # its own "N passed, N failed, N skipped" line; this script adds them up and prints the total
 # as its last line, after each suite's wall-clock seconds. Exit status 1 when anything failed.
 cd "$(dirname "$0")/.." || exit 1
@@ -28,5 +29,6 @@ for t in tests/e2e/*.sh tests/mpi/*.sh; do
     [ -f "$t" ] || continue
     run_suite "$t" sh "$t"
 done
+run_suite fuzz sh tests/fuzz/run.sh
 echo "$total_p passed, $total_f failed, $total_s skipped"
 [ "$total_f" = 0 ]

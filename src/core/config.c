@@ -10,46 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bytebuf.h"
 #include "config_internal.h"
 #include "log.h"
-
-/* ---- a growing string ---- */
-
-typedef struct {
-    char *p;
-    size_t n, cap;
-    int oom;
-} StrBuf;
-
-static void sb_append(StrBuf *b, const char *s, size_t len) {
-    if (b->oom) return;
-    if (b->n + len + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 64;
-        while (cap < b->n + len + 1) cap *= 2;
-        char *grown = realloc(b->p, cap);
-        if (!grown) {
-            b->oom = 1;
-            return;
-        }
-        b->p = grown;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->n, s, len);
-    b->n += len;
-    b->p[b->n] = 0;
-}
-
-static void sb_puts(StrBuf *b, const char *s) { sb_append(b, s, strlen(s)); }
-
-static void sb_printf(StrBuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void sb_printf(StrBuf *b, const char *fmt, ...) {
-    char tmp[256];
-    va_list ap;
-    va_start(ap, fmt);
-    int len = vsnprintf(tmp, sizeof tmp, fmt, ap);
-    va_end(ap);
-    if (len >= 0) sb_append(b, tmp, (size_t)len < sizeof tmp ? (size_t)len : sizeof tmp - 1);
-}
 
 /* ---- scalar grammar (docs/config.md "Value syntax") ---- */
 
@@ -167,21 +130,21 @@ static void value_clear(CfgValue *v) {
 static int is_list(CfgType t) { return t == CFG_INT_LIST || t == CFG_FLOAT_LIST || t == CFG_STRING_LIST; }
 
 /* The value as the user wrote it, for messages. */
-static void pvalue_text(const PValue *v, StrBuf *b) {
+static void pvalue_text(const PValue *v, ByteBuf *b) {
     if (v->kind == PV_MAP) {
-        sb_puts(b, "{...}");
+        bytebuf_puts(b, "{...}");
         return;
     }
     if (v->kind == PV_SCALAR) {
-        sb_puts(b, v->scalar.is_null && !v->scalar.text[0] ? "null" : v->scalar.text);
+        bytebuf_puts(b, v->scalar.is_null && !v->scalar.text[0] ? "null" : v->scalar.text);
         return;
     }
-    sb_puts(b, "[");
+    bytebuf_puts(b, "[");
     for (int i = 0; i < v->n; i++) {
-        if (i) sb_puts(b, ", ");
-        sb_puts(b, v->items[i].is_null && !v->items[i].text[0] ? "null" : v->items[i].text);
+        if (i) bytebuf_puts(b, ", ");
+        bytebuf_puts(b, v->items[i].is_null && !v->items[i].text[0] ? "null" : v->items[i].text);
     }
-    sb_puts(b, "]");
+    bytebuf_puts(b, "]");
 }
 
 static int convert_list_item(CfgType type, const PScalar *sc, CfgValue *out, int i) {
@@ -254,15 +217,15 @@ static vfm_status convert_value(const CfgKeyDef *def, const PValue *pv, const ch
     value_clear(out);
     char allowed[256];
     cfg_allowed_text(def, allowed, sizeof allowed);
-    StrBuf text = {0};
+    ByteBuf text = {0};
     pvalue_text(pv, &text);
     vfm_status s;
     if (problem)
-        s = vfm_fail_at(VFM_ERR_USAGE, where, def->name, text.p ? text.p : "", "%s; expected %s", problem, allowed);
+        s = vfm_fail_at(VFM_ERR_USAGE, where, def->name, bytebuf_str(&text), "%s; expected %s", problem, allowed);
     else
-        s = vfm_fail_at(VFM_ERR_USAGE, where, def->name, text.p ? text.p : "", "%sexpected %s",
+        s = vfm_fail_at(VFM_ERR_USAGE, where, def->name, bytebuf_str(&text), "%sexpected %s",
                         in_bounds ? "" : "out of range; ", allowed);
-    free(text.p);
+    free(text.data);
     return s;
 }
 
@@ -392,11 +355,11 @@ vfm_status cfg_apply_value(Config *cfg, const char *key, const PValue *value, co
     if (idx < 0) {
         if (cfg_is_group(key)) {
             if (value->kind == PV_SCALAR && value->scalar.is_null) return VFM_OK; /* "model:" with nothing under it */
-            StrBuf text = {0};
+            ByteBuf text = {0};
             pvalue_text(value, &text);
-            vfm_status s = vfm_fail_at(VFM_ERR_USAGE, where, key, text.p ? text.p : "",
+            vfm_status s = vfm_fail_at(VFM_ERR_USAGE, where, key, bytebuf_str(&text),
                                        "expected a mapping of %s.* keys", key);
-            free(text.p);
+            free(text.data);
             return s;
         }
         return vfm_fail_at(VFM_ERR_USAGE, where, NULL, NULL, "unknown key '%s'; did you mean '%s'?", key,
@@ -518,22 +481,22 @@ static vfm_status load_text(Config **out, const char *text, size_t len, const ch
 static vfm_status read_whole_file(const char *path, char **text, size_t *len) {
     FILE *f = fopen(path, "rb");
     if (!f) return vfm_fail(VFM_ERR_USAGE, "cannot read config file '%s': %s", path, strerror(errno));
-    StrBuf b = {0};
+    ByteBuf b = {0};
     char chunk[8192];
     size_t got;
-    while ((got = fread(chunk, 1, sizeof chunk, f)) > 0) sb_append(&b, chunk, got);
+    while ((got = fread(chunk, 1, sizeof chunk, f)) > 0) bytebuf_put(&b, chunk, got);
     int err = ferror(f) ? errno : 0;
     fclose(f);
     if (err) {
-        free(b.p);
+        free(b.data);
         return vfm_fail(VFM_ERR_USAGE, "cannot read config file '%s': %s", path, strerror(err));
     }
-    if (b.oom) {
-        free(b.p);
+    if (b.failed) {
+        free(b.data);
         return vfm_fail(VFM_ERR_NOMEM, "out of memory reading '%s'", path);
     }
-    *text = b.p ? b.p : strdup("");
-    *len = b.n;
+    *text = b.data ? (char *)b.data : strdup("");
+    *len = b.len;
     return *text ? VFM_OK : vfm_fail(VFM_ERR_NOMEM, "out of memory reading '%s'", path);
 }
 
@@ -605,7 +568,7 @@ const char *cfg_list_str(const Config *cfg, const char *key, int index) {
 
 /* Shortest %.Ng that reads back to the same bits; like Python repr: exponent below 1e-4 and from 1e17,
  * without '+' or leading zeros ("1e-5"), ".0" added when it would otherwise read as an integer. */
-static void format_float(StrBuf *b, double v) {
+static void format_float(ByteBuf *b, double v) {
     char tmp[48];
     int prec = 1;
     for (; prec < 17; prec++) {
@@ -625,7 +588,7 @@ static void format_float(StrBuf *b, double v) {
         if (e[1] == '+') memmove(e + 1, e + 2, strlen(e + 2) + 1);
     }
     if (!strpbrk(tmp, ".e")) strcat(tmp, ".0");
-    sb_puts(b, tmp);
+    bytebuf_puts(b, tmp);
 }
 
 /* 1 when a plain (unquoted) scalar would read back as this exact string in any YAML 1.1 or 1.2
@@ -652,12 +615,12 @@ static int plain_safe(const char *s, int in_flow) {
 }
 
 /* A string as YAML: plain when safe, else double-quoted, pure ASCII (\", \\, \n, \t, \xNN, \uNNNN). */
-static void format_string(StrBuf *b, const char *s, int in_flow) {
+static void format_string(ByteBuf *b, const char *s, int in_flow) {
     if (plain_safe(s, in_flow)) {
-        sb_puts(b, s);
+        bytebuf_puts(b, s);
         return;
     }
-    sb_puts(b, "\"");
+    bytebuf_puts(b, "\"");
     for (const unsigned char *p = (const unsigned char *)s; *p;) {
         uint32_t cp;
         int len = utf8_decode(p, &cp);
@@ -666,60 +629,60 @@ static void format_string(StrBuf *b, const char *s, int in_flow) {
             len = 1;
         }
         p += len;
-        if (cp == '"') sb_puts(b, "\\\"");
-        else if (cp == '\\') sb_puts(b, "\\\\");
-        else if (cp == '\n') sb_puts(b, "\\n");
-        else if (cp == '\t') sb_puts(b, "\\t");
-        else if (cp < 0x20 || cp == 0x7F) sb_printf(b, "\\x%02X", (unsigned)cp);
-        else if (cp < 0x80) sb_append(b, &(char){(char)cp}, 1);
-        else if (cp <= 0xFFFF) sb_printf(b, "\\u%04X", (unsigned)cp);
-        else sb_printf(b, "\\U%08X", (unsigned)cp);
+        if (cp == '"') bytebuf_puts(b, "\\\"");
+        else if (cp == '\\') bytebuf_puts(b, "\\\\");
+        else if (cp == '\n') bytebuf_puts(b, "\\n");
+        else if (cp == '\t') bytebuf_puts(b, "\\t");
+        else if (cp < 0x20 || cp == 0x7F) bytebuf_printf(b, "\\x%02X", (unsigned)cp);
+        else if (cp < 0x80) bytebuf_put(b, &(char){(char)cp}, 1);
+        else if (cp <= 0xFFFF) bytebuf_printf(b, "\\u%04X", (unsigned)cp);
+        else bytebuf_printf(b, "\\U%08X", (unsigned)cp);
     }
-    sb_puts(b, "\"");
+    bytebuf_puts(b, "\"");
 }
 
-static void format_value(StrBuf *b, const CfgKeyDef *def, const CfgValue *v) {
+static void format_value(ByteBuf *b, const CfgKeyDef *def, const CfgValue *v) {
     switch (def->type) {
-    case CFG_INT: sb_printf(b, "%" PRId64, v->i); return;
+    case CFG_INT: bytebuf_printf(b, "%" PRId64, v->i); return;
     case CFG_FLOAT: format_float(b, v->f); return;
-    case CFG_BOOL: sb_puts(b, v->b ? "true" : "false"); return;
+    case CFG_BOOL: bytebuf_puts(b, v->b ? "true" : "false"); return;
     case CFG_STRING: format_string(b, v->s, 0); return;
     case CFG_IGNORED:
         if (v->s[0]) format_string(b, v->s, 0);
-        else sb_puts(b, "null");
+        else bytebuf_puts(b, "null");
         return;
     case CFG_INT_LIST:
     case CFG_FLOAT_LIST:
     case CFG_STRING_LIST:
-        sb_puts(b, "[");
+        bytebuf_puts(b, "[");
         for (int i = 0; i < v->n; i++) {
-            if (i) sb_puts(b, ", ");
-            if (def->type == CFG_INT_LIST) sb_printf(b, "%" PRId64, v->ints[i]);
+            if (i) bytebuf_puts(b, ", ");
+            if (def->type == CFG_INT_LIST) bytebuf_printf(b, "%" PRId64, v->ints[i]);
             else if (def->type == CFG_FLOAT_LIST) format_float(b, v->floats[i]);
             else format_string(b, v->strs[i], 1);
         }
-        sb_puts(b, "]");
+        bytebuf_puts(b, "]");
         return;
     }
 }
 
 char *cfg_value_format(const CfgKeyDef *def, const CfgValue *value) {
-    StrBuf b = {0};
+    ByteBuf b = {0};
     format_value(&b, def, value);
-    if (b.oom) {
-        free(b.p);
+    if (b.failed) {
+        free(b.data);
         return NULL;
     }
-    return b.p ? b.p : strdup("");
+    return b.data ? (char *)b.data : strdup("");
 }
 
 int cfg_value_text(const Config *cfg, const char *key, char *buf, size_t size) {
     int idx = key_or_die("cfg_value_text", key, -1);
-    StrBuf b = {0};
+    ByteBuf b = {0};
     format_value(&b, &cfg_key_defs[idx], &cfg->values[idx]);
-    int len = b.p ? (int)b.n : 0;
-    if (size) snprintf(buf, size, "%s", b.p ? b.p : "");
-    free(b.p);
+    int len = (int)b.len;
+    if (size) snprintf(buf, size, "%s", bytebuf_str(&b));
+    free(b.data);
     return len;
 }
 
@@ -737,8 +700,8 @@ static int group_has_live_key(const Config *cfg, int from, const char *prefix, s
     return 0;
 }
 
-static void write_yaml(const Config *cfg, StrBuf *b) {
-    sb_puts(b, "# vfm configuration: every key (`vfm config keys` describes them). Keys vfm does not use\n"
+static void write_yaml(const Config *cfg, ByteBuf *b) {
+    bytebuf_puts(b, "# vfm configuration: every key (`vfm config keys` describes them). Keys vfm does not use\n"
                "# are commented out unless they were set.\n");
     const char *prev = "";
     for (int i = 0; i < cfg_key_count; i++) {
@@ -753,26 +716,26 @@ static void write_yaml(const Config *cfg, StrBuf *b) {
             }
         int depth = shared_depth;
         const char *part = name + shared;
-        if (shared == 0 && i > 0) sb_puts(b, "\n");
+        if (shared == 0 && i > 0) bytebuf_puts(b, "\n");
         for (const char *dot; (dot = strchr(part, '.')); part = dot + 1, depth++) {
             int live = group_has_live_key(cfg, i, name, (size_t)(dot - name));
-            sb_printf(b, "%*s%s%.*s:\n", 2 * depth, "", live ? "" : "# ", (int)(dot - part), part);
+            bytebuf_printf(b, "%*s%s%.*s:\n", 2 * depth, "", live ? "" : "# ", (int)(dot - part), part);
         }
-        sb_printf(b, "%*s%s%s: ", 2 * depth, "", written_as_comment(cfg, i) ? "# " : "", part);
+        bytebuf_printf(b, "%*s%s%s: ", 2 * depth, "", written_as_comment(cfg, i) ? "# " : "", part);
         format_value(b, &cfg_key_defs[i], &cfg->values[i]);
-        sb_puts(b, "\n");
+        bytebuf_puts(b, "\n");
         prev = name;
     }
 }
 
 vfm_status config_to_yaml_string(const Config *cfg, char **out) {
-    StrBuf b = {0};
+    ByteBuf b = {0};
     write_yaml(cfg, &b);
-    if (b.oom || !b.p) {
-        free(b.p);
+    if (b.failed || !b.data) {
+        free(b.data);
         return vfm_fail(VFM_ERR_NOMEM, "out of memory writing the config");
     }
-    *out = b.p;
+    *out = (char *)b.data;
     return VFM_OK;
 }
 

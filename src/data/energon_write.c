@@ -14,6 +14,7 @@
 #include <sys/random.h>
 #include <unistd.h>
 
+#include "core/bytebuf.h"
 #include "core/fileutil.h"
 #include "data/brace.h"
 #include "data/energon_meta.h"
@@ -62,34 +63,9 @@ vfm_status energon_parse_split(const char *text, double out[3]) {
 
 /* ---- text in Python's formats ---- */
 
-typedef struct {
-    char *p;
-    size_t n, cap;
-    int failed;
-} Text;
-
-static void put(Text *t, const char *s, size_t n) {
-    if (t->failed) return;
-    if (t->n + n + 1 > t->cap) {
-        size_t cap = t->cap ? t->cap : 1024;
-        while (cap < t->n + n + 1) cap *= 2;
-        char *q = realloc(t->p, cap);
-        if (!q) {
-            t->failed = 1;
-            return;
-        }
-        t->p = q;
-        t->cap = cap;
-    }
-    memcpy(t->p + t->n, s, n);
-    t->n += n;
-    t->p[t->n] = 0;
-}
-static void puts_(Text *t, const char *s) { put(t, s, strlen(s)); }
-
 /* A JSON string as json.dumps(ensure_ascii=True) writes it. */
-static void put_json_string(Text *t, const char *s) {
-    puts_(t, "\"");
+static void put_json_string(ByteBuf *t, const char *s) {
+    bytebuf_puts(t, "\"");
     for (size_t i = 0; s[i];) {
         unsigned char c = (unsigned char)s[i];
         uint32_t cp = c;
@@ -103,64 +79,64 @@ static void put_json_string(Text *t, const char *s) {
         i += len;
         char buf[16];
         switch (cp) {
-        case '"': puts_(t, "\\\""); continue;
-        case '\\': puts_(t, "\\\\"); continue;
-        case '\b': puts_(t, "\\b"); continue;
-        case '\f': puts_(t, "\\f"); continue;
-        case '\n': puts_(t, "\\n"); continue;
-        case '\r': puts_(t, "\\r"); continue;
-        case '\t': puts_(t, "\\t"); continue;
+        case '"': bytebuf_puts(t, "\\\""); continue;
+        case '\\': bytebuf_puts(t, "\\\\"); continue;
+        case '\b': bytebuf_puts(t, "\\b"); continue;
+        case '\f': bytebuf_puts(t, "\\f"); continue;
+        case '\n': bytebuf_puts(t, "\\n"); continue;
+        case '\r': bytebuf_puts(t, "\\r"); continue;
+        case '\t': bytebuf_puts(t, "\\t"); continue;
         default: break;
         }
         if (cp >= 0x20 && cp <= 0x7e) {
             buf[0] = (char)cp;
-            put(t, buf, 1);
+            bytebuf_put(t, buf, 1);
         } else if (cp < 0x10000) {
             snprintf(buf, sizeof buf, "\\u%04x", cp);
-            puts_(t, buf);
+            bytebuf_puts(t, buf);
         } else {
             uint32_t v = cp - 0x10000;
             snprintf(buf, sizeof buf, "\\u%04x\\u%04x", 0xd800 + (v >> 10), 0xdc00 + (v & 0x3ff));
-            puts_(t, buf);
+            bytebuf_puts(t, buf);
         }
     }
-    puts_(t, "\"");
+    bytebuf_puts(t, "\"");
 }
 
-static void put_yaml_string(Text *t, const char *s) {
+static void put_yaml_string(ByteBuf *t, const char *s) {
     char *y = yaml_format_string(s);
     if (!y) {
         t->failed = 1;
         return;
     }
-    puts_(t, y);
+    bytebuf_puts(t, y);
     free(y);
 }
 
 /* ---- the files ---- */
 
-static vfm_status write_text(const char *root, const char *name, Text *t) {
+static vfm_status write_text(const char *root, const char *name, ByteBuf *t) {
     if (t->failed) return vfm_fail(VFM_ERR_NOMEM, "index: out of memory");
     char path[1200];
     snprintf(path, sizeof path, "%s/%s/%s", root, ENERGON_META_DIR, name);
-    return write_file_atomic(path, t->p ? t->p : "", t->n);
+    return write_file_atomic(path, bytebuf_str(t), t->len);
 }
 
 static vfm_status write_info(const char *root, const char *const *rel, const int64_t *counts, int n) {
-    Text t = {0};
+    ByteBuf t = {0};
     char num[32];
-    puts_(&t, "{\n  \"energon_version\": ");
+    bytebuf_puts(&t, "{\n  \"energon_version\": ");
     put_json_string(&t, ENERGON_FORMAT_VERSION);
-    puts_(&t, ",\n  \"shard_counts\": {");
+    bytebuf_puts(&t, ",\n  \"shard_counts\": {");
     for (int i = 0; i < n; i++) {
-        puts_(&t, i ? ",\n    " : "\n    ");
+        bytebuf_puts(&t, i ? ",\n    " : "\n    ");
         put_json_string(&t, rel[i]);
         snprintf(num, sizeof num, ": %lld", (long long)counts[i]);
-        puts_(&t, num);
+        bytebuf_puts(&t, num);
     }
-    puts_(&t, n ? "\n  }\n}" : "}\n}");
+    bytebuf_puts(&t, n ? "\n  }\n}" : "}\n}");
     vfm_status s = write_text(root, ".info.json", &t);
-    free(t.p);
+    free(t.data);
     /* a legacy .info.yaml is kept in step, as energon prepare does (yaml.dump sorts the keys) */
     char path[1200];
     snprintf(path, sizeof path, "%s/%s/.info.yaml", root, ENERGON_META_DIR);
@@ -182,18 +158,18 @@ static vfm_status write_info(const char *root, const char *const *rel, const int
     for (int i = 0; i < n; i++)
         for (int j = 0; j < n; j++)
             if (sorted[i] == rel[j]) sorted_counts[i] = counts[j];
-    Text y = {0};
-    puts_(&y, "energon_version: ");
+    ByteBuf y = {0};
+    bytebuf_puts(&y, "energon_version: ");
     put_yaml_string(&y, ENERGON_FORMAT_VERSION);
-    puts_(&y, n ? "\nshard_counts:\n" : "\nshard_counts: {}\n");
+    bytebuf_puts(&y, n ? "\nshard_counts:\n" : "\nshard_counts: {}\n");
     for (int i = 0; i < n; i++) {
-        puts_(&y, "  ");
+        bytebuf_puts(&y, "  ");
         put_yaml_string(&y, sorted[i]);
         snprintf(num, sizeof num, ": %lld\n", (long long)sorted_counts[i]);
-        puts_(&y, num);
+        bytebuf_puts(&y, num);
     }
     s = write_text(root, ".info.yaml", &y);
-    free(y.p);
+    free(y.data);
     free(sorted);
     free(sorted_counts);
     return s;
@@ -206,8 +182,8 @@ static vfm_status write_split(const char *root, const char *const *rel, int n, c
     for (int k = 0; k < 3; k++) total += r[k];
     double cumulative = 0;
     int64_t offset = 0;
-    Text t = {0};
-    puts_(&t, "split_parts:\n");
+    ByteBuf t = {0};
+    bytebuf_puts(&t, "split_parts:\n");
     vfm_status s = VFM_OK;
     for (int k = 0; k < 3 && s == VFM_OK; k++) {
         cumulative += r[k] / total;
@@ -217,28 +193,28 @@ static vfm_status write_split(const char *root, const char *const *rel, int n, c
         counts[k] = end - offset;
         StrList collapsed = {0};
         s = brace_collapse(rel + offset, end - offset, &collapsed);
-        puts_(&t, "  ");
-        puts_(&t, names[k]);
-        puts_(&t, collapsed.n ? ":\n" : ": []\n");
+        bytebuf_puts(&t, "  ");
+        bytebuf_puts(&t, names[k]);
+        bytebuf_puts(&t, collapsed.n ? ":\n" : ": []\n");
         for (int64_t i = 0; i < collapsed.n; i++) {
-            puts_(&t, "  - ");
+            bytebuf_puts(&t, "  - ");
             put_yaml_string(&t, collapsed.items[i]);
-            puts_(&t, "\n");
+            bytebuf_puts(&t, "\n");
         }
         strlist_free(&collapsed);
         offset = end;
     }
-    puts_(&t, "exclude: []\n");
+    bytebuf_puts(&t, "exclude: []\n");
     if (s == VFM_OK) s = write_text(root, "split.yaml", &t);
-    free(t.p);
+    free(t.data);
     return s;
 }
 
 static vfm_status write_dataset_yaml(const char *root) {
-    Text t = {0};
-    puts_(&t, "__module__: megatron.energon\n__class__: CrudeWebdataset\n");
+    ByteBuf t = {0};
+    bytebuf_puts(&t, "__module__: megatron.energon\n__class__: CrudeWebdataset\n");
     vfm_status s = write_text(root, "dataset.yaml", &t);
-    free(t.p);
+    free(t.data);
     return s;
 }
 
@@ -253,10 +229,10 @@ static vfm_status write_uuid(const char *root) {
         if (i == 4 || i == 6 || i == 8 || i == 10) u[k++] = '-';
         k += snprintf(u + k, sizeof u - (size_t)k, "%02x", b[i]);
     }
-    Text t = {0};
-    put(&t, u, (size_t)k);
+    ByteBuf t = {0};
+    bytebuf_put(&t, u, (size_t)k);
     vfm_status s = write_text(root, "index.uuid", &t);
-    free(t.p);
+    free(t.data);
     return s;
 }
 

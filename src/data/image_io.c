@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/bytebuf.h"
+#include "core/fileutil.h"
 #include "core/hash.h"
 
 vfm_status rgb_image_alloc(RgbImage *img, int width, int height) {
@@ -88,77 +90,32 @@ uint32_t zlib_adler32(uint32_t adler, const uint8_t *data, size_t n) {
     return (b << 16) | a;
 }
 
-/* ---- a growable byte buffer ---- */
+/* ---- byte helpers ---- */
 
-typedef struct {
-    uint8_t *data;
-    size_t len, cap;
-    int failed;
-} ByteBuf;
-
-static void buf_reserve(ByteBuf *b, size_t extra) {
-    if (b->failed || b->len + extra <= b->cap) return;
-    size_t cap = b->cap ? b->cap : 256;
-    while (cap < b->len + extra) cap *= 2;
-    uint8_t *p = realloc(b->data, cap);
-    if (!p) {
-        b->failed = 1;
-        return;
-    }
-    b->data = p;
-    b->cap = cap;
-}
-
-static void buf_put(ByteBuf *b, const void *src, size_t n) {
-    buf_reserve(b, n);
-    if (b->failed) return;
-    memcpy(b->data + b->len, src, n);
-    b->len += n;
-}
-
-static void buf_byte(ByteBuf *b, uint8_t v) { buf_put(b, &v, 1); }
+static void buf_byte(ByteBuf *b, uint8_t v) { bytebuf_put(b, &v, 1); }
 
 static void buf_be32(ByteBuf *b, uint32_t v) {
     uint8_t q[4] = {(uint8_t)(v >> 24), (uint8_t)(v >> 16), (uint8_t)(v >> 8), (uint8_t)v};
-    buf_put(b, q, 4);
+    bytebuf_put(b, q, 4);
 }
 
 static void buf_le16(ByteBuf *b, unsigned v) {
     uint8_t q[2] = {(uint8_t)v, (uint8_t)(v >> 8)};
-    buf_put(b, q, 2);
+    bytebuf_put(b, q, 2);
 }
 
-/* Writes the whole buffer to path via path.tmp and a rename. */
-static vfm_status write_file_atomic(const char *path, const ByteBuf *b) {
+/* Writes the encoded file (crash-safe: a temporary name, fsync, rename). */
+static vfm_status write_encoded(const char *path, const ByteBuf *b) {
     if (b->failed) return vfm_fail_at(VFM_ERR_NOMEM, path, NULL, NULL, "out of memory while encoding");
-    size_t n = strlen(path) + 5;
-    char *tmp = malloc(n);
-    if (!tmp) return vfm_fail(VFM_ERR_NOMEM, "out of memory");
-    snprintf(tmp, n, "%s.tmp", path);
-    FILE *f = fopen(tmp, "wb");
-    if (!f) {
-        vfm_status s = vfm_fail_at(VFM_ERR_IO, tmp, NULL, NULL, "cannot create: %s", strerror(errno));
-        free(tmp);
-        return s;
-    }
-    int ok = fwrite(b->data, 1, b->len, f) == b->len;
-    ok = (fclose(f) == 0) && ok;
-    if (!ok || rename(tmp, path) != 0) {
-        vfm_status s = vfm_fail_at(VFM_ERR_IO, path, NULL, NULL, "cannot write: %s", strerror(errno));
-        remove(tmp);
-        free(tmp);
-        return s;
-    }
-    free(tmp);
-    return VFM_OK;
+    return write_file_atomic(path, b->data, b->len);
 }
 
 /* ---- PNG ---- */
 
 static void png_chunk(ByteBuf *b, const char type[4], const uint8_t *data, size_t n) {
     buf_be32(b, (uint32_t)n);
-    buf_put(b, type, 4);
-    if (n) buf_put(b, data, n);
+    bytebuf_put(b, type, 4);
+    if (n) bytebuf_put(b, data, n);
     uint32_t crc = png_crc32(0, (const uint8_t *)type, 4);
     buf_be32(b, png_crc32(crc, data, n));
 }
@@ -188,14 +145,14 @@ static vfm_status png_encode(ByteBuf *b, const RgbImage *img, const char *path) 
         buf_byte(&z, k + 1 == n_blocks ? 1 : 0);
         buf_le16(&z, (unsigned)len);
         buf_le16(&z, (unsigned)(~len & 0xffff));
-        buf_put(&z, raw + off, len);
+        bytebuf_put(&z, raw + off, len);
         off += len;
     }
     buf_be32(&z, zlib_adler32(1, raw, raw_len));
     free(raw);
 
     static const uint8_t signature[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
-    buf_put(b, signature, 8);
+    bytebuf_put(b, signature, 8);
     uint8_t ihdr[13] = {0};
     for (int i = 0; i < 4; i++) {
         ihdr[i] = (uint8_t)((uint32_t)img->width >> (24 - 8 * i));
@@ -215,7 +172,7 @@ static vfm_status png_encode(ByteBuf *b, const RgbImage *img, const char *path) 
 vfm_status png_write_rgb(const char *path, const RgbImage *img) {
     ByteBuf b = {0};
     vfm_status s = png_encode(&b, img, path);
-    if (s == VFM_OK) s = write_file_atomic(path, &b);
+    if (s == VFM_OK) s = write_encoded(path, &b);
     free(b.data);
     return s;
 }
@@ -353,7 +310,7 @@ vfm_status gif_write_rgb(const char *path, const RgbImage *frames, int n_frames,
     if (loop_count > 65535) loop_count = 65535;
 
     ByteBuf b = {0};
-    buf_put(&b, "GIF89a", 6);
+    bytebuf_put(&b, "GIF89a", 6);
     buf_le16(&b, (unsigned)w);
     buf_le16(&b, (unsigned)h);
     buf_byte(&b, 0xF7); /* global colour table, 8-bit colour resolution, 256 entries */
@@ -361,9 +318,9 @@ vfm_status gif_write_rgb(const char *path, const RgbImage *frames, int n_frames,
     buf_byte(&b, 0);    /* no aspect ratio */
     uint8_t palette[256][3];
     gif_palette(palette);
-    buf_put(&b, palette, sizeof palette);
+    bytebuf_put(&b, palette, sizeof palette);
     /* NETSCAPE2.0 application extension: loop count */
-    buf_put(&b, "\x21\xFF\x0BNETSCAPE2.0\x03\x01", 16);
+    bytebuf_put(&b, "\x21\xFF\x0BNETSCAPE2.0\x03\x01", 16);
     buf_le16(&b, (unsigned)loop_count);
     buf_byte(&b, 0);
 
@@ -375,7 +332,7 @@ vfm_status gif_write_rgb(const char *path, const RgbImage *frames, int n_frames,
     vfm_status st = VFM_OK;
     for (int f = 0; f < n_frames && st == VFM_OK; f++) {
         /* graphic control extension: disposal 1 (leave in place), no transparency, delay */
-        buf_put(&b, "\x21\xF9\x04\x04", 4);
+        bytebuf_put(&b, "\x21\xF9\x04\x04", 4);
         buf_le16(&b, (unsigned)delay_cs);
         buf_byte(&b, 0);
         buf_byte(&b, 0);
@@ -396,14 +353,14 @@ vfm_status gif_write_rgb(const char *path, const RgbImage *frames, int n_frames,
         for (size_t off = 0; off < n_codes; off += 255) {
             size_t len = n_codes - off < 255 ? n_codes - off : 255;
             buf_byte(&b, (uint8_t)len);
-            buf_put(&b, codes + off, len);
+            bytebuf_put(&b, codes + off, len);
         }
         buf_byte(&b, 0);
         free(codes);
     }
     free(indices);
     buf_byte(&b, 0x3B);
-    if (st == VFM_OK) st = write_file_atomic(path, &b);
+    if (st == VFM_OK) st = write_encoded(path, &b);
     free(b.data);
     return st;
 }

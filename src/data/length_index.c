@@ -20,6 +20,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/bytebuf.h"
 #include "core/fileutil.h"
 #include "core/hash.h"
 #include "core/log.h"
@@ -475,43 +476,20 @@ static void read_shard(const char *root, const MemberSource *ms, ShardRecord *re
 
 /* ---- the cache file ---- */
 
-typedef struct {
-    uint8_t *p;
-    size_t n, cap;
-    int failed;
-} Buf;
-
-static void put(Buf *b, const void *data, size_t n) {
-    if (b->failed) return;
-    if (b->n + n > b->cap) {
-        size_t cap = b->cap ? b->cap : 4096;
-        while (cap < b->n + n) cap *= 2;
-        uint8_t *q = realloc(b->p, cap);
-        if (!q) {
-            b->failed = 1;
-            return;
-        }
-        b->p = q;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->n, data, n);
-    b->n += n;
-}
-
-static void put_u64(Buf *b, uint64_t v) {
+static void put_u64(ByteBuf *b, uint64_t v) {
     uint8_t x[8];
     for (int i = 0; i < 8; i++) x[i] = (uint8_t)(v >> (8 * i));
-    put(b, x, 8);
+    bytebuf_put(b, x, 8);
 }
-static void put_u32(Buf *b, uint32_t v) {
+static void put_u32(ByteBuf *b, uint32_t v) {
     uint8_t x[4];
     for (int i = 0; i < 4; i++) x[i] = (uint8_t)(v >> (8 * i));
-    put(b, x, 4);
+    bytebuf_put(b, x, 4);
 }
-static void put_str(Buf *b, const char *s) {
+static void put_str(ByteBuf *b, const char *s) {
     uint32_t n = s ? (uint32_t)strlen(s) : 0;
     put_u32(b, n);
-    if (n) put(b, s, n);
+    if (n) bytebuf_put(b, s, n);
 }
 
 typedef struct {
@@ -560,8 +538,8 @@ static const char *get_str(Cursor *c, StrPool *pool, char **owned) {
 }
 
 static vfm_status write_cache(const char *path, ShardRecord *recs, int n) {
-    Buf b = {0};
-    put(&b, CACHE_MAGIC, 8);
+    ByteBuf b = {0};
+    bytebuf_put(&b, CACHE_MAGIC, 8);
     put_u32(&b, CACHE_VERSION);
     put_u32(&b, (uint32_t)n);
     for (int i = 0; i < n; i++) {
@@ -581,13 +559,13 @@ static vfm_status write_cache(const char *path, ShardRecord *recs, int n) {
             put_str(&b, e->reason);
         }
     }
-    if (!b.failed) put_u64(&b, hash_bytes64(b.p, b.n, 0));
+    if (!b.failed) put_u64(&b, hash_bytes64(b.data, b.len, 0));
     vfm_status s = b.failed ? vfm_fail(VFM_ERR_NOMEM, "length index: out of memory") : VFM_OK;
     char dir[1200];
     path_dirname(dir, sizeof dir, path);
     if (s == VFM_OK) s = mkdir_p(dir);
-    if (s == VFM_OK) s = write_file_atomic(path, b.p, b.n);
-    free(b.p);
+    if (s == VFM_OK) s = write_file_atomic(path, b.data, b.len);
+    free(b.data);
     return s;
 }
 

@@ -93,48 +93,71 @@ static int parse_dtype(const char *s, DType *out) {
     return 0;
 }
 
+/* A JSON integer in [0, INT64_MAX] into *out; 0 when v is anything else. */
+static int get_count(const json_t *v, int64_t *out) {
+    if (!json_is_integer(v) || json_integer_value(v) < 0) return 0;
+    *out = (int64_t)json_integer_value(v);
+    return 1;
+}
+
+/* Checks one header entry: a supported dtype, a shape of non-negative integers, data offsets
+ * [begin, end] inside the data section and holding exactly numel elements. */
+static vfm_status parse_entry(SafetensorsFile *f, const char *key, const json_t *val, StTensor *t) {
+    const json_t *dt = json_object_get(val, "dtype"), *shape = json_object_get(val, "shape"),
+                 *offs = json_object_get(val, "data_offsets");
+    if (!json_is_string(dt) || !parse_dtype(json_string_value(dt), &t->dtype) || !json_is_array(shape) ||
+        json_array_size(shape) > VFM_MAX_DIMS || !json_is_array(offs) || json_array_size(offs) != 2)
+        return vfm_fail(VFM_ERR_FORMAT, "%s: tensor '%s': unsupported dtype or malformed entry", f->what, key);
+    t->ndim = (int)json_array_size(shape);
+    uint64_t numel = 1, bytes;
+    for (int d = 0; d < t->ndim; d++) {
+        if (!get_count(json_array_get(shape, (size_t)d), &t->shape[d]))
+            return vfm_fail(VFM_ERR_FORMAT, "%s: tensor '%s': shape entry %d is not a non-negative integer", f->what,
+                            key, d);
+        if (__builtin_mul_overflow(numel, (uint64_t)t->shape[d], &numel))
+            return vfm_fail(VFM_ERR_FORMAT, "%s: tensor '%s': shape overflows", f->what, key);
+    }
+    int64_t begin, end;
+    if (!get_count(json_array_get(offs, 0), &begin) || !get_count(json_array_get(offs, 1), &end))
+        return vfm_fail(VFM_ERR_FORMAT, "%s: tensor '%s': data offsets are not non-negative integers", f->what, key);
+    t->begin = (uint64_t)begin;
+    t->end = (uint64_t)end;
+    if (t->end < t->begin || t->end > f->size - f->data_start ||
+        __builtin_mul_overflow(numel, (uint64_t)dtype_size(t->dtype), &bytes) || t->end - t->begin != bytes)
+        return vfm_fail(VFM_ERR_FORMAT, "%s: tensor '%s': data offsets do not fit the file", f->what, key);
+    return VFM_OK;
+}
+
 static vfm_status parse_header(SafetensorsFile *f, const char *text, size_t len) {
     json_error_t err;
     json_t *hdr = json_loadb(text, len, 0, &err);
     if (!hdr || !json_is_object(hdr)) {
         json_decref(hdr);
-        return vfm_fail(VFM_ERR_FORMAT, "%s: safetensors header is not a JSON object (%s)", f->what, err.text);
+        return vfm_fail(VFM_ERR_FORMAT, "%s: safetensors header is not a JSON object (%s)", f->what,
+                        hdr ? "another JSON value" : err.text);
     }
     size_t count = json_object_size(hdr);
     f->t = calloc(count ? count : 1, sizeof *f->t);
+    if (!f->t) {
+        json_decref(hdr);
+        return vfm_fail(VFM_ERR_NOMEM, "%s: header", f->what);
+    }
     const char *key;
     json_t *val;
+    vfm_status s = VFM_OK;
     json_object_foreach(hdr, key, val) {
         if (strcmp(key, "__metadata__") == 0) {
             f->meta = json_incref(val);
             continue;
         }
         StTensor *t = &f->t[f->n];
-        json_t *dt = json_object_get(val, "dtype"), *shape = json_object_get(val, "shape"),
-               *offs = json_object_get(val, "data_offsets");
-        if (!json_is_string(dt) || !parse_dtype(json_string_value(dt), &t->dtype) || !json_is_array(shape) ||
-            json_array_size(shape) > VFM_MAX_DIMS || !json_is_array(offs) || json_array_size(offs) != 2) {
-            json_decref(hdr);
-            return vfm_fail(VFM_ERR_FORMAT, "%s: tensor '%s': unsupported dtype or malformed entry", f->what, key);
-        }
-        t->ndim = (int)json_array_size(shape);
-        int64_t numel = 1;
-        for (int d = 0; d < t->ndim; d++) {
-            t->shape[d] = json_integer_value(json_array_get(shape, (size_t)d));
-            numel *= t->shape[d];
-        }
-        t->begin = (uint64_t)json_integer_value(json_array_get(offs, 0));
-        t->end = (uint64_t)json_integer_value(json_array_get(offs, 1));
-        if (t->end < t->begin || t->end - t->begin != (uint64_t)numel * dtype_size(t->dtype) ||
-            f->data_start + t->end > f->size) {
-            json_decref(hdr);
-            return vfm_fail(VFM_ERR_FORMAT, "%s: tensor '%s': data offsets do not fit the file", f->what, key);
-        }
-        t->name = strdup(key);
+        s = parse_entry(f, key, val, t); /* the message names key: made before hdr is released */
+        if (s == VFM_OK && !(t->name = strdup(key))) s = vfm_fail(VFM_ERR_NOMEM, "%s: header", f->what);
+        if (s != VFM_OK) break;
         f->n++;
     }
     json_decref(hdr);
-    return VFM_OK;
+    return s;
 }
 
 static vfm_status open_common(SafetensorsFile *f) {

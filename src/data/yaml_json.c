@@ -458,7 +458,9 @@ char *yaml_format_string(const char *s) {
         return out;
     }
     size_t k = 0;
-    if (a.allow_single_quoted) {
+    /* PyYAML writes a line break inside single quotes as two breaks plus the indentation of the
+     * context, which this function does not know; double quotes (\n) read back the same anywhere */
+    if (a.allow_single_quoted && !strchr(s, '\n')) {
         out[k++] = '\'';
         for (size_t i = 0; i < n; i++) {
             if (s[i] == '\'') out[k++] = '\'';

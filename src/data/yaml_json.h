@@ -20,7 +20,9 @@ vfm_status yaml_load_file(const char *path, json_t **out);
 /* The scalar s as yaml.dump (default flow style off, allow_unicode off) writes a string value in
  * block context: plain when PyYAML would, else single-quoted, else double-quoted with PyYAML's
  * escapes. Long lines are not folded (PyYAML folds quoted strings with spaces past column 80;
- * shard names have none). malloc'd; NULL when out of memory. */
+ * shard names have none), and a string with a line break is double-quoted ("a\nb"; PyYAML
+ * single-quotes it with the break doubled and indented for its context). Either way the text reads
+ * back as s. malloc'd; NULL when out of memory. */
 char *yaml_format_string(const char *s);
 
 #endif

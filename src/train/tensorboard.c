@@ -7,6 +7,7 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include "core/bytebuf.h"
 #include "core/fileutil.h"
 
 uint32_t crc32c(uint32_t crc, const void *data, size_t n) {
@@ -39,30 +40,7 @@ double tb_wall_time(void) {
 
 /* ---- protobuf encoding into a growable buffer ---- */
 
-typedef struct Buf {
-    uint8_t *data;
-    size_t len, cap;
-    int failed;
-} Buf;
-
-static void put(Buf *b, const void *src, size_t n) {
-    if (b->failed) return;
-    if (b->len + n > b->cap) {
-        size_t cap = b->cap ? b->cap : 64;
-        while (cap < b->len + n) cap *= 2;
-        uint8_t *p = realloc(b->data, cap);
-        if (!p) {
-            b->failed = 1;
-            return;
-        }
-        b->data = p;
-        b->cap = cap;
-    }
-    memcpy(b->data + b->len, src, n);
-    b->len += n;
-}
-
-static void put_varint(Buf *b, uint64_t v) {
+static void put_varint(ByteBuf *b, uint64_t v) {
     uint8_t q[10];
     int n = 0;
     do {
@@ -71,25 +49,25 @@ static void put_varint(Buf *b, uint64_t v) {
         if (v) q[n] |= 0x80;
         n++;
     } while (v);
-    put(b, q, (size_t)n);
+    bytebuf_put(b, q, (size_t)n);
 }
 
-static void put_tag(Buf *b, int field, int wire) { put_varint(b, (uint64_t)(field << 3 | wire)); }
+static void put_tag(ByteBuf *b, int field, int wire) { put_varint(b, (uint64_t)(field << 3 | wire)); }
 
-static void put_bytes_field(Buf *b, int field, const void *data, size_t n) {
+static void put_bytes_field(ByteBuf *b, int field, const void *data, size_t n) {
     put_tag(b, field, 2);
     put_varint(b, n);
-    put(b, data, n);
+    bytebuf_put(b, data, n);
 }
 
-static void put_le(Buf *b, uint64_t v, int bytes) {
+static void put_le(ByteBuf *b, uint64_t v, int bytes) {
     uint8_t q[8];
     for (int i = 0; i < bytes; i++) q[i] = (uint8_t)(v >> (8 * i));
-    put(b, q, (size_t)bytes);
+    bytebuf_put(b, q, (size_t)bytes);
 }
 
 /* Event{wall_time, step (omitted when 0), then `rest` (file_version or summary) as given} */
-static void encode_event(Buf *ev, double wall_time, int64_t step, const Buf *rest) {
+static void encode_event(ByteBuf *ev, double wall_time, int64_t step, const ByteBuf *rest) {
     uint64_t bits;
     memcpy(&bits, &wall_time, 8);
     if (wall_time != 0) {
@@ -100,11 +78,11 @@ static void encode_event(Buf *ev, double wall_time, int64_t step, const Buf *res
         put_tag(ev, 2, 0);
         put_varint(ev, (uint64_t)step);
     }
-    put(ev, rest->data, rest->len);
+    bytebuf_put(ev, rest->data, rest->len);
     if (rest->failed) ev->failed = 1;
 }
 
-static vfm_status write_record(TbWriter *w, const Buf *data) {
+static vfm_status write_record(TbWriter *w, const ByteBuf *data) {
     if (data->failed) return vfm_fail(VFM_ERR_NOMEM, "tensorboard: encoding an event");
     uint8_t head[12];
     uint64_t len = data->len;
@@ -120,10 +98,10 @@ static vfm_status write_record(TbWriter *w, const Buf *data) {
 }
 
 /* An event around one Summary.Value (value holds its encoded fields). */
-static vfm_status write_summary(TbWriter *w, int64_t step, double wall_time, const Buf *value) {
-    Buf summary = {0}, event = {0};
+static vfm_status write_summary(TbWriter *w, int64_t step, double wall_time, const ByteBuf *value) {
+    ByteBuf summary = {0}, event = {0};
     put_bytes_field(&summary, 1, value->data, value->len); /* Summary.value */
-    Buf rest = {0};
+    ByteBuf rest = {0};
     put_bytes_field(&rest, 5, summary.data, summary.len);  /* Event.summary */
     if (summary.failed || value->failed) rest.failed = 1;
     encode_event(&event, wall_time, step, &rest);
@@ -139,7 +117,7 @@ vfm_status tb_open_path(TbWriter *w, const char *path, double wall_time) {
     snprintf(w->path, sizeof w->path, "%s", path);
     w->f = fopen(path, "wb");
     if (!w->f) return vfm_fail_at(VFM_ERR_IO, path, NULL, NULL, "cannot create: %s", strerror(errno));
-    Buf rest = {0}, event = {0};
+    ByteBuf rest = {0}, event = {0};
     const char *version = "brain.Event:2";
     put_bytes_field(&rest, 3, version, strlen(version));
     encode_event(&event, wall_time, 0, &rest);
@@ -161,7 +139,7 @@ vfm_status tb_open(TbWriter *w, const char *dir, double wall_time) {
 }
 
 vfm_status tb_add_scalar(TbWriter *w, int64_t step, double wall_time, const char *tag, float value) {
-    Buf v = {0};
+    ByteBuf v = {0};
     put_bytes_field(&v, 1, tag, strlen(tag));
     uint32_t bits;
     memcpy(&bits, &value, 4);
@@ -174,7 +152,7 @@ vfm_status tb_add_scalar(TbWriter *w, int64_t step, double wall_time, const char
 
 vfm_status tb_add_image(TbWriter *w, int64_t step, double wall_time, const char *tag, const uint8_t *png, size_t len,
                         int height, int width) {
-    Buf img = {0}, v = {0};
+    ByteBuf img = {0}, v = {0};
     put_tag(&img, 1, 0);
     put_varint(&img, (uint64_t)height);
     put_tag(&img, 2, 0);

@@ -8,7 +8,9 @@ cd "$(dirname "$0")/../.." || exit 1
 . tests/e2e/common.inc
 T=$(mktemp -d /tmp/vfm_e2e_train_val.XXXXXX)
 trap 'rm -rf "$T"' EXIT
-DATA=tests/fixtures/energon/prepared
+# A copy: the length index is cached beside the shards, and fixtures stay untouched.
+DATA=$T/data/prepared
+mkdir -p $T/data && cp -r tests/fixtures/energon/prepared $T/data/
 ARGS="--config configs/tiny-mock.yaml dataset.mock=false train.train_iters=2 train.eval_interval=2 train.eval_iters=1
       optimizer.lr=0 optimizer.min_lr=0 scheduler.lr_warmup_iters=0 checkpoint.save_interval=0 logger.log_interval=1 train.threads=1"
 val_loss() { grep -o '"val_loss": [^,}]*' "$1/metrics.jsonl" | head -1 | sed 's/.*: //'; }
