@@ -12,7 +12,8 @@
 #                                  on the GPU; the colour score and the time (demo-cpu: the same on
 #                                  the CPU, for the comparison)
 #   scripts/gpu_session.sh bench   bench/run_pair.sh on both pinned configs (vfm and the PyTorch peer),
-#                                  then vfm bench --profile on each (the per-op table)
+#                                  then vfm bench --profile on each (the per-op table); `pair CONFIG`
+#                                  and `profile [CONFIG]` do one part (each fits one 10-minute call)
 #   scripts/gpu_session.sh all     tests, demo, bench
 # Logs go to $OUT/gpu-session (the device tool's folder) or out/gpu-session. Exit 1 when a step failed.
 cd "$(dirname "$0")/.." || exit 1
@@ -52,8 +53,10 @@ tests() {
     fi
 }
 
+CONFIGS="bench/dit-xl.yaml bench/d4096-l8.yaml"
+
 bench() {
-    for cfg in bench/dit-xl.yaml bench/d4096-l8.yaml; do
+    for cfg in $CONFIGS; do
         name=pair-$(basename "$cfg" .yaml)
         export PAIR_DIR="$LOG/$name" CHECK_DIR="/tmp/vfm-check-$name"
         before=$failed
@@ -72,7 +75,7 @@ demo() { # $1: cuda or cpu
 }
 
 profile() {
-    for cfg in bench/dit-xl.yaml bench/d4096-l8.yaml; do
+    for cfg in $CONFIGS; do
         step "profile-$(basename "$cfg" .yaml)" scripts/gpu_run.sh build/vfm bench --config "$cfg" --profile \
             --warmup 2 --steps 3 train.device=cuda
     done
@@ -83,8 +86,10 @@ tests) tests ;;
 demo) demo cuda ;;
 demo-cpu) demo cpu ;;
 bench) bench; profile ;;
+pair) CONFIGS=${2:?pair needs a config}; bench ;;
+profile) CONFIGS=${2:-$CONFIGS}; profile ;;
 all) tests; demo cuda; bench; profile ;;
-*) echo "usage: scripts/gpu_session.sh tests|demo|demo-cpu|bench|all" >&2; exit 2 ;;
+*) echo "usage: scripts/gpu_session.sh tests|demo|demo-cpu|bench|pair CONFIG|profile [CONFIG]|all" >&2; exit 2 ;;
 esac
 echo "gpu_session: $what done; logs in $LOG; $([ $failed = 0 ] && echo 'every step passed' || echo 'a step FAILED')"
 [ $failed = 0 ]
