@@ -67,7 +67,18 @@ static vfm_status read_prompts(SampleJob *j, const char *file) {
     return VFM_OK;
 }
 
-static vfm_status load_checkpoint(SampleJob *j, int use_ema) {
+/* --device: auto (a GPU when present), cpu or cuda. */
+static vfm_status sample_device(const char *name, Device *dev) {
+    int gpus = device_cuda_count();
+    if (strcmp(name, "cpu") == 0 || (strcmp(name, "auto") == 0 && gpus == 0)) *dev = DEV_CPU;
+    else if (strcmp(name, "cuda") == 0 || strcmp(name, "auto") == 0) *dev = DEV_CUDA;
+    else return vfm_fail_at(VFM_ERR_USAGE, NULL, "--device", name, "expected auto, cpu or cuda");
+    if (*dev == DEV_CUDA && gpus == 0)
+        return vfm_fail_at(VFM_ERR_USAGE, NULL, "--device", name, "no CUDA GPU here (see vfm version)");
+    return VFM_OK;
+}
+
+static vfm_status load_checkpoint(SampleJob *j, int use_ema, Device dev) {
     char dir[1200];
     int found = 0;
     char done[1300];
@@ -86,11 +97,17 @@ static vfm_status load_checkpoint(SampleJob *j, int use_ema) {
     DiTConfig mc;
     VFM_TRY(dit_config_from(&mc, j->cfg));
     VFM_TRY(objective_from_config(&j->objective, j->cfg));
-    VFM_TRY(dit_create(&j->model, &mc, DEV_CPU));
+    VFM_TRY(dit_create(&j->model, &mc, dev));
     char path[1400];
     path_join(path, sizeof path, dir, use_ema ? "ema.safetensors" : "model.safetensors");
     if (use_ema && !path_exists(path)) return vfm_fail(VFM_ERR_USAGE, "--ema: %s has no EMA weights", dir);
-    VFM_TRY(load_named_tensors(path, &j->model.table, "", j->model.params));
+    /* the file holds fp32 master weights whatever device wrote it: read on the host, then copied up */
+    float *host = malloc((size_t)(j->model.table.total > 0 ? j->model.table.total : 1) * sizeof(float));
+    if (!host) return vfm_fail(VFM_ERR_NOMEM, "sample: %lld weights", (long long)j->model.table.total);
+    vfm_status ls = load_named_tensors(path, &j->model.table, "", host);
+    if (ls == VFM_OK) ls = dit_params_from_host(&j->model, host);
+    free(host);
+    VFM_TRY(ls);
     /* what the data looked like */
     j->shape[0] = mc.in_channels, j->shape[1] = 1, j->shape[2] = 16, j->shape[3] = 16;
     j->data_fps = 30;
@@ -185,6 +202,7 @@ int cmd_sample(int argc, char **argv) {
         {"--compare-dataset", "DIR", "put a real example of each caption (from this pixel-space dataset) in the grid", NULL, 0},
         {"--score-colours", NULL, "judge each picture's dominant colour against its caption and print the score", NULL, 0},
         {"--threads", "N", "CPU threads (default: all cores)", NULL, 0},
+        {"--device", "auto|cpu|cuda", "where the network runs (default auto: the GPU when there is one)", NULL, 0},
     };
     int nflags = (int)(sizeof flags / sizeof flags[0]), help;
     ArgList pos;
@@ -216,7 +234,9 @@ int cmd_sample(int argc, char **argv) {
     snprintf(j.out, sizeof j.out, "%s", out);
     const char *threads = args_value(flags, nflags, "--threads", NULL);
     ops_set_threads(threads ? atoi(threads) : (int)sysconf(_SC_NPROCESSORS_ONLN));
-    s = load_checkpoint(&j, args_flag(flags, nflags, "--ema")->present);
+    Device dev;
+    s = sample_device(args_value(flags, nflags, "--device", "auto"), &dev);
+    if (s == VFM_OK) s = load_checkpoint(&j, args_flag(flags, nflags, "--ema")->present, dev);
     if (s != VFM_OK) return cli_report(s);
     const DiTConfig *mc = &j.model.cfg;
 

@@ -29,7 +29,5 @@ int cmd_checkpoint(int argc, char **argv);
 
 /* Prints "vfm: <message>" for a failed status and returns its exit code. */
 int cli_report(int status);
-/* For commands a later milestone fills: one line, exit 2. */
-int cli_not_implemented(const char *command);
 
 #endif

@@ -49,11 +49,6 @@ int cli_report(int status) {
     return vfm_exit_code((vfm_status)status);
 }
 
-int cli_not_implemented(const char *command) {
-    fprintf(stderr, "vfm %s: not implemented yet\n", command);
-    return 2;
-}
-
 int cmd_version(int argc, char **argv) {
     (void)argv;
     if (argc > 0) {

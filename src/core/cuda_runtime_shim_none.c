@@ -15,6 +15,16 @@ vfm_status vfm_cuda_memcpy(void *dst, int dst_on_gpu, const void *src, int src_o
 vfm_status vfm_cuda_memset0(void *p, size_t bytes) { (void)p; (void)bytes; return no_cuda(); }
 vfm_status vfm_cuda_synchronize(void) { return VFM_OK; }
 const char *vfm_cuda_describe(void) { return "no CUDA support in this build"; }
+const char *vfm_cuda_device_name(void) { return ""; }
+void vfm_cuda_alloc_stats(size_t *current, size_t *peak) { *current = *peak = 0; }
+void vfm_cuda_alloc_reset_peak(void) {}
+vfm_status vfm_cuda_mem_info(size_t *free_bytes, size_t *total_bytes) {
+    *free_bytes = *total_bytes = 0;
+    return no_cuda();
+}
+vfm_status vfm_cuda_host_alloc(size_t bytes, void **out) { (void)bytes; *out = NULL; return no_cuda(); }
+void vfm_cuda_host_free(void *p) { (void)p; }
+int vfm_cuda_is_device_pointer(const void *p) { (void)p; return 0; }
 #else
 typedef int vfm_cuda_shim_none_unused; /* ISO C forbids an empty translation unit */
 #endif

@@ -1,9 +1,11 @@
-/* Tensor views, owning allocation, copies between devices, bf16 conversion. */
+/* Tensor views, owning allocation, copies between devices, bf16 conversion, device memory figures. */
 #include "tensor.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include "cuda_runtime_shim.h"
 
@@ -100,6 +102,29 @@ vfm_status device_memset0(Device dev, void *p, size_t bytes) {
 }
 
 int device_cuda_count(void) { return vfm_cuda_device_count(); }
+
+vfm_status device_synchronize(Device dev) { return dev == DEV_CUDA ? vfm_cuda_synchronize() : VFM_OK; }
+
+vfm_status device_memory(Device dev, DeviceMemory *out) {
+    memset(out, 0, sizeof *out);
+    if (dev == DEV_CUDA) {
+        vfm_cuda_alloc_stats(&out->held, &out->peak);
+        return vfm_cuda_mem_info(&out->free, &out->total);
+    }
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru) == 0) out->peak = (size_t)ru.ru_maxrss * 1024;
+    FILE *f = fopen("/proc/self/statm", "r");
+    long long pages_total, pages_resident;
+    if (f && fscanf(f, "%lld %lld", &pages_total, &pages_resident) == 2)
+        out->held = (size_t)pages_resident * (size_t)sysconf(_SC_PAGESIZE);
+    if (f) fclose(f);
+    if (out->held > out->peak) out->peak = out->held;
+    return VFM_OK;
+}
+
+void device_memory_reset_peak(Device dev) {
+    if (dev == DEV_CUDA) vfm_cuda_alloc_reset_peak();
+}
 
 vfm_status tensor_alloc(Tensor *t, DType dtype, Device device, int ndim, const int64_t *shape) {
     *t = tensor_make(NULL, dtype, device, ndim, shape);

@@ -65,6 +65,17 @@ vfm_status device_memcpy(void *dst, Device dst_dev, const void *src, Device src_
 vfm_status device_memset0(Device dev, void *p, size_t bytes);
 /* Number of usable CUDA GPUs; 0 without CUDA support or without a GPU. */
 int device_cuda_count(void);
+/* Waits until the device has finished the work queued on it (a no-op on the CPU). */
+vfm_status device_synchronize(Device dev);
+
+typedef struct DeviceMemory {
+    size_t held, peak;  /* cuda: what vfm allocated, now and at most (since the last reset);
+                         * cpu: the process's resident set, now and at most */
+    size_t free, total; /* cuda: the device's free and total memory (every process); cpu: 0 */
+} DeviceMemory;
+vfm_status device_memory(Device dev, DeviceMemory *out);
+/* Restarts the high-water mark at what is held now (cuda; the cpu peak cannot be reset). */
+void device_memory_reset_peak(Device dev);
 
 #ifdef __cplusplus
 }

@@ -16,15 +16,25 @@ static int chunk_mlp(const DiTConfig *c, int k) { return c->f.n_chunks - 3 + k; 
 
 /* ---- parameter views ----------------------------------------------------------------- */
 
+/* Parameter buffers: the weights the ops read (the act-dtype copy when there is one, else the
+ * fp32 master weights) and the fp32 gradients. */
+typedef struct Buf {
+    void *data;
+    DType dtype;
+} Buf;
+static Buf weights(const DiT *m) { return m->wcopy ? (Buf){m->wcopy, m->act_dtype} : (Buf){m->params, DT_F32}; }
+static Buf gradients(const DiT *m) { return (Buf){m->grads, DT_F32}; }
+static char *at(Buf b, int64_t element) { return (char *)b.data + (size_t)element * dtype_size(b.dtype); }
+
 /* Rows [row0, row0 + out) of a linear's weight (any entry rank, viewed [rows, numel/rows]). */
-static Tensor lin_weight(const DiT *m, const DiTLinear *l, float *buf) {
+static Tensor lin_weight(const DiT *m, const DiTLinear *l, Buf buf) {
     const ParamEntry *e = &m->table.entries[l->w];
     int64_t in = e->numel / e->shape[0];
-    return TENSOR(buf + e->offset + l->row0 * in, DT_F32, m->device, l->out, in);
+    return TENSOR(at(buf, e->offset + l->row0 * in), buf.dtype, m->device, l->out, in);
 }
 
-static Tensor lin_bias(const DiT *m, const DiTLinear *l, float *buf) {
-    return TENSOR(buf + m->table.entries[l->b].offset + l->row0, DT_F32, m->device, l->out);
+static Tensor lin_bias(const DiT *m, const DiTLinear *l, Buf buf) {
+    return TENSOR(at(buf, m->table.entries[l->b].offset + l->row0), buf.dtype, m->device, l->out);
 }
 
 /* A row-parallel layer's (replicated) bias is added by TP rank 0 only, so the sum that closes the
@@ -34,7 +44,10 @@ static int bias_here(const DiT *m, const DiTLinear *l) {
     return !(m->par.tp > 1 && m->table.entries[l->w].tp_split_dim == 1 && m->par.tp_rank != 0);
 }
 
-static Tensor P(const DiT *m, int id) { return param_view(&m->table, id, m->params, DT_F32, m->device); }
+static Tensor P(const DiT *m, int id) {
+    Buf w = weights(m);
+    return param_view(&m->table, id, w.data, w.dtype, m->device);
+}
 static Tensor G(const DiT *m, int id) { return param_view(&m->table, id, m->grads, DT_F32, m->device); }
 /* [rows, cols] view of a tensor's data. */
 static Tensor V2(const Tensor *t, int64_t rows, int64_t cols) { return TENSOR(t->data, t->dtype, t->device, rows, cols); }
@@ -44,18 +57,18 @@ static Tensor V3(const Tensor *t, int64_t d0, int64_t d1, int64_t d2) {
 
 /* y[N,out] = act(x·Wᵀ + b) */
 static vfm_status lin_fwd(const DiT *m, Tensor *y, Tensor *pre, const Tensor *x, const DiTLinear *l, Activation act) {
-    Tensor w = lin_weight(m, l, m->params), b;
+    Tensor w = lin_weight(m, l, weights(m)), b;
     int with_bias = bias_here(m, l);
-    if (with_bias) b = lin_bias(m, l, m->params);
+    if (with_bias) b = lin_bias(m, l, weights(m));
     return op_linear_forward(y, pre, x, &w, with_bias ? &b : NULL, act);
 }
 
 /* dW += dpreᵀ·x, db += Σ dpre, dx = (or += when accumulate) dpre·W; dx may be NULL. */
 static vfm_status lin_bwd(const DiT *m, Tensor *dx, int accumulate, Tensor *dy, const Tensor *x, const DiTLinear *l,
                           const Tensor *pre, Activation act) {
-    Tensor w = lin_weight(m, l, m->params), dw = lin_weight(m, l, m->grads), db;
+    Tensor w = lin_weight(m, l, weights(m)), dw = lin_weight(m, l, gradients(m)), db;
     int with_bias = bias_here(m, l);
-    if (with_bias) db = lin_bias(m, l, m->grads);
+    if (with_bias) db = lin_bias(m, l, gradients(m));
     return op_linear_backward(dx, &dw, with_bias ? &db : NULL, dy, x, &w, pre, act, accumulate);
 }
 
@@ -288,6 +301,7 @@ vfm_status dit_forward(DiT *m, const DiTInputs *in, Tensor *out) {
     arena_rewind(&m->arena, 0);
     size_t bytes;
     VFM_TRY(dit_carve_acts(m, &m->arena, &bytes, a, L, B));
+    VFM_TRY(dit_stage_inputs(m, a, &in, out)); /* host inputs of a GPU model: their device copies */
     VFM_TRY(dit_place_inputs(m, a, in));
     VFM_TRY(conditioning_forward(m, a, in));
     VFM_TRY(patch_embedding_forward(m, a, &a->blocks[0].h0));
@@ -295,7 +309,8 @@ vfm_status dit_forward(DiT *m, const DiTInputs *in, Tensor *out) {
         Tensor *h_out = l + 1 < c->layers ? &a->blocks[l + 1].h0 : &a->h_final;
         VFM_TRY(block_forward(m, l, &m->blocks[l], &a->blocks[l], a, in, h_out));
     }
-    VFM_TRY(final_layer_forward(m, a, a->pl.identity ? out : &a->out_local));
+    VFM_TRY(final_layer_forward(m, a, a->pl.identity ? dit_stage_out(a, out) : &a->out_local));
+    VFM_TRY(dit_stage_output(m, a, out));
     return dit_gather_output(m, a, out);
 }
 
@@ -433,6 +448,10 @@ vfm_status dit_backward(DiT *m, const DiTInputs *in, const Tensor *dout) {
     const DiTConfig *c = &m->cfg;
     Acts *a = m->saved;
     if (!a || a->S != tensor_dim(in->x, 0)) return vfm_fail(VFM_ERR_INTERNAL, "dit_backward without a matching forward");
+    if (a->stage.on) { /* the forward staged these inputs: use its device copies */
+        in = &a->stage.in;
+        VFM_TRY(dit_stage_dout(m, a, &dout));
+    }
     VFM_TRY(dit_scatter_dout(m, a, dout));
     VFM_TRY(final_layer_backward(m, a, a->pl.identity ? dout : &a->dout_local));
     if (m->on_grads_final) m->on_grads_final(m->on_grads_final_ctx, m->head_first);

@@ -147,8 +147,14 @@ typedef struct DiT {
     DiTConfig cfg;
     ParamTable table;   /* this rank's entries: the single-rank shapes at TP 1, the TP shards otherwise */
     Device device;
-    float *params; /* [table.total] */
-    float *grads;  /* [table.total], accumulated by dit_backward */
+    float *params; /* [table.total] fp32 master weights, on the model's device */
+    float *grads;  /* [table.total] fp32, accumulated by dit_backward, on the model's device */
+    /* The dtype of the activations and of the weights the ops read (ops.h's ACT): f32 on the CPU;
+     * on CUDA bf16 (the default) or f32 (dit_set_act_dtype: every op in f32, for tests). With bf16
+     * the ops read wcopy, a bf16 copy of params that dit_refresh_weights makes after every change
+     * of the master weights (the optimizer step, a load); gradients stay fp32. */
+    DType act_dtype;
+    void *wcopy;   /* [table.total] act_dtype copy of params, or NULL (the ops read params) */
     DiTParallel par;    /* tp = cp = 1 for a one-rank model */
     int heads_local, kv_heads_local, ffn_local; /* per TP rank: heads/TP, kv_heads/TP, ffn/TP */
     ParamTable *full_table; /* the single-rank table (names and shapes of the checkpoint files) */
@@ -202,13 +208,28 @@ typedef struct DiTCommBytes {
 void dit_comm_bytes(const DiT *m, int64_t tokens, int64_t text, int elem, DiTCommBytes *out);
 
 /* The variant's initialisation (docs/parameters.md), Philox-keyed by parameter name and seed: a
- * TP rank gets exactly the single-rank model's values at its elements. */
+ * TP rank gets exactly the single-rank model's values at its elements (on any device: the values
+ * are made on the host and copied; the weight copy is refreshed). */
 vfm_status dit_init_weights(DiT *m, uint64_t seed);
+/* CUDA: the activations' dtype, DT_BF16 (the default) or DT_F32; before the first dit_reserve. The
+ * CPU runs f32 only. */
+vfm_status dit_set_act_dtype(DiT *m, DType dt);
+/* The ops' weight copy (wcopy) from the master weights: call after changing params on the device
+ * (the optimizer step); a no-op without a copy. The functions below refresh it themselves. */
+vfm_status dit_refresh_weights(DiT *m);
+/* The master weights (or a buffer laid out like them: EMA, gradients) between the model's device
+ * and host memory host[table.total]. dit_params_from_host also refreshes the weight copy. */
+vfm_status dit_params_to_host(const DiT *m, float *host);
+vfm_status dit_params_from_host(DiT *m, const float *host);
 /* Reserves activation memory for packs of up to max_tokens rows, max_text rows and max_samples
  * samples (the trainer passes its pack budget). */
 vfm_status dit_reserve(DiT *m, int64_t max_tokens, int64_t max_text, int max_samples);
 
-/* One pack, on the model's device. */
+/* One pack: every tensor on the model's device (activations in its act_dtype; c_noise and fps
+ * f32), or every tensor in host memory (f32, i32 maps, the layouts' offsets on the host) with a
+ * CUDA model: dit_forward then copies them to the GPU (the network input and the text converted
+ * to the activation dtype), writes `out` to host memory in f32, and dit_backward takes its host
+ * f32 dout the same way — so the objectives and samplers run unchanged on a GPU model. */
 typedef struct DiTInputs {
     const Tensor *x;          /* [S, token_dim] network input (c_in·x_t) */
     const Tensor *c_noise;    /* [B] timestep input per sample (EDM: ¼ ln σ) */

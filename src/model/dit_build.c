@@ -279,26 +279,73 @@ vfm_status dit_describe_parallel(DiT *m, const DiTConfig *cfg, const DiTParallel
 
 vfm_status dit_create_parallel(DiT *m, const DiTConfig *cfg, Device device, const DiTParallel *par) {
     memset(m, 0, sizeof *m);
-    if (device != DEV_CPU) return vfm_fail(VFM_ERR_UNSUPPORTED, "the DiT runs on the CPU in this version");
+    if (device == DEV_CUDA && par && (par->tp > 1 || par->cp > 1))
+        return vfm_fail(VFM_ERR_UNSUPPORTED, "tensor and context parallelism run on the CPU in this version "
+                        "(model.tensor_model_parallel_size=%d, model.context_parallel_size=%d with train.device=cuda): "
+                        "on the GPU use data parallelism, or train.device=cpu", par->tp, par->cp);
     VFM_TRY(dit_describe_parallel(m, cfg, par));
     m->device = device;
+    m->act_dtype = device == DEV_CUDA ? DT_BF16 : DT_F32;
     size_t bytes = (size_t)m->table.total * sizeof(float);
     VFM_TRY(device_malloc(device, bytes, (void **)&m->params));
     VFM_TRY(device_malloc(device, bytes, (void **)&m->grads));
     VFM_TRY(device_memset0(device, m->params, bytes));
     VFM_TRY(device_memset0(device, m->grads, bytes));
+    VFM_TRY(dit_set_act_dtype(m, m->act_dtype));
     return m->cfg.f.conv_patch ? build_patch_perm(m) : VFM_OK;
 }
 
 vfm_status dit_create(DiT *m, const DiTConfig *cfg, Device device) { return dit_create_parallel(m, cfg, device, NULL); }
 
+vfm_status dit_set_act_dtype(DiT *m, DType dt) {
+    if (dt != DT_F32 && !(dt == DT_BF16 && m->device == DEV_CUDA))
+        return vfm_fail(VFM_ERR_UNSUPPORTED, "dit: activations in %s on %s (the CPU runs f32; CUDA bf16 or f32)",
+                        dtype_name(dt), device_name(m->device));
+    if (m->saved) return vfm_fail(VFM_ERR_INTERNAL, "dit_set_act_dtype after dit_reserve");
+    device_free(m->device, m->wcopy);
+    m->wcopy = NULL;
+    m->act_dtype = dt;
+    if (dt != DT_F32) {
+        VFM_TRY(device_malloc(m->device, (size_t)m->table.total * dtype_size(dt), &m->wcopy));
+        VFM_TRY(dit_refresh_weights(m));
+    }
+    return VFM_OK;
+}
+
+vfm_status dit_refresh_weights(DiT *m) {
+    if (!m->wcopy || m->table.total == 0) return VFM_OK;
+    Tensor dst = TENSOR(m->wcopy, m->act_dtype, m->device, m->table.total);
+    Tensor src = TENSOR(m->params, DT_F32, m->device, m->table.total);
+    return op_convert(&dst, &src);
+}
+
+vfm_status dit_params_to_host(const DiT *m, float *host) {
+    return device_memcpy(host, DEV_CPU, m->params, m->device, (size_t)m->table.total * sizeof(float));
+}
+
+vfm_status dit_params_from_host(DiT *m, const float *host) {
+    VFM_TRY(device_memcpy(m->params, m->device, host, DEV_CPU, (size_t)m->table.total * sizeof(float)));
+    return dit_refresh_weights(m);
+}
+
 vfm_status dit_init_weights(DiT *m, uint64_t seed) {
-    if (m->par.tp > 1 && m->shards) return tp_shard_init_values(m->shards, m->params, seed);
-    return param_table_init_values(&m->table, m->params, seed);
+    float *host = m->params;
+    if (m->device != DEV_CPU) {
+        host = malloc((size_t)(m->table.total > 0 ? m->table.total : 1) * sizeof(float));
+        if (!host) return vfm_fail(VFM_ERR_NOMEM, "dit: %lld initial weights", (long long)m->table.total);
+    }
+    vfm_status s = m->par.tp > 1 && m->shards ? tp_shard_init_values(m->shards, host, seed)
+                                              : param_table_init_values(&m->table, host, seed);
+    if (host != m->params) {
+        if (s == VFM_OK) s = dit_params_from_host(m, host);
+        free(host);
+    }
+    return s;
 }
 
 void dit_destroy(DiT *m) {
     device_free(m->device, m->params);
+    device_free(m->device, m->wcopy);
     device_free(m->device, m->grads);
     device_free(m->device, m->patch_perm);
     if (m->arena.base) arena_destroy(&m->arena);

@@ -44,10 +44,23 @@ typedef struct Placement {
     Tensor x, t2s, pos;            /* [Rl, token_dim], [Rl] i32, [Rl, 3] i32 */
 } Placement;
 
+/* CUDA: the device copies of a pack given in host memory, and the DiTInputs that point at them
+ * (dit.h "DiTInputs"; dit_stage.c). */
+typedef struct Staging {
+    int on;                               /* the last forward's inputs were in host memory */
+    Tensor x, x32, text, text32;          /* [S,tok] act / f32, [L,d_text] act / f32 */
+    Tensor c_noise, fps, labels;          /* [B] f32, f32, i32 */
+    Tensor t2s, pos;                      /* [S] i32, [S,3] i32 */
+    Tensor cu[8];                         /* [B+1] i32: self q, q padded, kv, kv padded; the same for cross */
+    Tensor out, out32, dout;              /* [S,out] act, f32, act */
+    DiTInputs in;
+} Staging;
+
 typedef struct Acts {
     int64_t S, R, Rl, L;           /* S here = the caller's S_in (what dit_backward checks) */
     int B;
     Placement pl;
+    Staging stage;
     /* parallel scratch: the whole pack in internal slots, a CP chunk set, the CP gather's staging,
      * this rank's output rows, a region's gathered input and a row-parallel output */
     Tensor w_whole, w_cp, w_gather;       /* [S, wmax], [R, wmax], [S, out] (wmax = max(token_dim, out, 3)) */
@@ -76,6 +89,17 @@ typedef struct Acts {
 /* Lays out the activations of a pack (a->pl sized: S, R, Rl), L text rows and B samples. With
  * arena NULL only counts *bytes (what dit_reserve needs); otherwise carves from the arena. */
 vfm_status dit_carve_acts(const DiT *m, Arena *arena, size_t *bytes, Acts *a, int64_t L, int B);
+
+/* ---- dit_stage.c ---- */
+/* When the model is on CUDA and in's tensors are in host memory: copies them into a->stage (carved)
+ * and sets *in to a->stage.in; otherwise leaves *in as it is. */
+vfm_status dit_stage_inputs(DiT *m, Acts *a, const DiTInputs **in, const Tensor *out);
+/* The output tensor the final layer writes: a->stage.out when staged, else out. */
+Tensor *dit_stage_out(Acts *a, Tensor *out);
+/* After the forward: out (host f32) from a->stage.out when staged. */
+vfm_status dit_stage_output(DiT *m, Acts *a, Tensor *out);
+/* Before the backward: *dout points at a->stage.dout filled from the host f32 dout when staged. */
+vfm_status dit_stage_dout(DiT *m, Acts *a, const Tensor **dout);
 
 /* ---- dit_parallel.c ---- */
 /* The rows of the caller's pack: the placement's offsets and row counts (no tensors yet). */

@@ -5,6 +5,7 @@
 
 #include "cpu/ops_cpu.h"
 #include "ops.h"
+#include "ops_profile.h"
 #ifdef VFM_CUDA
 #include "cuda/ops_cuda.h"
 #endif
@@ -30,12 +31,23 @@ vfm_status ops_no_cuda(const char *op);
 /* tok2sample i32 [S] on dev; on the CPU also checks every entry is -1 (padding) or a sample < B. */
 vfm_status ops_check_tok2sample(const char *op, const Tensor *tok2sample, int64_t S, int64_t B, Device dev);
 
-/* Calls cpu_<name>_f32 / cpu_<name>_f64 by the reference tensor's dtype. */
-#define OPS_DISPATCH_CPU(name, ref, ...)                                       \
+/* cpu_<name>_f32 / cpu_<name>_f64 by the reference tensor's dtype, as an expression. */
+#define OPS_CPU_CALL(name, ref, ...) \
+    ((ref)->dtype == DT_F64 ? cpu_##name##_f64(__VA_ARGS__) : cpu_##name##_f32(__VA_ARGS__))
+
+/* return expr, timed as op `name` on dev while profiling is on (ops_profile.h). */
+#define OPS_RETURN_PROFILED(name, dev, expr)                                   \
     do {                                                                       \
-        if ((ref)->dtype == DT_F64) return cpu_##name##_f64(__VA_ARGS__);      \
-        return cpu_##name##_f32(__VA_ARGS__);                                  \
+        if (!g_ops_profile_on) return (expr);                                  \
+        OpsProfileMark ops_pm_;                                                \
+        ops_profile_begin(&ops_pm_, #name, (dev));                             \
+        vfm_status ops_ps_ = (expr);                                           \
+        ops_profile_end(&ops_pm_);                                             \
+        return ops_ps_;                                                        \
     } while (0)
+
+/* Calls cpu_<name>_f32 / cpu_<name>_f64 by the reference tensor's dtype. */
+#define OPS_DISPATCH_CPU(name, ref, ...) OPS_RETURN_PROFILED(name, DEV_CPU, OPS_CPU_CALL(name, ref, __VA_ARGS__))
 
 /* The CPU backend, or "no CUDA kernel yet" for a GPU tensor. */
 #define OPS_DISPATCH(name, ref, ...)                                           \
@@ -48,7 +60,7 @@ vfm_status ops_check_tok2sample(const char *op, const Tensor *tok2sample, int64_
 #ifdef VFM_CUDA
 #define OPS_DISPATCH_WITH_CUDA(name, ref, ...)                                 \
     do {                                                                       \
-        if ((ref)->device == DEV_CUDA) return cuda_##name(__VA_ARGS__);        \
+        if ((ref)->device == DEV_CUDA) OPS_RETURN_PROFILED(name, DEV_CUDA, cuda_##name(__VA_ARGS__)); \
         OPS_DISPATCH_CPU(name, ref, __VA_ARGS__);                              \
     } while (0)
 #else

@@ -8,7 +8,10 @@ vfm_status op_fill(Tensor *x, double value) {
     OPS_DISPATCH_WITH_CUDA(fill, x, x, value);
 }
 
-vfm_status op_copy(Tensor *dst, const Tensor *src) { return tensor_copy(dst, src); }
+vfm_status op_copy(Tensor *dst, const Tensor *src) {
+    OPS_RETURN_PROFILED(copy, dst->device == DEV_CUDA || src->device == DEV_CUDA ? DEV_CUDA : DEV_CPU,
+                        tensor_copy(dst, src));
+}
 
 static double load_as_double(const void *p, DType t, int64_t i) {
     switch (t) {
@@ -36,7 +39,7 @@ vfm_status op_convert(Tensor *dst, const Tensor *src) {
     if (dst->dtype == src->dtype) return tensor_copy(dst, src);
     if (dst->device == DEV_CUDA) {
 #ifdef VFM_CUDA
-        return cuda_convert(dst, src);
+        OPS_RETURN_PROFILED(convert, DEV_CUDA, cuda_convert(dst, src));
 #else
         return ops_no_cuda("convert");
 #endif

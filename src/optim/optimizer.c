@@ -26,20 +26,29 @@ double lr_at_step(const OptimConfig *c, int64_t step) {
     return c->min_lr + coeff * (c->lr - c->min_lr);
 }
 
-vfm_status optimizer_init_range(Optimizer *o, const OptimConfig *c, const ParamTable *t, int64_t begin, int64_t end) {
+vfm_status optimizer_init_on(Optimizer *o, const OptimConfig *c, const ParamTable *t, int64_t begin, int64_t end,
+                             Device device) {
     memset(o, 0, sizeof *o);
     o->cfg = *c;
     o->table = t;
     o->begin = begin;
     o->end = end;
-    size_t n = (size_t)(end - begin) + 1; /* + 1: an empty shard still gets a valid pointer */
-    o->m = calloc(n, sizeof(float));
-    o->v = calloc(n, sizeof(float));
-    if (!o->m || !o->v) {
+    o->device = device;
+    size_t bytes = ((size_t)(end - begin) + 1) * sizeof(float); /* + 1: an empty shard still gets a valid pointer */
+    vfm_status s = device_malloc(device, bytes, (void **)&o->m);
+    if (s == VFM_OK) s = device_malloc(device, bytes, (void **)&o->v);
+    if (s == VFM_OK) s = device_memset0(device, o->m, bytes);
+    if (s == VFM_OK) s = device_memset0(device, o->v, bytes);
+    if (s != VFM_OK) {
         optimizer_free(o);
-        return vfm_fail(VFM_ERR_NOMEM, "optimizer: Adam moments for %lld parameters", (long long)(end - begin));
+        return vfm_fail_context(s, "optimizer: Adam moments for %lld parameters on %s", (long long)(end - begin),
+                                device_name(device));
     }
     return VFM_OK;
+}
+
+vfm_status optimizer_init_range(Optimizer *o, const OptimConfig *c, const ParamTable *t, int64_t begin, int64_t end) {
+    return optimizer_init_on(o, c, t, begin, end, DEV_CPU);
 }
 
 vfm_status optimizer_init(Optimizer *o, const OptimConfig *c, const ParamTable *t) {
@@ -47,17 +56,42 @@ vfm_status optimizer_init(Optimizer *o, const OptimConfig *c, const ParamTable *
 }
 
 void optimizer_free(Optimizer *o) {
-    free(o->m);
-    free(o->v);
+    device_free(o->device, o->m);
+    device_free(o->device, o->v);
     o->m = o->v = NULL;
 }
 
-vfm_status grad_global_norm(const float *grads, int64_t n, double *norm) {
-    Tensor g = TF32((float *)grads, n);
+vfm_status optimizer_host_copy(const Optimizer *o, Optimizer *host) {
+    VFM_TRY(optimizer_init_on(host, &o->cfg, o->table, o->begin, o->end, DEV_CPU));
+    host->step = o->step;
+    size_t bytes = (size_t)(o->end - o->begin) * sizeof(float);
+    vfm_status s = device_memcpy(host->m, DEV_CPU, o->m, o->device, bytes);
+    if (s == VFM_OK) s = device_memcpy(host->v, DEV_CPU, o->v, o->device, bytes);
+    if (s != VFM_OK) optimizer_free(host);
+    return s;
+}
+
+vfm_status optimizer_copy_from_host(Optimizer *o, const Optimizer *host) {
+    if (host->begin != o->begin || host->end != o->end)
+        return vfm_fail(VFM_ERR_INTERNAL, "optimizer: moments of [%lld, %lld) into [%lld, %lld)", (long long)host->begin,
+                        (long long)host->end, (long long)o->begin, (long long)o->end);
+    size_t bytes = (size_t)(o->end - o->begin) * sizeof(float);
+    VFM_TRY(device_memcpy(o->m, o->device, host->m, DEV_CPU, bytes));
+    VFM_TRY(device_memcpy(o->v, o->device, host->v, DEV_CPU, bytes));
+    o->step = host->step;
+    return VFM_OK;
+}
+
+vfm_status grad_global_norm_on(Device device, const float *grads, int64_t n, double *norm) {
+    Tensor g = TENSOR((float *)grads, DT_F32, device, n);
     double sum = 0;
     VFM_TRY(op_sum_squares(&sum, &g));
     *norm = sqrt(sum);
     return VFM_OK;
+}
+
+vfm_status grad_global_norm(const float *grads, int64_t n, double *norm) {
+    return grad_global_norm_on(DEV_CPU, grads, n, norm);
 }
 
 double clip_scale(const OptimConfig *c, double norm) {
@@ -74,14 +108,24 @@ vfm_status optimizer_step_range(Optimizer *o, float *params, const float *grads,
     const ParamTable *t = o->table;
     AdamWHyper h = {(float)lr, (float)o->cfg.beta1, (float)o->cfg.beta2, (float)o->cfg.eps, 0.0f,
                     (int)(o->step + 1), (float)grad_scale};
-    /* each entry's piece inside [begin, end), with that entry's weight-decay flag */
-    for (int i = 0; i < t->count; i++) {
+    /* each run of adjacent trainable entries with the same weight-decay flag, inside [begin, end):
+     * one update per run (elementwise, so the bits do not depend on how runs are cut; on the GPU a
+     * few launches instead of one per entry) */
+    for (int i = 0; i < t->count;) {
         const ParamEntry *e = &t->entries[i];
+        int j = i + 1;
+        while (j < t->count && t->entries[j].trainable == e->trainable && t->entries[j].weight_decay == e->weight_decay &&
+               t->entries[j].offset == t->entries[j - 1].offset + t->entries[j - 1].numel)
+            j++;
+        const ParamEntry *last = &t->entries[j - 1];
         int64_t a = e->offset > o->begin ? e->offset : o->begin;
-        int64_t b = e->offset + e->numel < o->end ? e->offset + e->numel : o->end;
+        int64_t b = last->offset + last->numel < o->end ? last->offset + last->numel : o->end;
+        i = j;
         if (!e->trainable || a >= b) continue;
-        Tensor p = TF32(params + (a - o->begin), b - a), g = TF32((float *)grads + (a - o->begin), b - a);
-        Tensor m = TF32(o->m + (a - o->begin), b - a), v = TF32(o->v + (a - o->begin), b - a);
+        Tensor p = TENSOR(params + (a - o->begin), DT_F32, o->device, b - a);
+        Tensor g = TENSOR((float *)grads + (a - o->begin), DT_F32, o->device, b - a);
+        Tensor m = TENSOR(o->m + (a - o->begin), DT_F32, o->device, b - a);
+        Tensor v = TENSOR(o->v + (a - o->begin), DT_F32, o->device, b - a);
         h.weight_decay = e->weight_decay ? (float)o->cfg.weight_decay : 0.0f;
         VFM_TRY(op_adamw_step(&p, &m, &v, &g, &h));
     }

@@ -34,16 +34,27 @@ typedef struct Optimizer {
     OptimConfig cfg;
     const ParamTable *table;
     int64_t begin, end;    /* the elements of the flat buffer this optimizer updates */
-    float *m, *v;          /* [end - begin] Adam moments, f32 */
+    float *m, *v;          /* [end - begin] Adam moments, f32, on `device` */
     int64_t step;          /* updates applied so far (bias correction uses step + 1) */
+    Device device;         /* where m, v and the params and grads it updates live */
 } Optimizer;
 
 vfm_status optimizer_init(Optimizer *o, const OptimConfig *c, const ParamTable *t);
 /* An optimizer for elements [begin, end) only (a ZeRO-1 shard); m and v hold just those. */
 vfm_status optimizer_init_range(Optimizer *o, const OptimConfig *c, const ParamTable *t, int64_t begin, int64_t end);
+/* The same with m and v on `device` (the params and grads handed to optimizer_step live there too). */
+vfm_status optimizer_init_on(Optimizer *o, const OptimConfig *c, const ParamTable *t, int64_t begin, int64_t end,
+                             Device device);
 void optimizer_free(Optimizer *o);
+/* A host copy of o (m and v in host memory, the rest the same), for writing checkpoints; free with
+ * optimizer_free. */
+vfm_status optimizer_host_copy(const Optimizer *o, Optimizer *host);
+/* o's moments (and step) from a host optimizer of the same range (reading checkpoints). */
+vfm_status optimizer_copy_from_host(Optimizer *o, const Optimizer *host);
 /* √(Σ grad²) over the whole buffer (fixed reduction order). */
 vfm_status grad_global_norm(const float *grads, int64_t n, double *norm);
+/* The same for a buffer on `device`. */
+vfm_status grad_global_norm_on(Device device, const float *grads, int64_t n, double *norm);
 /* One AdamW update of the optimizer's elements of every trainable entry with learning rate lr;
  * gradients are multiplied by grad_scale first (clipping). params and grads span the whole table. */
 vfm_status optimizer_step(Optimizer *o, float *params, const float *grads, double lr, double grad_scale);

@@ -163,6 +163,7 @@ void comm_free(Comm *c) {
         if (c->impl->nccl) nccl_comm_close(c);
         if (c->impl->mpi) mpi_comm_close(c);
         free(c->impl->scratch);
+        comm_stage_free(c);
         free(c->impl);
     }
     free(c->members);
@@ -204,9 +205,18 @@ static vfm_status check_rank(const Comm *c, const char *op, int r, const char *w
     return VFM_OK;
 }
 
-static void host_copy(void *dst, const void *src, size_t bytes) {
-    if (dst != src && bytes) memmove(dst, src, bytes);
-}
+/* A one-rank group's copy (host or GPU memory). */
+#define LOCAL_COPY(dst, src, bytes) VFM_TRY(comm_local_copy((dst), (src), (bytes)))
+
+/* MPI backend with GPU buffers: the backend call fn(c, <host send>, <host recv>, ...) on host copies. */
+#define STAGED(send, send_bytes, recv, recv_bytes, fn, ...)                                   \
+    do {                                                                                    \
+        if (comm_stage_wanted(c, (send), (recv))) {                                          \
+            CommStaged st_;                                                                 \
+            VFM_TRY(comm_stage_in(c, &st_, (send), (send_bytes), (recv), (recv_bytes)));     \
+            return comm_stage_out(&st_, fn(c, __VA_ARGS__));                                \
+        }                                                                                   \
+    } while (0)
 
 #define BACKEND(fn, ...) (c->backend == COMM_BACKEND_NCCL ? nccl_##fn(__VA_ARGS__) : mpi_##fn(__VA_ARGS__))
 
@@ -219,6 +229,8 @@ vfm_status comm_all_reduce(Comm *c, void *buf, int64_t count, DType dt, CommOp o
     VFM_TRY(check_dtype(c, "all_reduce", dt, 1));
     VFM_TRY(check_buf(c, "all_reduce", buf, count));
     if (SELF_GROUP || count == 0) return VFM_OK;
+    size_t b = (size_t)count * dtype_size(dt);
+    STAGED(buf, b, buf, b, mpi_all_reduce, st_.host_recv, count, dt, op);
     return BACKEND(all_reduce, c, buf, count, dt, op);
 }
 
@@ -228,11 +240,14 @@ vfm_status comm_reduce_scatter_v(Comm *c, const void *send, void *recv, const in
     VFM_TRY(check_counts(c, "reduce_scatter", counts, &total));
     VFM_TRY(check_buf(c, "reduce_scatter", send, total));
     VFM_TRY(check_buf(c, "reduce_scatter", recv, counts[c->rank]));
+    size_t es = dtype_size(dt);
     if (SELF_GROUP) {
-        host_copy(recv, send, (size_t)counts[0] * dtype_size(dt));
+        LOCAL_COPY(recv, send, (size_t)counts[0] * es);
         return VFM_OK;
     }
     if (total == 0) return VFM_OK;
+    STAGED(send, (size_t)total * es, recv, (size_t)counts[c->rank] * es, mpi_reduce_scatter_v, st_.host_send,
+           st_.host_recv, counts, dt, op);
     return BACKEND(reduce_scatter_v, c, send, recv, counts, dt, op);
 }
 
@@ -257,11 +272,14 @@ vfm_status comm_all_gather_v(Comm *c, const void *send, void *recv, const int64_
     VFM_TRY(check_counts(c, "all_gather", counts, &total));
     VFM_TRY(check_buf(c, "all_gather", send, counts[c->rank]));
     VFM_TRY(check_buf(c, "all_gather", recv, total));
+    size_t es = dtype_size(dt);
     if (SELF_GROUP) {
-        host_copy(recv, send, (size_t)counts[0] * dtype_size(dt));
+        LOCAL_COPY(recv, send, (size_t)counts[0] * es);
         return VFM_OK;
     }
     if (total == 0) return VFM_OK;
+    STAGED(send, (size_t)counts[c->rank] * es, recv, (size_t)total * es, mpi_all_gather_v, st_.host_send, st_.host_recv,
+           counts, dt);
     return BACKEND(all_gather_v, c, send, recv, counts, dt);
 }
 
@@ -278,6 +296,8 @@ vfm_status comm_broadcast(Comm *c, void *buf, int64_t count, DType dt, int root)
     VFM_TRY(check_rank(c, "broadcast", root, "root"));
     VFM_TRY(check_buf(c, "broadcast", buf, count));
     if (SELF_GROUP || count == 0) return VFM_OK;
+    size_t b = (size_t)count * dtype_size(dt);
+    STAGED(buf, b, buf, b, mpi_broadcast, st_.host_recv, count, dt, root);
     return BACKEND(broadcast, c, buf, count, dt, root);
 }
 
@@ -286,6 +306,7 @@ vfm_status comm_send(Comm *c, const void *buf, int64_t count, DType dt, int peer
     VFM_TRY(check_rank(c, "send", peer, "peer"));
     if (peer == c->rank) return op_error(c, "send", VFM_ERR_INTERNAL, "peer is this rank");
     VFM_TRY(check_buf(c, "send", buf, count));
+    STAGED(buf, (size_t)count * dtype_size(dt), NULL, 0, mpi_send, st_.host_send, count, dt, peer);
     return BACKEND(send, c, buf, count, dt, peer);
 }
 
@@ -294,6 +315,7 @@ vfm_status comm_recv(Comm *c, void *buf, int64_t count, DType dt, int peer) {
     VFM_TRY(check_rank(c, "recv", peer, "peer"));
     if (peer == c->rank) return op_error(c, "recv", VFM_ERR_INTERNAL, "peer is this rank");
     VFM_TRY(check_buf(c, "recv", buf, count));
+    STAGED(NULL, 0, buf, (size_t)count * dtype_size(dt), mpi_recv, st_.host_recv, count, dt, peer);
     return BACKEND(recv, c, buf, count, dt, peer);
 }
 
@@ -303,13 +325,20 @@ vfm_status comm_all_to_all_v(Comm *c, const void *send, const int64_t *send_coun
     for (int j = 0; j < c->size; j++)
         if (send_counts[j] < 0 || recv_counts[j] < 0 || send_displs[j] < 0 || recv_displs[j] < 0)
             return op_error(c, "all_to_all", VFM_ERR_INTERNAL, "negative count or displacement");
+    size_t es = dtype_size(dt);
     if (SELF_GROUP) {
         if (send_counts[0] != recv_counts[0])
             return op_error(c, "all_to_all", VFM_ERR_INTERNAL, "send and receive counts differ");
-        size_t es = dtype_size(dt);
-        host_copy((char *)recv + recv_displs[0] * es, (const char *)send + send_displs[0] * es, (size_t)send_counts[0] * es);
+        LOCAL_COPY((char *)recv + recv_displs[0] * es, (const char *)send + send_displs[0] * es, (size_t)send_counts[0] * es);
         return VFM_OK;
     }
+    int64_t send_end = 0, recv_end = 0;
+    for (int j = 0; j < c->size; j++) {
+        if (send_displs[j] + send_counts[j] > send_end) send_end = send_displs[j] + send_counts[j];
+        if (recv_displs[j] + recv_counts[j] > recv_end) recv_end = recv_displs[j] + recv_counts[j];
+    }
+    STAGED(send, (size_t)send_end * es, recv, (size_t)recv_end * es, mpi_all_to_all_v, st_.host_send, send_counts,
+           send_displs, st_.host_recv, recv_counts, recv_displs, dt);
     return BACKEND(all_to_all_v, c, send, send_counts, send_displs, recv, recv_counts, recv_displs, dt);
 }
 
@@ -345,6 +374,7 @@ vfm_status comm_exchange_start(Comm *c, const CommP2P *ops, int n, CommRequest *
         VFM_TRY(check_buf(c, op, ops[i].buf, ops[i].count));
     }
     if (n == 0) return VFM_OK;
+    if (comm_stage_exchange_wanted(c, ops, n)) return comm_stage_exchange_start(c, ops, n, &req->pending);
     return BACKEND(exchange_start, c, ops, n, &req->pending);
 }
 
@@ -353,6 +383,7 @@ vfm_status comm_wait(CommRequest *req) {
     Comm *c = req->comm;
     void *p = req->pending;
     req->pending = NULL;
+    if (comm_stage_exchange_owns(p)) return comm_stage_exchange_wait(c, p);
     return BACKEND(wait, c, p);
 }
 

@@ -23,6 +23,10 @@
  * the all-reduce restricted to the shard. It moves the same bytes as a ring reduce-scatter +
  * all-gather; the extra cost is the local sum.
  *
+ * Buffers: the NCCL backend takes GPU memory; the MPI backend takes host memory, and also GPU
+ * memory, which it stages through page-locked host copies (waiting for the GPU first: slow, for
+ * tests and for two ranks sharing one GPU, which NCCL refuses).
+ *
  * Dtypes: f32, f64, i32, i64 for everything; bf16 for data movement (and NCCL reductions).
  * Counts are elements. Errors come back as a vfm_status whose message names the op and the group
  * ("all_reduce over dp×cp (4 ranks): ..."). */

@@ -16,6 +16,9 @@ struct CommImpl {
     void *nccl;            /* NCCL backend state, NULL unless backend NCCL */
     unsigned char *scratch; /* host scratch for ordered sums */
     size_t scratch_bytes;
+    void *stage[2];         /* host copies of GPU buffers on the MPI backend (comm_stage.c) */
+    size_t stage_bytes[2];
+    int stage_pinned[2];
 };
 
 /* Host scratch of at least bytes (kept for the comm's life). */
@@ -25,6 +28,30 @@ vfm_status comm_scratch(Comm *c, size_t bytes, void **out);
 void comm_sum_rows_ordered(void *dst, const void *rows, int n_rows, int64_t count, DType dt);
 /* The calling process's world rank (0 without MPI). */
 int comm_world_rank(void);
+
+/* ---- GPU buffers on the MPI backend (comm_stage.c) ---- */
+typedef struct CommStaged {
+    void *host_send, *host_recv; /* what the MPI call reads and writes */
+    void *dev_recv;              /* where host_recv goes back (NULL: recv is host memory) */
+    size_t recv_bytes;
+} CommStaged;
+/* 1 when a call on c with these buffers needs host copies: MPI backend and a buffer on the GPU. */
+int comm_stage_wanted(const Comm *c, const void *a, const void *b);
+/* Waits for the GPU and copies send[send_bytes] and recv[recv_bytes] (either may be NULL / host
+ * memory: then used as they are) to host memory; overlapping buffers share one copy, so in-place
+ * calls stay in place. */
+vfm_status comm_stage_in(Comm *c, CommStaged *st, const void *send, size_t send_bytes, void *recv,
+                         size_t recv_bytes);
+/* After the MPI call (its status `call`): copies the received bytes back to the GPU. */
+vfm_status comm_stage_out(CommStaged *st, vfm_status call);
+void comm_stage_free(Comm *c);
+/* memmove for a one-rank group, host or device memory on either side. */
+vfm_status comm_local_copy(void *dst, const void *src, size_t bytes);
+int comm_stage_exchange_wanted(const Comm *c, const CommP2P *ops, int n);
+vfm_status comm_stage_exchange_start(Comm *c, const CommP2P *ops, int n, void **pending);
+vfm_status comm_stage_exchange_wait(Comm *c, void *pending);
+/* 1 when pending came from comm_stage_exchange_start and is not waited for yet. */
+int comm_stage_exchange_owns(const void *pending);
 
 /* ---- MPI backend (comm_mpi.c); buffers on the host ---- */
 vfm_status mpi_comm_open(Comm *c);

@@ -80,9 +80,9 @@ int dp_bucket_of_entry(const DataParallel *dp, int entry) {
 
 /* ---- gradient reduction ----------------------------------------------------------------- */
 
-static vfm_status scale_range(float *x, int64_t n, double alpha) {
+static vfm_status scale_range(const DataParallel *dp, float *x, int64_t n, double alpha) {
     if (n == 0 || alpha == 1.0) return VFM_OK;
-    Tensor v = TF32(x, n);
+    Tensor v = TENSOR(x, DT_F32, dp->device, n);
     return op_scale(&v, alpha);
 }
 
@@ -91,6 +91,14 @@ int dp_entry_reduces_over_tp(const ParamEntry *e, int sequence_parallel) {
 }
 
 void dp_set_sequence_parallel(DataParallel *dp, int on) { dp->sequence_parallel = on != 0; }
+
+void dp_set_device(DataParallel *dp, Device device, Comm *dev_comm) {
+    dp->device = device;
+    dp->dev_comm = dev_comm;
+}
+
+/* The comm for gradient and parameter buffers. */
+static Comm *buffers_comm(const DataParallel *dp) { return dp->dev_comm ? dp->dev_comm : dp->grad_comm; }
 
 static vfm_status reduce_bucket(DataParallel *dp, float *grads, const DpBucket *b) {
     const ParamTable *t = dp->table;
@@ -105,7 +113,7 @@ static vfm_status reduce_bucket(DataParallel *dp, float *grads, const DpBucket *
             VFM_TRY(comm_all_reduce(dp->tp_comm, grads + e->offset, e->numel, DT_F32, COMM_SUM_ORDERED));
     }
     if (pp_here && !dp->pp_summed) {
-        VFM_TRY(pp_reduce_replicated_grads(dp->pp_comm, t, grads, 0, 0, t->count, DEV_CPU));
+        VFM_TRY(pp_reduce_replicated_grads(dp->pp_comm, t, grads, 0, 0, t->count, dp->device));
         dp->pp_summed = 1;
     }
     /* 2. sum over CP, mean over DP */
@@ -113,8 +121,8 @@ static vfm_status reduce_bucket(DataParallel *dp, float *grads, const DpBucket *
     if (n == 1) return VFM_OK;
     double inv = 1.0 / (n / cp);
     if (!dp->cfg.zero1) {
-        VFM_TRY(comm_all_reduce(dp->grad_comm, grads + b->begin, b->end - b->begin, DT_F32, COMM_SUM_ORDERED));
-        return scale_range(grads + b->begin, b->end - b->begin, inv);
+        VFM_TRY(comm_all_reduce(buffers_comm(dp), grads + b->begin, b->end - b->begin, DT_F32, COMM_SUM_ORDERED));
+        return scale_range(dp, grads + b->begin, b->end - b->begin, inv);
     }
     int64_t *counts = malloc((size_t)n * sizeof *counts);
     if (!counts) return vfm_fail(VFM_ERR_NOMEM, "dp: counts");
@@ -127,10 +135,11 @@ static vfm_status reduce_bucket(DataParallel *dp, float *grads, const DpBucket *
     }
     int me = group_rank(dp->grad_comm);
     int64_t mine_at = dp->own_begin > b->begin ? dp->own_begin : b->begin, mine = counts[me];
-    vfm_status s = comm_reduce_scatter_v(dp->grad_comm, grads + b->begin, grads + mine_at, counts, DT_F32, COMM_SUM_ORDERED);
+    vfm_status s = comm_reduce_scatter_v(buffers_comm(dp), grads + b->begin, grads + mine_at, counts, DT_F32,
+                                         COMM_SUM_ORDERED);
     free(counts);
     VFM_TRY(s);
-    return scale_range(grads + mine_at, mine, inv);
+    return scale_range(dp, grads + mine_at, mine, inv);
 }
 
 static vfm_status issue_ready(DataParallel *dp, float *grads, int all) {
@@ -168,7 +177,7 @@ static vfm_status class_sum_squares(const DataParallel *dp, const float *grads, 
         int64_t a = e->offset > lo ? e->offset : lo, b = e->offset + e->numel < hi ? e->offset + e->numel : hi;
         if (a >= b) continue;
         double sq = 0;
-        Tensor g = TF32((float *)grads + (a - base), b - a);
+        Tensor g = TENSOR((float *)grads + (a - base), DT_F32, dp->device, b - a);
         VFM_TRY(op_sum_squares(&sq, &g));
         part[(e->tp_split_dim >= 0 ? 0 : 1) + (pp && (e->reduce_groups & REDUCE_PP) ? 2 : 0)] += sq;
     }
@@ -191,7 +200,7 @@ static vfm_status grad_norm(DataParallel *dp, const float *grads, int64_t base, 
         if (k == 4) {
             s = class_sum_squares(dp, grads, base, lo, hi, &partial[4 * j]);
         } else {
-            Tensor g = TF32((float *)grads + (lo - base), hi - lo);
+            Tensor g = TENSOR((float *)grads + (lo - base), DT_F32, dp->device, hi - lo);
             s = op_sum_squares(&partial[j], &g);
         }
     }
@@ -246,7 +255,7 @@ static void held_range(const DataParallel *dp, int64_t *lo, int64_t *hi) {
 vfm_status dp_optimizer_init(const DataParallel *dp, Optimizer *o, const OptimConfig *c) {
     int64_t lo, hi;
     held_range(dp, &lo, &hi);
-    return optimizer_init_range(o, c, dp->table, lo, hi);
+    return optimizer_init_on(o, c, dp->table, lo, hi, dp->device);
 }
 
 vfm_status dp_optimizer_step(DataParallel *dp, Optimizer *o, float *params, const float *grads, double lr,
@@ -262,7 +271,7 @@ vfm_status dp_optimizer_step(DataParallel *dp, Optimizer *o, float *params, cons
         zero_shard_range(t->total, n, j, &b, &e);
         counts[j] = e - b;
     }
-    vfm_status s = comm_all_gather_v(dp->grad_comm, params + dp->own_begin, params, counts, DT_F32);
+    vfm_status s = comm_all_gather_v(buffers_comm(dp), params + dp->own_begin, params, counts, DT_F32);
     free(counts);
     return s;
 }
@@ -284,6 +293,13 @@ static uint64_t table_fingerprint(const ParamTable *t) {
 }
 
 vfm_status dp_optim_save(const DataParallel *dp, const Optimizer *o, const char *dir, int global_rank) {
+    if (o->device != DEV_CPU) { /* written from a host copy of the moments */
+        Optimizer host;
+        VFM_TRY(optimizer_host_copy(o, &host));
+        vfm_status s = dp_optim_save(dp, &host, dir, global_rank);
+        optimizer_free(&host);
+        return s;
+    }
     int n = group_n(dp->grad_comm);
     int64_t lo, hi, len = dp->own_end - dp->own_begin;
     held_range(dp, &lo, &hi);
@@ -407,6 +423,14 @@ static int parse_optim_name(const char *name) {
 }
 
 vfm_status dp_optim_load(DataParallel *dp, Optimizer *o, const char *dir) {
+    if (o->device != DEV_CPU) { /* read into a host copy of the moments, then copied to the device */
+        Optimizer host;
+        VFM_TRY(optimizer_host_copy(o, &host));
+        vfm_status s = dp_optim_load(dp, &host, dir);
+        if (s == VFM_OK) s = optimizer_copy_from_host(o, &host);
+        optimizer_free(&host);
+        return s;
+    }
     DIR *d = opendir(dir);
     if (!d) return vfm_fail(VFM_ERR_IO, "%s: cannot open the checkpoint directory", dir);
     ShardFile *files = NULL;

@@ -86,6 +86,9 @@ typedef struct DataParallel {
     unsigned char *ready;        /* [n_buckets] */
     int64_t shard_size;          /* S = ceil(total / n) */
     int64_t own_begin, own_end;  /* this rank's shard */
+    Device device;               /* where grads, params and the moments live (cpu after dp_init) */
+    Comm *dev_comm;              /* GPU: the comm for the gradient and parameter buffers (NCCL), or NULL:
+                                    grad_comm moves them (the MPI backend stages GPU memory) */
 } DataParallel;
 
 /* Shard j of n over total elements: [*begin, *end). */
@@ -100,6 +103,10 @@ int dp_bucket_of_entry(const DataParallel *dp, int entry);
  * only under sequence parallelism (design §3). */
 int dp_entry_reduces_over_tp(const ParamEntry *e, int sequence_parallel);
 void dp_set_sequence_parallel(DataParallel *dp, int on);
+/* The device of the buffers handed to the calls below (before dp_optimizer_init), and the comm
+ * that moves them on a GPU (NULL: grad_comm; its MPI backend stages GPU memory through host copies,
+ * comm.h). Scalars (the norm partials, the loss) always go over grad_comm. */
+void dp_set_device(DataParallel *dp, Device device, Comm *dev_comm);
 
 /* grads[table->total]: this rank's gradients on entry, the reduced ones on return (ZeRO-1: valid
  * only inside this rank's shard; elsewhere they are left as they were). */

@@ -100,6 +100,7 @@ vfm_status fsdp_init(Fsdp *f, const ParamTable *t, const PpBlocks *blocks, const
     VFM_TRY(fsdp_layout_init(&f->lay, t, blocks, f->n, zero3(f)));
     DpConfig dc = {1e9, 1, cfg->tp_rank, cfg->pp_rank, cfg->cp};
     vfm_status s = dp_init(&f->dp, t, &dc, comm, tp_comm, pp_comm);
+    if (s == VFM_OK) dp_set_device(&f->dp, device, NULL); /* the flat shard, the norm and the moments live there too */
     int U = f->lay.n_units;
     f->unit_params = calloc((size_t)U + 1, sizeof *f->unit_params);
     f->unit_grads = calloc((size_t)U + 1, sizeof *f->unit_grads);

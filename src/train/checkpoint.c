@@ -31,7 +31,7 @@ static void maybe_die(int64_t step, const char *phase) {
     if (strcmp(env, want) == 0) raise(SIGKILL);
 }
 
-static vfm_status write_named(const char *path, const ParamTable *t, const char *prefix, const float *buf,
+vfm_status save_named_tensors(const char *path, const ParamTable *t, const char *prefix, const float *buf,
                               const char *const *meta) {
     SafetensorsEntry *e = calloc((size_t)t->count, sizeof *e);
     char (*names)[128] = calloc((size_t)t->count, sizeof *names);
@@ -168,11 +168,11 @@ vfm_status checkpoint_write_model(const char *stage, const CheckpointState *st, 
     char path[1700];
     const char *meta[] = {"format", "vfm", NULL};
     path_join(path, sizeof path, stage, "model.safetensors");
-    VFM_TRY(write_named(path, d->table, "", d->params, meta));
+    VFM_TRY(save_named_tensors(path, d->table, "", d->params, meta));
     maybe_die(st->step, "files");
     if (d->ema) {
         path_join(path, sizeof path, stage, "ema.safetensors");
-        VFM_TRY(write_named(path, d->table, "", d->ema, meta));
+        VFM_TRY(save_named_tensors(path, d->table, "", d->ema, meta));
     }
     path_join(path, sizeof path, stage, "meta.json");
     return write_meta(path, st, d->table);

@@ -57,6 +57,10 @@ vfm_status checkpoint_read_meta(const char *dir, CheckpointState *st);
 /* Loads weights (always) and EMA (when ema is non-NULL; falls back to the weights when the
  * checkpoint has none). Every table entry must be present with its shape. */
 vfm_status checkpoint_load_tensors(const char *dir, const CheckpointData *d);
+/* Writes buf[t->total] (host f32, laid out by the table) as a safetensors file of named f32 tensors
+ * (prefix + entry name); meta: NULL-terminated key, value pairs or NULL. */
+vfm_status save_named_tensors(const char *path, const ParamTable *t, const char *prefix, const float *buf,
+                              const char *const *meta);
 /* Loads a safetensors file of named tensors into a buffer laid out by the table. */
 vfm_status load_named_tensors(const char *path, const ParamTable *t, const char *prefix, float *buf);
 

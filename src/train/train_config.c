@@ -57,9 +57,6 @@ vfm_status train_check_keys(const Config *cfg) {
                                "sequence, context and data parallelism are)");
     if (cfg_int(cfg, "train.micro_batch_size") != 1) /* the registry admits 1 only: a micro-batch is one pack */
         return vfm_fail_at(VFM_ERR_USAGE, NULL, "train.micro_batch_size", NULL, "a micro-batch is one pack (1)");
-    const char *dev = cfg_str(cfg, "train.device");
-    if (strcmp(dev, "cuda") == 0)
-        return vfm_fail_at(VFM_ERR_USAGE, NULL, "train.device", dev, "the DiT trains on the CPU in this version");
     if (cfg_int(cfg, "train.fixed_pack_length") != 0)
         return vfm_fail_at(VFM_ERR_USAGE, NULL, "train.fixed_pack_length", NULL,
                            "fixed pack lengths come with pipeline parallelism; only 0 (as packed) in this version");

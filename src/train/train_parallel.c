@@ -11,7 +11,7 @@
 #include "core/log.h"
 #include "parallel/ckpt_shard.h"
 
-enum { MADE_WORLD = 1, MADE_GRAD = 2, MADE_TP = 4, MADE_CP = 8, MADE_A2A = 16, MADE_RING = 32 };
+enum { MADE_WORLD = 1, MADE_GRAD = 2, MADE_TP = 4, MADE_CP = 8, MADE_A2A = 16, MADE_RING = 32, MADE_GRAD_GPU = 64 };
 
 vfm_status train_layout_from(TrainLayout *l, const Config *cfg, int warn) {
     memset(l, 0, sizeof *l);
@@ -69,8 +69,8 @@ void train_layout_describe(const TrainLayout *l, int dp, char *out, size_t n) {
 }
 
 void train_parallel_free(TrainParallel *p) {
-    Comm *comms[] = {&p->world, &p->grad, &p->tp, &p->cp, &p->a2a, &p->ring};
-    for (int i = 0; i < 6; i++)
+    Comm *comms[] = {&p->world, &p->grad, &p->tp, &p->cp, &p->a2a, &p->ring, &p->grad_gpu};
+    for (int i = 0; i < 7; i++)
         if (p->made & (1u << i)) comm_free(comms[i]);
     p->made = 0;
 }
@@ -120,10 +120,34 @@ vfm_status train_parallel_init(TrainParallel *p, const TrainLayout *keys, int wo
     return VFM_OK;
 }
 
+vfm_status train_parallel_gpu(TrainParallel *p, const LaunchInfo *launch, char *how, size_t how_n) {
+    int device = -1;
+    VFM_TRY(comm_bind_gpu(launch->local_rank, &device));
+    int n = p->grad.size;
+    if (n == 1) {
+        snprintf(how, how_n, "GPU %d", device);
+        return VFM_OK;
+    }
+    /* NCCL wants one GPU per rank: every rank must be able to, or none uses it */
+    int can = comm_nccl_available() && device_cuda_count() >= launch->local_size, all = can;
+    VFM_TRY(comm_all_reduce(&p->world, &all, 1, DT_I32, COMM_SUM));
+    if (all == launch->world_size) {
+        VFM_TRY(comm_create_group(&p->grad_gpu, &p->layout, GROUP_DP_CP, COMM_BACKEND_NCCL));
+        p->made |= MADE_GRAD_GPU;
+        p->grad_dev = &p->grad_gpu;
+        snprintf(how, how_n, "GPU %d; gradients over NCCL (%d ranks)", device, n);
+    } else {
+        snprintf(how, how_n, "GPU %d; gradients over MPI through host memory (%d ranks; NCCL %s)", device, n,
+                 !comm_nccl_available() ? "not loaded" : "needs a GPU per rank");
+    }
+    return VFM_OK;
+}
+
 vfm_status train_parallel_dp_init(TrainParallel *p, DataParallel *dp, const DiT *m, double bucket_mb, int zero1) {
     DpConfig dc = {bucket_mb, zero1, p->layout.tp_rank, p->layout.pp_rank, p->keys.cp};
     VFM_TRY(dp_init(dp, &m->table, &dc, &p->grad, p->keys.tp > 1 ? &p->tp : NULL, NULL));
     dp_set_sequence_parallel(dp, p->keys.sp);
+    dp_set_device(dp, m->device, p->grad_dev);
     return VFM_OK;
 }
 
@@ -131,19 +155,59 @@ vfm_status train_parallel_dp_init(TrainParallel *p, DataParallel *dp, const DiT 
 
 static void file_in(char *out, size_t n, const char *dir, const char *name) { path_join(out, n, dir, name); }
 
+/* Host copies of a GPU model's master weights and EMA (NULL for a CPU model: its own buffers). */
+typedef struct HostWeights {
+    float *params, *ema;
+} HostWeights;
+
+static void host_weights_free(HostWeights *h) {
+    free(h->params);
+    free(h->ema);
+    memset(h, 0, sizeof *h);
+}
+
+static vfm_status host_weights(const DiT *m, int with_ema, HostWeights *h) {
+    memset(h, 0, sizeof *h);
+    size_t bytes = (size_t)(m->table.total > 0 ? m->table.total : 1) * sizeof(float);
+    h->params = malloc(bytes);
+    h->ema = with_ema ? malloc(bytes) : NULL;
+    if (!h->params || (with_ema && !h->ema)) {
+        host_weights_free(h);
+        return vfm_fail(VFM_ERR_NOMEM, "checkpoint: host copies of %lld weights", (long long)m->table.total);
+    }
+    return VFM_OK;
+}
+
 vfm_status train_parallel_save(TrainParallel *p, const DiT *m, const float *ema, const DataParallel *dp,
                                const Optimizer *o, const char *stage) {
     char path[1700];
     int writes = p->layout.dp_rank == 0 && p->layout.cp_rank == 0;
-    file_in(path, sizeof path, stage, "model.safetensors");
-    VFM_TRY(ckpt_write_weights(path, &p->world, m->shards, m->params, writes));
-    if (ema) {
-        file_in(path, sizeof path, stage, "ema.safetensors");
-        VFM_TRY(ckpt_write_weights(path, &p->world, m->shards, ema, writes));
+    const float *params = m->params;
+    HostWeights h = {0};
+    Optimizer ho;
+    int have_ho = 0;
+    vfm_status s = VFM_OK;
+    if (m->device != DEV_CPU) { /* the files hold the fp32 master weights: copies from the GPU */
+        s = host_weights(m, ema != NULL, &h);
+        if (s == VFM_OK) s = dit_params_to_host(m, h.params);
+        if (s == VFM_OK && ema)
+            s = device_memcpy(h.ema, DEV_CPU, ema, m->device, (size_t)m->table.total * sizeof(float));
+        if (s == VFM_OK && o && (s = optimizer_host_copy(o, &ho)) == VFM_OK) have_ho = 1, o = &ho;
+        params = h.params, ema = ema ? h.ema : NULL;
     }
-    if (!o) return VFM_OK;
-    file_in(path, sizeof path, stage, "optim.safetensors");
-    return ckpt_write_optim(path, &p->world, m->shards, o, dp->own_begin, dp->own_end);
+    file_in(path, sizeof path, stage, "model.safetensors");
+    if (s == VFM_OK) s = ckpt_write_weights(path, &p->world, m->shards, params, writes);
+    if (s == VFM_OK && ema) {
+        file_in(path, sizeof path, stage, "ema.safetensors");
+        s = ckpt_write_weights(path, &p->world, m->shards, ema, writes);
+    }
+    if (s == VFM_OK && o) {
+        file_in(path, sizeof path, stage, "optim.safetensors");
+        s = ckpt_write_optim(path, &p->world, m->shards, o, dp->own_begin, dp->own_end);
+    }
+    if (have_ho) optimizer_free(&ho);
+    host_weights_free(&h);
+    return s;
 }
 
 /* 1 when dir holds optim.<rank>.safetensors shards (checkpoints written before optim.safetensors). */
@@ -153,14 +217,15 @@ static int has_legacy_optim(const char *dir) {
     return path_exists(path);
 }
 
-vfm_status train_parallel_load(TrainParallel *p, DiT *m, float *ema, DataParallel *dp, Optimizer *o, const char *dir) {
+static vfm_status load_host(TrainParallel *p, const DiT *m, float *params, float *ema, DataParallel *dp, Optimizer *o,
+                            const char *dir) {
     char path[1700];
     file_in(path, sizeof path, dir, "model.safetensors");
-    VFM_TRY(ckpt_read_weights(path, m->shards, m->params));
+    VFM_TRY(ckpt_read_weights(path, m->shards, params));
     if (ema) {
         file_in(path, sizeof path, dir, "ema.safetensors");
         if (path_exists(path)) VFM_TRY(ckpt_read_weights(path, m->shards, ema));
-        else memcpy(ema, m->params, (size_t)m->table.total * sizeof(float));
+        else memcpy(ema, params, (size_t)m->table.total * sizeof(float));
     }
     if (!o) return VFM_OK;
     file_in(path, sizeof path, dir, "optim.safetensors");
@@ -168,4 +233,21 @@ vfm_status train_parallel_load(TrainParallel *p, DiT *m, float *ema, DataParalle
     if (has_legacy_optim(dir) && p->keys.tp == 1) return dp_optim_load(dp, o, dir);
     return vfm_fail(VFM_ERR_FORMAT, "%s: no optimizer state (optim.safetensors)%s", dir,
                     has_legacy_optim(dir) ? "; its optim.<rank>.safetensors shards load only at TP 1" : "");
+}
+
+vfm_status train_parallel_load(TrainParallel *p, DiT *m, float *ema, DataParallel *dp, Optimizer *o, const char *dir) {
+    if (m->device == DEV_CPU) return load_host(p, m, m->params, ema, dp, o, dir);
+    /* a GPU model: read into host copies (any checkpoint, written on either device), then copy up */
+    HostWeights h;
+    Optimizer ho;
+    int have_ho = 0;
+    vfm_status s = host_weights(m, ema != NULL, &h);
+    if (s == VFM_OK && o && (s = optimizer_host_copy(o, &ho)) == VFM_OK) have_ho = 1;
+    if (s == VFM_OK) s = load_host(p, m, h.params, h.ema, dp, have_ho ? &ho : NULL, dir);
+    if (s == VFM_OK) s = dit_params_from_host(m, h.params);
+    if (s == VFM_OK && ema) s = device_memcpy(ema, m->device, h.ema, DEV_CPU, (size_t)m->table.total * sizeof(float));
+    if (s == VFM_OK && have_ho) s = optimizer_copy_from_host(o, &ho);
+    if (have_ho) optimizer_free(&ho);
+    host_weights_free(&h);
+    return s;
 }

@@ -11,6 +11,7 @@
 #include "parallel/comm.h"
 #include "parallel/dp.h"
 #include "parallel/groups.h"
+#include "parallel/launch.h"
 
 typedef struct Config Config;
 
@@ -36,6 +37,8 @@ typedef struct TrainParallel {
     TrainLayout keys;
     ParallelLayout layout;
     Comm world, grad, tp, cp, a2a, ring; /* grad: DP×CP (gradient reduction, ZeRO-1) */
+    Comm grad_gpu;                        /* NCCL over DP×CP for GPU gradients (train_parallel_gpu) */
+    Comm *grad_dev;                       /* the comm for GPU buffers: &grad_gpu, or NULL (grad stages them) */
     unsigned made;                        /* which comms exist (bit per comm) */
     DiTParallel model;                    /* for dit_create_parallel */
 } TrainParallel;
@@ -43,12 +46,18 @@ typedef struct TrainParallel {
 /* Collective over the world: the groups of this rank and their comms (MPI backend). */
 vfm_status train_parallel_init(TrainParallel *p, const TrainLayout *keys, int world_size, int rank);
 void train_parallel_free(TrainParallel *p);
+/* A GPU run, before any GPU memory: binds this rank to its GPU (by local rank) and, with more than
+ * one rank in the DP×CP group, makes an NCCL comm for the gradient buffers when every rank can
+ * (NCCL loads and each local rank has a GPU of its own; decided together). Otherwise the MPI comm
+ * stages GPU buffers through host memory (two ranks sharing one GPU). *how: one line for the log. */
+vfm_status train_parallel_gpu(TrainParallel *p, const LaunchInfo *launch, char *how, size_t how_n);
 /* dp_init for this layout: gradients summed over CP and averaged over DP (DpConfig.cp), the TP
  * group for the REDUCE_TP_* entries, sequence parallelism set. */
 vfm_status train_parallel_dp_init(TrainParallel *p, DataParallel *dp, const DiT *m, double bucket_mb, int zero1);
 
-/* Collective over the world: <stage>/model.safetensors, ema.safetensors (ema may be NULL) and
- * optim.safetensors (o NULL: none). Weights are written by the ranks with dp = cp = 0 (each its TP
+/* Collective over the world: <stage>/model.safetensors, ema.safetensors (ema may be NULL; on the
+ * model's device) and optim.safetensors (o NULL: none). A GPU model's buffers are written from host
+ * copies (and read into them): the files hold the fp32 master weights whatever the device. Weights are written by the ranks with dp = cp = 0 (each its TP
  * shard), the moments by every rank (its DP×CP range of its TP shard). */
 vfm_status train_parallel_save(TrainParallel *p, const DiT *m, const float *ema, const DataParallel *dp,
                                const Optimizer *o, const char *stage);

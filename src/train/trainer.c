@@ -28,6 +28,7 @@
 #include "optim/optimizer.h"
 #include "train/tensorboard.h"
 #include "train/train_config.h"
+#include "train/run_device.h"
 #include "train/validation.h"
 
 typedef struct Trainer {
@@ -45,7 +46,8 @@ typedef struct Trainer {
     int buckets_issued;       /* buckets handed to DP during the current backward */
     vfm_status bucket_status; /* the first failure of a bucket reduction during backward */
     int overlap;              /* ddp.overlap_grad_reduce: issue buckets during backward */
-    float *ema;
+    Device device;            /* train.device: where weights, gradients, Adam moments, EMA and activations live */
+    float *ema;               /* [table.total] on `device` */
     double ema_decay;
     char run_dir[1024];       /* "" with checkpoint.save null: nothing is saved */
     FILE *metrics;
@@ -132,6 +134,11 @@ static vfm_status trainer_setup(Trainer *t, const TrainOptions *opt) {
     if (opt->failed_everywhere) *opt->failed_everywhere = 0; /* from here on a failure may be one rank's */
     t->have_comms = 1;
     VFM_TRY(train_parallel_init(&t->par, &t->layout, t->launch.world_size, t->rank));
+    const char *why;
+    char gpu[192] = "";
+    VFM_TRY(run_select_device(cfg, &t->device, &why));
+    if (t->device == DEV_CUDA) VFM_TRY(train_parallel_gpu(&t->par, &t->launch, gpu, sizeof gpu));
+    log_info("device: %s (%s)%s%s", device_name(t->device), why, gpu[0] ? "; " : "", gpu);
     t->dp_rank = t->par.layout.dp_rank;
     t->dp_size = t->par.layout.dp;
     int threads = (int)cfg_int(cfg, "train.threads");
@@ -165,7 +172,7 @@ static vfm_status trainer_setup(Trainer *t, const TrainOptions *opt) {
                         t->source->text_dim, mc.d_text);
     pack_init(&t->pack, t->source->token_dim, t->source->text_dim, 1, 1);
 
-    VFM_TRY(dit_create_parallel(&t->model, &mc, DEV_CPU, &t->par.model));
+    VFM_TRY(dit_create_parallel(&t->model, &mc, t->device, &t->par.model));
     VFM_TRY(dit_init_weights(&t->model, (uint64_t)cfg_int(cfg, "rng.seed")));
     VFM_TRY(dit_reserve(&t->model, t->source->max_tokens, t->source->max_text, t->source->max_samples));
     int zero1 = cfg_bool(cfg, "ddp.use_distributed_optimizer");
@@ -179,8 +186,9 @@ static vfm_status trainer_setup(Trainer *t, const TrainOptions *opt) {
                            writes_samples ? t->run_dir : ""));
     if (cfg_bool(cfg, "ema.enabled")) {
         t->ema_decay = cfg_float(cfg, "ema.decay");
-        t->ema = malloc((size_t)t->model.table.total * sizeof(float));
-        memcpy(t->ema, t->model.params, (size_t)t->model.table.total * sizeof(float));
+        size_t bytes = (size_t)t->model.table.total * sizeof(float);
+        VFM_TRY(device_malloc(t->device, bytes, (void **)&t->ema));
+        VFM_TRY(device_memcpy(t->ema, t->device, t->model.params, t->device, bytes));
     }
 
     /* where to start: --resume, then checkpoint.load */
@@ -264,7 +272,7 @@ static void trainer_teardown(Trainer *t) {
     pack_source_destroy(t->source);
     pack_free(&t->pack);
     optimizer_free(&t->opt);
-    free(t->ema);
+    device_free(t->device, t->ema);
     free(t->data_info);
     dit_destroy(&t->model);
     config_free(t->cfg);
@@ -342,10 +350,18 @@ typedef struct Window {
     int64_t steps, samples, tokens, capacity;
 } Window;
 
-static double peak_rss_mib(void) {
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return (double)ru.ru_maxrss / 1024.0;
+/* The log line's memory: the most vfm held on the GPU, or the process's peak resident set. */
+static void memory_text(const Trainer *t, char *out, size_t n) {
+    DeviceMemory m;
+    if (device_memory(t->device, &m) != VFM_OK) {
+        snprintf(out, n, "?");
+        return;
+    }
+    if (t->device == DEV_CUDA)
+        snprintf(out, n, "%.0f MiB GPU peak (%.0f of %.0f MiB in use)", m.peak / 1048576.0, (m.total - m.free) / 1048576.0,
+                 m.total / 1048576.0);
+    else
+        snprintf(out, n, "%.0f MiB", m.peak / 1048576.0);
 }
 
 /* The log line of the last log_interval steps; throughput summed over the replicas (a collective:
@@ -367,12 +383,13 @@ static vfm_status log_window(Trainer *t, Window *w, double lr) {
         VFM_TRY(tb_add_scalar(&t->tb, t->step, now, "train/tflops", (float)(w->flops / secs / 1e12)));
         VFM_TRY(tb_flush(&t->tb));
     }
+    char mem[128];
+    memory_text(t, mem, sizeof mem);
     log_info("step %lld/%lld | loss %.4f | grad norm %.3f | lr %.3e | %.1f samples/s | %.0f tokens/s | %.1f ms/step | "
-             "%.3f TFLOP/s | packs %.0f%% full | data wait %.1f ms | mem %.0f MiB",
+             "%.3f TFLOP/s | packs %.0f%% full | data wait %.1f ms | mem %s",
              (long long)t->step, (long long)t->train_iters, w->loss_sum / w->steps, w->grad_sum / w->steps, lr,
              w->samples / secs, w->tokens / secs, 1e3 * secs / w->steps, w->flops / secs / 1e12,
-             w->capacity ? 100.0 * (double)w->tokens / (double)w->capacity : 0.0, 1e3 * w->wait / w->steps,
-             peak_rss_mib());
+             w->capacity ? 100.0 * (double)w->tokens / (double)w->capacity : 0.0, 1e3 * w->wait / w->steps, mem);
     memset(w, 0, sizeof *w);
     return VFM_OK;
 }
@@ -390,7 +407,7 @@ static void grads_final(void *ctx, int first_entry) {
 static vfm_status train_step(Trainer *t, Window *w, int *consecutive_bad, int *stop) {
     DiT *m = &t->model;
     int64_t n = m->table.total;
-    Tensor grads = TF32(m->grads, n);
+    Tensor grads = TENSOR(m->grads, DT_F32, m->device, n);
     double t0 = time_now(), loss_sum = 0;
     VFM_TRY(op_fill(&grads, 0.0));
     for (int64_t k = 0; k < t->accum; k++) {
@@ -418,7 +435,10 @@ static vfm_status train_step(Trainer *t, Window *w, int *consecutive_bad, int *s
     }
     double loss = loss_sum / (double)t->accum;
     /* test hook: poison the (already reduced) gradient; every rank does it, so all skip together */
-    if (env_step_listed("VFM_TEST_INJECT_NAN", t->step)) m->grads[0] = NAN;
+    if (env_step_listed("VFM_TEST_INJECT_NAN", t->step)) {
+        Tensor first = TENSOR(m->grads, DT_F32, m->device, 1);
+        VFM_TRY(op_fill(&first, NAN));
+    }
     /* the mean over replicas of gradients and loss: every rank sees the same values, so a NaN
      * step is skipped everywhere together */
     VFM_TRY(dp_grad_sync_finish(&t->dp, m->grads));
@@ -436,8 +456,9 @@ static vfm_status train_step(Trainer *t, Window *w, int *consecutive_bad, int *s
     } else {
         *consecutive_bad = 0;
         VFM_TRY(dp_optimizer_step(&t->dp, &t->opt, m->params, m->grads, lr, clip_scale(&t->opt.cfg, norm)));
+        VFM_TRY(dit_refresh_weights(m)); /* the bf16 weights the GPU ops read, from the new fp32 master */
         if (t->ema) {
-            Tensor e = TF32(t->ema, n), p = TF32(m->params, n);
+            Tensor e = TENSOR(t->ema, DT_F32, m->device, n), p = TENSOR(m->params, DT_F32, m->device, n);
             VFM_TRY(op_ema_update(&e, &p, t->ema_decay));
         }
         w->loss_sum += loss;
@@ -500,6 +521,7 @@ vfm_status train_run(const TrainOptions *opt) {
     if (opt->failed_everywhere) *opt->failed_everywhere = 1; /* until the layout checks pass */
     vfm_status s = trainer_setup(&t, opt);
     if (s != VFM_OK) {
+        s = run_memory_hint(s, t.cfg);
         trainer_teardown(&t);
         return s;
     }
@@ -527,6 +549,7 @@ vfm_status train_run(const TrainOptions *opt) {
             raise(SIGKILL);
     }
     if (s == VFM_OK) log_info("training done: %lld steps, %lld samples", (long long)t.step, (long long)t.consumed_samples);
+    s = run_memory_hint(s, t.cfg); /* out of memory: the keys that reduce it */
     trainer_teardown(&t);
     return s;
 }

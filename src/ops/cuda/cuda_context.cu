@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/cuda_runtime_shim.h"
 #include "cuda_common.h"
 
 static cudaStream_t g_stream = 0;
@@ -63,16 +64,15 @@ vfm_status cuda_scratch(ScratchSlot slot, size_t bytes, void **out) {
             // work queued earlier may still use the old buffer
             cudaError_t e = cudaDeviceSynchronize();
             if (e != cudaSuccess) return cuda_call_fail("scratch", "cudaDeviceSynchronize", e, NULL);
-            cudaFree(g_scratch[slot]);
+            vfm_cuda_free(g_scratch[slot]);
             g_scratch[slot] = NULL;
             g_scratch_bytes[slot] = 0;
         }
         size_t rounded = (bytes + (1u << 20) - 1) & ~(size_t)((1u << 20) - 1);  // whole MiB: fewer regrowths
-        cudaError_t e = cudaMalloc(&g_scratch[slot], rounded);
-        if (e != cudaSuccess) {
+        vfm_status s = vfm_cuda_malloc(rounded, &g_scratch[slot]);  // counted in vfm's device memory
+        if (s != VFM_OK) {
             g_scratch[slot] = NULL;
-            return vfm_fail(VFM_ERR_NOMEM, "CUDA scratch buffer %d: cudaMalloc(%zu bytes): %s", (int)slot, rounded,
-                            cudaGetErrorString(e));
+            return vfm_fail_context(s, "CUDA scratch buffer %d", (int)slot);
         }
         g_scratch_bytes[slot] = rounded;
     }

@@ -212,6 +212,12 @@ vfm_status gemm_plan(const Gemm &g, GemmPlan **out, int *found) {
     const uint32_t align_val[4] = {key.align_a, key.align_b, key.align_c, key.align_c};
     for (int i = 0; i < 4 && s == CUBLAS_STATUS_SUCCESS; i++)
         s = lt.PreferenceSetAttribute(pref, align_attr[i], &align_val[i], sizeof align_val[i]);
+    // split-K: no reduction in place in the output buffer (its order rests on counters and the
+    // scheduling); the parts are summed through the workspace in a separate pass, in a fixed order
+    // (determinism, ops.h)
+    const uint32_t schemes = CUBLASLT_REDUCTION_SCHEME_MASK & ~(uint32_t)CUBLASLT_REDUCTION_SCHEME_INPLACE;
+    if (s == CUBLAS_STATUS_SUCCESS)
+        s = lt.PreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &schemes, sizeof schemes);
     cublasLtMatmulHeuristicResult_t result;
     int returned = 0;
     if (s == CUBLAS_STATUS_SUCCESS)

@@ -32,6 +32,13 @@ typedef enum { CUDA_ATTN_AUTO = 0, CUDA_ATTN_REFERENCE = 1, CUDA_ATTN_CUDNN = 2 
 void cuda_attention_set_impl(CudaAttnImpl impl);
 CudaAttnImpl cuda_attention_get_impl(void);
 
+/* Op profiling (ops_profile.c; profile.cu): records an event on the ops' stream and gives its
+ * index in a pool; the milliseconds between two recorded events (waits for the later one); reset
+ * makes every event of the pool reusable. */
+vfm_status cuda_profile_record(int *event);
+vfm_status cuda_profile_elapsed(int event0, int event1, float *ms);
+void cuda_profile_reset(void);
+
 /* What ops_describe_libraries returns (cuda_libs.cu). */
 const char *cuda_describe_libraries(void);
 
