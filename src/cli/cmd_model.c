@@ -70,6 +70,13 @@ static vfm_status print_per_rank(const Config *cfg, const DiTConfig *c, const Tr
     par.cpa.A = l.cp_type == CP_COMM_A2A ? l.cp : l.a2a_size;
     DiT m;
     VFM_TRY(dit_describe_parallel(&m, c, &par));
+    RecomputeConfig recompute; /* the activations with model.recompute_* */
+    vfm_status s = recompute_from_config(cfg, &recompute);
+    if (s == VFM_OK) s = dit_set_recompute(&m, &recompute, 0, NULL);
+    if (s != VFM_OK) {
+        dit_destroy(&m);
+        return s;
+    }
     char name[128];
     train_layout_describe(&l, dp, name, sizeof name);
     int64_t local = m.table.total, full = m.full_table->total, tp_summed = 0;
@@ -79,8 +86,9 @@ static vfm_status print_per_rank(const Config *cfg, const DiTConfig *c, const Tr
     printf("per rank at %s (%d rank%s):\n", name, world, world > 1 ? "s" : "");
     printf("  parameters: %lld of %lld (%.1f%%)\n", (long long)local, (long long)full, 100.0 * (double)local / (double)full);
     printf("  memory: weights %.1f MB and gradients %.1f MB (f32), Adam moments %.1f MB%s, activations of one "
-           "micro-batch %.1f MB (f32, this CPU implementation)\n", mb(4.0 * local), mb(4.0 * local), mb(adam),
-           zero1 && n > 1 ? " (ZeRO-1 over DP×CP)" : "", mb((double)dit_activation_bytes(&m, seq, text, 1)));
+           "micro-batch %.1f MB (f32, this CPU implementation%s)\n", mb(4.0 * local), mb(4.0 * local), mb(adam),
+           zero1 && n > 1 ? " (ZeRO-1 over DP×CP)" : "", mb((double)dit_activation_bytes(&m, seq, text, 1)),
+           recompute.granularity == RECOMPUTE_NONE ? "" : ", with model.recompute_*");
     DiTCommBytes cb;
     dit_comm_bytes(&m, seq, text, 2, &cb);
     printf("  sent per micro-batch (one sample of %d tokens, bf16 activations): TP regions %.1f MB forward + %.1f MB "

@@ -64,8 +64,8 @@ const CfgKeyDef cfg_key_defs[] = {
           "a2a+p2p: [all-to-all group size, ring size], product = context_parallel_size"),
     KINT("model.virtual_pipeline_model_parallel_size", "1", "[1, 1024]", "interleaved PP chunks per rank (only 1 until pipeline parallelism)"),
     KCHOICE("model.recompute_granularity", "null", CHOICES("", "full", "selective"),
-            "activation recomputation: full (a block keeps only its input) or selective (attention); the trainer "
-            "refuses it until the model recomputes"),
+            "activation recomputation: full (a group of blocks keeps only its input) or selective (the attention "
+            "output and log-sum-exp); bitwise the same training, less activation memory"),
     KCHOICE("model.recompute_method", "null", CHOICES("", "uniform", "block"),
             "full recomputation of groups of recompute_num_layers blocks (uniform) or of the first ones of each "
             "pipeline chunk (block)"),

@@ -218,6 +218,10 @@ static vfm_status block_forward(const DiT *m, int l, const DiTBlockParams *p, Bl
     return VFM_OK;
 }
 
+vfm_status dit_block_forward(const DiT *m, int l, Acts *a, const DiTInputs *in, Tensor *h_out) {
+    return block_forward(m, l, &m->blocks[l], &a->blocks[l], a, in, h_out);
+}
+
 /* c = norm?(t_embedder(sincos(c_noise)) + pad(fps_embedder(sincos(fps))) + y_embedder(class)),
  * then silu(c) for every modulation. */
 static vfm_status conditioning_forward(const DiT *m, Acts *a, const DiTInputs *in) {
@@ -306,6 +310,7 @@ vfm_status dit_forward(DiT *m, const DiTInputs *in, Tensor *out) {
     VFM_TRY(conditioning_forward(m, a, in));
     VFM_TRY(patch_embedding_forward(m, a, &a->blocks[0].h0));
     for (int l = 0; l < c->layers; l++) {
+        VFM_TRY(dit_recompute_forward_begin(m, a, l));
         Tensor *h_out = l + 1 < c->layers ? &a->blocks[l + 1].h0 : &a->h_final;
         VFM_TRY(block_forward(m, l, &m->blocks[l], &a->blocks[l], a, in, h_out));
     }
@@ -357,6 +362,10 @@ static vfm_status block_backward(const DiT *m, int l, const DiTBlockParams *p, c
     if (c->f.cross_attn) {
         VFM_TRY(op_gated_residual_backward(NULL, &a->d_branch, &a->d_chunk[chunk_ca(GATE)], &a->d_res, &b->c,
                                            &b->chunk[chunk_ca(GATE)], t2s));
+        if (dit_recomputes_attention(m, l)) { /* selective recomputation: co and clse again */
+            Tensor co = b->co, clse = b->clse;
+            VFM_TRY(attention_forward(m, a, 0, &co, &clse, &b->cqn, &b->ckn, &b->cv, R, L, Hl));
+        }
         VFM_TRY(row_parallel_dout(m, a, &dpart));
         VFM_TRY(lin_bwd(m, &a->d_attn_o, 0, &dpart, &b->co, &p->ca_proj, NULL, ACT_NONE));
         VFM_TRY(attention_backward(m, a, 0, &dqn, &a->d_ckn, &a->d_cv, &a->d_attn_o, &b->cqn, &b->ckn, &b->cv, &b->co,
@@ -377,6 +386,10 @@ static vfm_status block_backward(const DiT *m, int l, const DiTBlockParams *p, c
     /* self-attention */
     VFM_TRY(op_gated_residual_backward(NULL, &a->d_branch, &a->d_chunk[chunk_sa(GATE)], &a->d_res, &b->a,
                                        &b->chunk[chunk_sa(GATE)], t2s));
+    if (dit_recomputes_attention(m, l)) { /* selective recomputation: o and lse again */
+        Tensor o = b->o, lse = b->lse;
+        VFM_TRY(attention_forward(m, a, 1, &o, &lse, &b->qn, &b->kn, &b->v, R, R, Hkvl));
+    }
     VFM_TRY(row_parallel_dout(m, a, &dpart));
     VFM_TRY(lin_bwd(m, &a->d_attn_o, 0, &dpart, &b->o, &p->sa_proj, NULL, ACT_NONE));
     VFM_TRY(attention_backward(m, a, 1, &dqn, &dkn, &dv, &a->d_attn_o, &b->qn, &b->kn, &b->v, &b->o, &b->lse, R, R,
@@ -456,6 +469,7 @@ vfm_status dit_backward(DiT *m, const DiTInputs *in, const Tensor *dout) {
     VFM_TRY(final_layer_backward(m, a, a->pl.identity ? dout : &a->dout_local));
     if (m->on_grads_final) m->on_grads_final(m->on_grads_final_ctx, m->head_first);
     for (int l = c->layers - 1; l >= 0; l--) {
+        VFM_TRY(dit_recompute_backward_begin(m, a, in, l));
         VFM_TRY(block_backward(m, l, &m->blocks[l], &a->blocks[l], a, in));
         if (m->on_grads_final) m->on_grads_final(m->on_grads_final_ctx, m->blocks[l].first_entry);
     }

@@ -20,6 +20,7 @@
 #include "model/params.h"
 #include "ops/ops.h"
 #include "parallel/cp_attention.h"
+#include "parallel/recompute.h"
 #include "parallel/tp_shard.h"
 
 typedef struct Config Config;
@@ -165,7 +166,10 @@ typedef struct DiT {
     int head_first;  /* first table entry after the blocks (the final layer's) */
     DiTBlockParams *blocks;
     int32_t *patch_perm; /* [token_dim] on the model's device: conv column order (conv_patch) */
-    Arena arena;   /* activations of the last forward */
+    /* Activation recomputation (dit_set_recompute): what each of m->blocks keeps and recomputes
+     * (recompute_plan per pipeline chunk), or NULL: every block keeps all its activations. */
+    RecomputeBlock *recompute;
+    Arena arena;   /* activations of the last forward; its peak is the activation high-water mark */
     void *saved;   /* internal: the activation tensors of the last forward */
     /* Optional: called during dit_backward each time the gradients of every table entry with
      * index >= first_entry are complete (after the final layer, after each block, then with 0),
@@ -194,7 +198,8 @@ void dit_describe(DiT *m, const DiTConfig *cfg);
  * per-rank sizes for `vfm model info`. Free with dit_destroy. */
 vfm_status dit_describe_parallel(DiT *m, const DiTConfig *cfg, const DiTParallel *par);
 /* Bytes of activations (kept for the backward, and its scratch) that one rank's forward and
- * backward over a pack of `tokens` rows, `text` text rows and `samples` samples use (f32). */
+ * backward over a pack of `tokens` rows, `text` text rows and `samples` samples use (f32), with the
+ * model's recomputation plan (dit_set_recompute). */
 size_t dit_activation_bytes(const DiT *m, int64_t tokens, int64_t text, int samples);
 
 /* What one rank sends per micro-batch (a pack of `tokens` rows, `text` text rows), in bytes with
@@ -221,6 +226,15 @@ vfm_status dit_refresh_weights(DiT *m);
  * and host memory host[table.total]. dit_params_from_host also refreshes the weight copy. */
 vfm_status dit_params_to_host(const DiT *m, float *host);
 vfm_status dit_params_from_host(DiT *m, const float *host);
+/* Activation recomputation (docs/parallel.md "Activation recomputation"; Megatron's keys, plans in
+ * recompute.h): the model's blocks are n_chunks pipeline chunks of chunk_blocks[i] blocks each
+ * (n_chunks 0, chunk_blocks NULL: one chunk of every block); rc NULL or RECOMPUTE_NONE: none.
+ * FULL: a group of blocks keeps only its input, its activations live in a scratch region of the
+ * arena reused by every group, and its forward reruns in backward; SELECTIVE: every block keeps
+ * q, k, v but not the attention output and log-sum-exp (self- and cross-attention), which are
+ * recomputed before the attention's backward. Outputs and gradients are bitwise those without
+ * (the block has no random draws; the ops are deterministic). Call before dit_reserve. */
+vfm_status dit_set_recompute(DiT *m, const RecomputeConfig *rc, int n_chunks, const int *chunk_blocks);
 /* Reserves activation memory for packs of up to max_tokens rows, max_text rows and max_samples
  * samples (the trainer passes its pack budget). */
 vfm_status dit_reserve(DiT *m, int64_t max_tokens, int64_t max_text, int max_samples);

@@ -2,7 +2,9 @@
  * scratch, laid out for a pack's sizes (only the tensors the variant uses), and dit_reserve.
  * Activations are carved in the model's act_dtype, statistics (LayerNorm/RMSNorm, log-sum-exp) in
  * f32; on CUDA the attention operands keep ATTN_SPARE_ROWS rows after their last row (ops.h) and
- * the host inputs' device copies are carved too. */
+ * the host inputs' device copies are carved too. With recomputation (dit_set_recompute) a FULL
+ * group keeps only its input here and carves the rest in a scratch region at the arena's end,
+ * group after group; SELECTIVE blocks share one set of attention outputs. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -41,11 +43,17 @@ static vfm_status carve_attn(Carver *cv, Tensor *t, int64_t d0, int64_t d1) {
     return carve_rows(cv, t, cv->act, d0, d1, cv->spare);
 }
 
-static vfm_status carve_block(const DiT *m, Carver *cv, BlockActs *b, int64_t R, int64_t Rl, int64_t L, int B) {
+/* What of a block to carve: its input h0, the rest, or both. */
+enum { CARVE_INPUT = 1, CARVE_REST = 2, CARVE_ALL = 3 };
+
+/* A block's activations (`what` of them); SELECTIVE blocks share the attention outputs a->rc_*. */
+static vfm_status carve_block(const DiT *m, Carver *cv, BlockActs *b, const Acts *a, int what, int selective) {
     const DiTConfig *c = &m->cfg;
     int64_t D = c->hidden, hd = c->head_dim, H = m->heads_local, Hkv = m->kv_heads_local;
-    int64_t Dq = H * hd, Dkv = Hkv * hd;
-    VFM_TRY(carve(cv, &b->h0, Rl, D));
+    int64_t Dq = H * hd, Dkv = Hkv * hd, R = a->R, Rl = a->Rl, L = a->L;
+    int B = a->B;
+    if (what & CARVE_INPUT) VFM_TRY(carve(cv, &b->h0, Rl, D));
+    if (!(what & CARVE_REST)) return VFM_OK;
     VFM_TRY(carve(cv, &b->h1, Rl, D));
     if (c->f.cross_attn) VFM_TRY(carve(cv, &b->h2, Rl, D));
     else b->h2 = b->h1;
@@ -66,8 +74,12 @@ static vfm_status carve_block(const DiT *m, Carver *cv, BlockActs *b, int64_t R,
     } else {
         b->qn = b->q, b->kn = b->k;
     }
-    VFM_TRY(carve_attn(cv, &b->o, R, Dq));
-    VFM_TRY(carve_f32(cv, &b->lse, R, H));
+    if (selective) {
+        b->o = a->rc_o, b->lse = a->rc_lse;
+    } else {
+        VFM_TRY(carve_attn(cv, &b->o, R, Dq));
+        VFM_TRY(carve_f32(cv, &b->lse, R, H));
+    }
     VFM_TRY(carve(cv, &b->a, Rl, D));
     if (c->f.cross_attn) {
         VFM_TRY(carve_attn(cv, &b->cq, R, Dq));
@@ -81,8 +93,12 @@ static vfm_status carve_block(const DiT *m, Carver *cv, BlockActs *b, int64_t R,
         } else {
             b->cqn = b->cq, b->ckn = b->ck;
         }
-        VFM_TRY(carve_attn(cv, &b->co, R, Dq));
-        VFM_TRY(carve_f32(cv, &b->clse, R, H));
+        if (selective) {
+            b->co = a->rc_co, b->clse = a->rc_clse;
+        } else {
+            VFM_TRY(carve_attn(cv, &b->co, R, Dq));
+            VFM_TRY(carve_f32(cv, &b->clse, R, H));
+        }
         VFM_TRY(carve(cv, &b->c, Rl, D));
     }
     VFM_TRY(carve(cv, &b->f_pre, R, m->ffn_local));
@@ -92,6 +108,78 @@ static vfm_status carve_block(const DiT *m, Carver *cv, BlockActs *b, int64_t R,
     VFM_TRY(carve(cv, &b->mod, B, (int64_t)c->f.n_chunks * D));
     for (int k = 0; k < c->f.n_chunks; k++) VFM_TRY(carve(cv, &b->chunk[k], B, D));
     return VFM_OK;
+}
+
+static Carver carver(const DiT *m, Arena *arena) {
+    return (Carver){arena, 0, m->device, m->act_dtype, m->device == DEV_CUDA ? ATTN_SPARE_ROWS : 0};
+}
+
+static RecomputeGranularity mode_of(const DiT *m, int l) { return m->recompute ? m->recompute[l].mode : RECOMPUTE_NONE; }
+
+/* Every block's kept activations (recomputation: dit_set_recompute): all of a NONE block's; a
+ * SELECTIVE block's but its attention outputs, which every such block shares (carved once here); a
+ * FULL group's first input only (its activations are carved in the scratch: dit_carve_group).
+ * *scratch: the arena offset where the FULL groups' scratch starts (offsets are the carver's byte
+ * counts: the carve starts at offset 0 of an empty arena, every tensor a multiple of 256 bytes).
+ * It may overlay the blocks after the last FULL block F but the input of F + 1 (which F's forward
+ * writes): those run their forward after every FULL group's and their backward before, so they are
+ * dead whenever the scratch is in use (Megatron's "block" method then keeps what a freeing
+ * allocator would). Without such blocks the scratch follows everything. */
+static vfm_status carve_blocks(const DiT *m, Carver *cv, Acts *a, size_t *scratch) {
+    const DiTConfig *c = &m->cfg;
+    int64_t Dq = (int64_t)m->heads_local * c->head_dim;
+    int selective = 0, last_full = -1;
+    for (int l = 0; l < c->layers; l++) {
+        selective |= mode_of(m, l) == RECOMPUTE_SELECTIVE;
+        if (mode_of(m, l) == RECOMPUTE_FULL) last_full = l;
+    }
+    if (selective) {
+        VFM_TRY(carve_attn(cv, &a->rc_o, a->R, Dq));
+        VFM_TRY(carve_f32(cv, &a->rc_lse, a->R, m->heads_local));
+        if (c->f.cross_attn) {
+            VFM_TRY(carve_attn(cv, &a->rc_co, a->R, Dq));
+            VFM_TRY(carve_f32(cv, &a->rc_clse, a->R, m->heads_local));
+        }
+    }
+    *scratch = 0;
+    for (int l = 0; l < c->layers; l++) {
+        RecomputeGranularity mode = mode_of(m, l);
+        if (mode == RECOMPUTE_FULL) {
+            if (m->recompute[l].group_first == l) VFM_TRY(carve_block(m, cv, &a->blocks[l], a, CARVE_INPUT, 0));
+        } else if (last_full >= 0 && l == last_full + 1) {
+            VFM_TRY(carve_block(m, cv, &a->blocks[l], a, CARVE_INPUT, 0));
+            *scratch = cv->bytes;
+            VFM_TRY(carve_block(m, cv, &a->blocks[l], a, CARVE_REST, 0));
+        } else {
+            VFM_TRY(carve_block(m, cv, &a->blocks[l], a, CARVE_ALL, mode == RECOMPUTE_SELECTIVE));
+        }
+    }
+    if (!*scratch) *scratch = cv->bytes;
+    return VFM_OK;
+}
+
+/* A FULL group's activations [first, end) and the sink of its replayed output. */
+static vfm_status carve_group(const DiT *m, Carver *cv, Acts *a, int first, int end) {
+    for (int l = first; l < end; l++) VFM_TRY(carve_block(m, cv, &a->blocks[l], a, l == first ? CARVE_REST : CARVE_ALL, 0));
+    return carve(cv, &a->rc_sink, a->Rl, m->cfg.hidden);
+}
+
+/* The scratch the largest FULL group needs (counted, nothing carved). */
+static vfm_status scratch_bytes(const DiT *m, const Acts *a, size_t *bytes) {
+    *bytes = 0;
+    if (!m->recompute) return VFM_OK;
+    Acts probe = *a; /* counting writes the tensors' shapes: into a copy of the block table */
+    probe.blocks = calloc((size_t)m->cfg.layers, sizeof *probe.blocks);
+    if (!probe.blocks) return vfm_fail(VFM_ERR_NOMEM, "dit: a block table");
+    vfm_status s = VFM_OK;
+    for (int l = 0; l < m->cfg.layers && s == VFM_OK; l++) {
+        if (mode_of(m, l) != RECOMPUTE_FULL || m->recompute[l].group_first != l) continue;
+        Carver cv = carver(m, NULL);
+        s = carve_group(m, &cv, &probe, l, m->recompute[l].group_end);
+        if (cv.bytes > *bytes) *bytes = cv.bytes;
+    }
+    free(probe.blocks);
+    return s;
 }
 
 /* The rows of this rank: inputs, output and the scratch of the TP regions and the CP gather. */
@@ -188,11 +276,10 @@ vfm_status dit_carve_acts(const DiT *m, Arena *arena, size_t *bytes, Acts *a, in
     a->pl = pl;
     memset(blocks, 0, (size_t)c->layers * sizeof *blocks);
     a->S = pl.S_in, a->R = R, a->Rl = Rl, a->L = L, a->B = B;
-    Carver cv = {arena, 0, m->device, m->act_dtype, m->device == DEV_CUDA ? ATTN_SPARE_ROWS : 0};
+    Carver cv = carver(m, arena);
     VFM_TRY(carve_staging(m, &cv, a, L, B));
     VFM_TRY(carve_parallel(m, &cv, a));
     VFM_TRY(carve_conditioning(m, &cv, a, Rl, B));
-    for (int l = 0; l < c->layers; l++) VFM_TRY(carve_block(m, &cv, &a->blocks[l], R, Rl, L, B));
     VFM_TRY(carve(&cv, &a->h_final, Rl, D));
     if (c->f.final_adaln) {
         VFM_TRY(carve(&cv, &a->fmod, B, 2 * D));
@@ -222,8 +309,19 @@ vfm_status dit_carve_acts(const DiT *m, Arena *arena, size_t *bytes, Acts *a, in
     VFM_TRY(carve(&cv, &a->d_mod, B, nD > 2 * D ? nD : 2 * D));
     for (int k = 0; k < c->f.n_chunks; k++) VFM_TRY(carve(&cv, &a->d_chunk[k], B, D));
     if (!c->f.adaln_full) VFM_TRY(carve(&cv, &a->d_u, B, c->adaln_lora));
-    *bytes = cv.bytes;
+    /* the blocks last: a FULL group's scratch may overlay the blocks after the last FULL one */
+    size_t scratch;
+    VFM_TRY(carve_blocks(m, &cv, a, &a->scratch_mark));
+    VFM_TRY(scratch_bytes(m, a, &scratch));
+    a->arena = arena;
+    *bytes = a->scratch_mark + scratch > cv.bytes ? a->scratch_mark + scratch : cv.bytes;
     return VFM_OK;
+}
+
+vfm_status dit_carve_group(const DiT *m, Acts *a, int first, int end) {
+    arena_rewind(a->arena, a->scratch_mark);
+    Carver cv = carver(m, a->arena);
+    return carve_group(m, &cv, a, first, end);
 }
 
 vfm_status dit_reserve(DiT *m, int64_t max_tokens, int64_t max_text, int max_samples) {

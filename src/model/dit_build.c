@@ -354,6 +354,7 @@ void dit_destroy(DiT *m) {
         free(((Acts *)m->saved)->blocks);
     }
     free(m->saved);
+    free(m->recompute);
     free(m->blocks);
     param_table_free(&m->table);
     if (m->shards) tp_shard_map_free(m->shards);

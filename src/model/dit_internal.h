@@ -84,11 +84,36 @@ typedef struct Acts {
     Tensor d_ck, d_ckn, d_cv;                            /* [L,Dq] */
     Tensor d_mod, d_chunk[DIT_MAX_CHUNKS], d_u;          /* [B,nD], [B,D], [B,R] */
     Tensor d_cond_silu, d_cond, d_cond_raw, d_t1, d_f_emb, d_f1; /* [B,D] / [B,F] */
+    /* recomputation (dit_recompute.c): the arena these tensors came from and where its scratch
+     * starts (a FULL group's activations are carved there, group after group); SELECTIVE blocks'
+     * attention outputs, shared by every block; a replayed group's output, not needed again */
+    Arena *arena;
+    size_t scratch_mark;
+    Tensor rc_o, rc_lse, rc_co, rc_clse;  /* [R,Dq], [R,H/TP], [R,Dq], [R,H/TP] */
+    Tensor rc_sink;                       /* [Rl,D] */
 } Acts;
 
 /* Lays out the activations of a pack (a->pl sized: S, R, Rl), L text rows and B samples. With
  * arena NULL only counts *bytes (what dit_reserve needs); otherwise carves from the arena. */
 vfm_status dit_carve_acts(const DiT *m, Arena *arena, size_t *bytes, Acts *a, int64_t L, int B);
+
+/* Carves the activations of blocks [first, end) of a FULL recomputation group at the arena's
+ * scratch mark (a->arena; what an earlier group left there is overwritten): block first without its
+ * kept input h0, the others whole, and a->rc_sink. */
+vfm_status dit_carve_group(const DiT *m, Acts *a, int first, int end);
+
+/* ---- dit.c ---- */
+/* Block l's forward (dit.c): its input in a->blocks[l].h0, its output into h_out. */
+vfm_status dit_block_forward(const DiT *m, int l, Acts *a, const DiTInputs *in, Tensor *h_out);
+
+/* ---- dit_recompute.c ---- */
+/* Forward, before block l: the scratch for l's group when l starts a FULL group. */
+vfm_status dit_recompute_forward_begin(DiT *m, Acts *a, int l);
+/* Backward, before block l: when l ends a FULL group, the group's forward again from its kept input
+ * (the probes stay silent). */
+vfm_status dit_recompute_backward_begin(DiT *m, Acts *a, const DiTInputs *in, int l);
+/* 1 when block l recomputes its attention outputs before the attention's backward (SELECTIVE). */
+int dit_recomputes_attention(const DiT *m, int l);
 
 /* ---- dit_stage.c ---- */
 /* When the model is on CUDA and in's tensors are in host memory: copies them into a->stage (carved)

@@ -284,6 +284,9 @@ static vfm_status bench_setup(Bench *b, const BenchOptions *o, BenchResult *r) {
 
     VFM_TRY(dit_create(&b->model, &mc, b->device));
     b->have_model = 1;
+    RecomputeConfig recompute; /* model.recompute_*: the activation memory and the time they cost */
+    VFM_TRY(recompute_from_config(cfg, &recompute));
+    VFM_TRY(dit_set_recompute(&b->model, &recompute, 0, NULL));
     VFM_TRY(dit_init_weights(&b->model, (uint64_t)cfg_int(cfg, "rng.seed")));
     OptimConfig oc;
     optim_settings(&oc, cfg);

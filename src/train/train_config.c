@@ -75,11 +75,8 @@ vfm_status train_check_keys(const Config *cfg) {
         return vfm_fail_at(VFM_ERR_USAGE, NULL, "ddp.data_parallel_sharding_strategy", dp_sharding_name(sharding),
                            "set ddp.use_distributed_optimizer: %s as well (the trainer shards by that key in this "
                            "version)", sharding == DP_SHARD_OPTIM ? "true" : "false");
-    RecomputeConfig recompute;
+    RecomputeConfig recompute; /* the keys' rules (recompute.h); the trainer hands the plan to the model */
     VFM_TRY(recompute_from_config(cfg, &recompute));
-    if (recompute.granularity != RECOMPUTE_NONE)
-        return vfm_fail_at(VFM_ERR_USAGE, NULL, "model.recompute_granularity", cfg_str(cfg, "model.recompute_granularity"),
-                           "activation recomputation is not in the model yet (src/parallel/recompute.h plans it)");
     if (!cfg_bool(cfg, "ddp.check_for_nan_in_grad"))
         log_warn("config: ddp.check_for_nan_in_grad=false is ignored: vfm always checks the gradient for NaN/Inf and "
                  "skips such steps");

@@ -173,6 +173,9 @@ static vfm_status trainer_setup(Trainer *t, const TrainOptions *opt) {
     pack_init(&t->pack, t->source->token_dim, t->source->text_dim, 1, 1);
 
     VFM_TRY(dit_create_parallel(&t->model, &mc, t->device, &t->par.model));
+    RecomputeConfig recompute; /* validated by train_check_keys */
+    VFM_TRY(recompute_from_config(cfg, &recompute));
+    VFM_TRY(dit_set_recompute(&t->model, &recompute, 0, NULL));
     VFM_TRY(dit_init_weights(&t->model, (uint64_t)cfg_int(cfg, "rng.seed")));
     VFM_TRY(dit_reserve(&t->model, t->source->max_tokens, t->source->max_text, t->source->max_samples));
     int zero1 = cfg_bool(cfg, "ddp.use_distributed_optimizer");
@@ -350,18 +353,18 @@ typedef struct Window {
     int64_t steps, samples, tokens, capacity;
 } Window;
 
-/* The log line's memory: the most vfm held on the GPU, or the process's peak resident set. */
+/* The log line's memory: the most vfm held on the GPU, or the process's peak resident set; then
+ * the activations' high-water mark (the model's arena, on its device: what recomputation lowers). */
 static void memory_text(const Trainer *t, char *out, size_t n) {
     DeviceMemory m;
-    if (device_memory(t->device, &m) != VFM_OK) {
-        snprintf(out, n, "?");
-        return;
-    }
-    if (t->device == DEV_CUDA)
-        snprintf(out, n, "%.0f MiB GPU peak (%.0f of %.0f MiB in use)", m.peak / 1048576.0, (m.total - m.free) / 1048576.0,
-                 m.total / 1048576.0);
+    double act = (double)t->model.arena.peak / 1048576.0;
+    if (device_memory(t->device, &m) != VFM_OK)
+        snprintf(out, n, "? | act %.1f MiB", act);
+    else if (t->device == DEV_CUDA)
+        snprintf(out, n, "%.0f MiB GPU peak (%.0f of %.0f MiB in use) | act %.1f MiB", m.peak / 1048576.0,
+                 (m.total - m.free) / 1048576.0, m.total / 1048576.0, act);
     else
-        snprintf(out, n, "%.0f MiB", m.peak / 1048576.0);
+        snprintf(out, n, "%.0f MiB | act %.1f MiB", m.peak / 1048576.0, act);
 }
 
 /* The log line of the last log_interval steps; throughput summed over the replicas (a collective:

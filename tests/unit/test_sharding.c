@@ -240,7 +240,9 @@ TEST(trainer_refuses_what_is_not_wired_in) {
         {"ddp:\n  data_parallel_sharding_strategy: optim\n", VFM_OK, NULL},
         {"ddp:\n  use_megatron_fsdp: true\n  data_parallel_sharding_strategy: optim\n", VFM_OK, NULL},
         {"ddp:\n  use_distributed_optimizer: true\n  data_parallel_sharding_strategy: no_shard\n", VFM_ERR_USAGE, "contradicts"},
-        {"model:\n  recompute_granularity: selective\n", VFM_ERR_USAGE, "activation recomputation is not in the model yet"},
+        {"model:\n  recompute_granularity: selective\n", VFM_OK, NULL},
+        {"model:\n  recompute_granularity: full\n  recompute_method: uniform\n  recompute_num_layers: 2\n", VFM_OK, NULL},
+        {"model:\n  recompute_granularity: full\n", VFM_ERR_USAGE, "needs model.recompute_method"},
         {"model:\n  recompute_method: block\n", VFM_ERR_USAGE, "model.recompute_granularity is not"},
     };
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {

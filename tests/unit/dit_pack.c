@@ -1,0 +1,67 @@
+/* A small pack for DiT model tests (see dit_pack.h). */
+#include "dit_pack.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "test.h"
+
+static const int GRID[DIT_PACK_SAMPLES][3] = {{3, 2, 3}, {1, 1, 5}, {1, 1, 1}, {1, 2, 4}}; /* 18, 5, 1, 8 tokens */
+static const int TEXT_LEN[DIT_PACK_SAMPLES] = {3, 2, 1, 4};
+
+void dit_pack_make(DitPack *p, const DiTConfig *c, int pad, uint64_t seed) {
+    enum { NS = DIT_PACK_SAMPLES };
+    memset(p, 0, sizeof *p);
+    int tok = dit_token_dim(c), out = dit_out_dim(c), dt = c->d_text > 0 ? c->d_text : 1;
+    p->d_text = dt;
+    int max_q = 0, max_kv = 0;
+    for (int i = 0; i < NS; i++) {
+        int len = GRID[i][0] * GRID[i][1] * GRID[i][2];
+        p->cu[i + 1] = p->cu[i] + len;
+        p->cu_pad[i + 1] = p->cu_pad[i] + (len + pad - 1) / pad * pad;
+        p->cu_text[i + 1] = p->cu_text[i] + TEXT_LEN[i];
+        p->cu_text_pad[i + 1] = p->cu_text_pad[i] + (TEXT_LEN[i] + 3) / 4 * 4;
+        if (len > max_q) max_q = len;
+        if (TEXT_LEN[i] > max_kv) max_kv = TEXT_LEN[i];
+    }
+    p->S = p->cu_pad[NS], p->L = p->cu_text_pad[NS];
+    p->x = calloc((size_t)(p->S * tok), sizeof(float));
+    p->dout = calloc((size_t)(p->S * out), sizeof(float));
+    p->text = calloc((size_t)(p->L * dt), sizeof(float));
+    p->c_noise = malloc(NS * sizeof(float)), p->fps = malloc(NS * sizeof(float));
+    p->t2s = malloc((size_t)p->S * sizeof(int32_t)), p->pos = calloc((size_t)(p->S * 3), sizeof(int32_t));
+    p->cls = malloc(NS * sizeof(int32_t));
+    for (int64_t r = 0; r < p->S; r++) p->t2s[r] = -1;
+    for (int i = 0; i < NS; i++) {
+        int len = p->cu[i + 1] - p->cu[i];
+        test_fill_uniform_f32(p->x + (int64_t)p->cu_pad[i] * tok, (int64_t)len * tok, seed + 10 * i + 1, -1, 1);
+        test_fill_uniform_f32(p->dout + (int64_t)p->cu_pad[i] * out, (int64_t)len * out, seed + 10 * i + 2, -1, 1);
+        test_fill_uniform_f32(p->text + (int64_t)p->cu_text_pad[i] * dt, (int64_t)TEXT_LEN[i] * dt, seed + 10 * i + 3, -1, 1);
+        for (int r = 0; r < len; r++) {
+            int64_t row = p->cu_pad[i] + r;
+            p->t2s[row] = i;
+            p->pos[row * 3] = r / (GRID[i][1] * GRID[i][2]);
+            p->pos[row * 3 + 1] = r / GRID[i][2] % GRID[i][1];
+            p->pos[row * 3 + 2] = r % GRID[i][2];
+        }
+        p->c_noise[i] = 0.3f * (float)i - 0.4f;
+        p->fps[i] = GRID[i][0] > 1 ? 24.0f : 30.0f;
+        p->cls[i] = c->num_classes > 0 ? i % c->num_classes : 0;
+    }
+    p->tx = TF32(p->x, p->S, tok), p->tdout = TF32(p->dout, p->S, out), p->ttext = TF32(p->text, p->L, dt);
+    p->tcn = TF32(p->c_noise, NS), p->tfps = TF32(p->fps, NS), p->tt2s = TI32(p->t2s, p->S);
+    p->tpos = TI32(p->pos, p->S, 3), p->tcls = TI32(p->cls, NS);
+    p->tcu = TI32(p->cu, NS + 1), p->tcup = TI32(p->cu_pad, NS + 1);
+    p->tcut = TI32(p->cu_text, NS + 1), p->tcutp = TI32(p->cu_text_pad, NS + 1);
+    DiTInputs *in = &p->in;
+    in->x = &p->tx, in->c_noise = &p->tcn, in->fps = &p->tfps, in->text = &p->ttext, in->tok2sample = &p->tt2s;
+    in->pos = &p->tpos;
+    in->class_labels = c->num_classes > 0 ? &p->tcls : NULL;
+    in->self_layout = (VarlenLayout){NS, p->tcu, p->tcup, p->tcu, p->tcup, max_q, max_q};
+    in->cross_layout = (VarlenLayout){NS, p->tcu, p->tcup, p->tcut, p->tcutp, max_q, max_kv};
+}
+
+void dit_pack_free(DitPack *p) {
+    free(p->x), free(p->dout), free(p->text), free(p->c_noise), free(p->fps), free(p->t2s), free(p->pos), free(p->cls);
+    memset(p, 0, sizeof *p);
+}

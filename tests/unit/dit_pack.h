@@ -1,0 +1,26 @@
+/* A small pack for DiT model tests (recomputation; tests/unit and tests/mpi): four samples of
+ * different sizes (a 3-frame video of 18 tokens, images of 5, 1 and 8 tokens) in slots padded to a
+ * multiple of `pad` rows, their text rows, random seeded values, and the DiTInputs over them. */
+#ifndef VFM_TEST_DIT_PACK_H
+#define VFM_TEST_DIT_PACK_H
+
+#include "model/dit.h"
+
+enum { DIT_PACK_SAMPLES = 4 };
+
+typedef struct DitPack {
+    int64_t S, L;     /* rows of the pack and of the text */
+    int d_text;
+    int32_t cu[DIT_PACK_SAMPLES + 1], cu_pad[DIT_PACK_SAMPLES + 1];
+    int32_t cu_text[DIT_PACK_SAMPLES + 1], cu_text_pad[DIT_PACK_SAMPLES + 1];
+    float *x, *text, *c_noise, *fps, *dout; /* [S,tok], [L,d_text], [B], [B], [S,out] */
+    int32_t *t2s, *pos, *cls;               /* [S], [S,3], [B] */
+    Tensor tx, ttext, tcn, tfps, tt2s, tpos, tcls, tdout, tcu, tcup, tcut, tcutp;
+    DiTInputs in;
+} DitPack;
+
+/* c: the model's configuration (widths; class labels when it has classes). */
+void dit_pack_make(DitPack *p, const DiTConfig *c, int pad, uint64_t seed);
+void dit_pack_free(DitPack *p);
+
+#endif
