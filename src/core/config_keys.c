@@ -63,6 +63,14 @@ const CfgKeyDef cfg_key_defs[] = {
     KLIST("model.hierarchical_context_parallel_sizes", CFG_INT_LIST, "[]",
           "a2a+p2p: [all-to-all group size, ring size], product = context_parallel_size"),
     KINT("model.virtual_pipeline_model_parallel_size", "1", "[1, 1024]", "interleaved PP chunks per rank (only 1 until pipeline parallelism)"),
+    KCHOICE("model.recompute_granularity", "null", CHOICES("", "full", "selective"),
+            "activation recomputation: full (a block keeps only its input) or selective (attention); the trainer "
+            "refuses it until the model recomputes"),
+    KCHOICE("model.recompute_method", "null", CHOICES("", "uniform", "block"),
+            "full recomputation of groups of recompute_num_layers blocks (uniform) or of the first ones of each "
+            "pipeline chunk (block)"),
+    KINT("model.recompute_num_layers", "0", "[0, 1024]",
+         "blocks per recomputed group (uniform) or recomputed per pipeline chunk (block); 0 = unset"),
     KFLT("model.val_generation_guidance", "7.0", "[0, 100]", "CFG guidance g of the sample each rank generates at validation"),
     KINT("model.val_generation_num_steps", "35", "[1, 10000]", "sampler steps of the sample each rank generates at validation"),
     KFLT("model.sigma_data", "0.5", "(0, 100]", "EDM sigma_data"),
@@ -199,9 +207,13 @@ const CfgKeyDef cfg_key_defs[] = {
     XBOOL("ddp.grad_reduce_in_fp32", "true", "DFM: gradients reduce in fp32 in vfm anyway (not used by vfm)"),
     XBOOL("ddp.overlap_param_gather", "false", "DFM: parameter all-gather overlap (not used by vfm)"),
     XBOOL("ddp.average_in_collective", "true", "DFM: averaging inside the collective (not used by vfm)"),
-    XBOOL("ddp.use_megatron_fsdp", "false", "DFM: Megatron FSDP (not used by vfm)"),
-
-    /* top level and DFM leftovers */
+    KBOOL("ddp.use_megatron_fsdp", "false",
+          "Megatron FSDP: shard by ddp.data_parallel_sharding_strategy (default optim_grads_params)"),
+    KCHOICE("ddp.data_parallel_sharding_strategy", "null",
+            CHOICES("", "no_shard", "optim", "optim_grads", "optim_grads_params", "MODEL_AND_OPTIMIZER_STATES"),
+            "what data parallelism shards: no_shard, optim (ZeRO-1), optim_grads (ZeRO-2), optim_grads_params (ZeRO-3; "
+            "alias MODEL_AND_OPTIMIZER_STATES); unset: from use_distributed_optimizer / use_megatron_fsdp; the trainer "
+            "refuses ZeRO-2/3 until FSDP is wired in"),
     XSTR("mixed_precision", "bf16_mixed", "DFM: precision recipe (not used by vfm)"),
     XSTR("tokenizer.tokenizer_type", "NullTokenizer", "DFM: tokenizer (not used by vfm)"),
     XINT("tokenizer.vocab_size", "0", "[0, inf)", "DFM: tokenizer (not used by vfm)"),

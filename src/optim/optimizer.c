@@ -101,6 +101,10 @@ double clip_scale(const OptimConfig *c, double norm) {
 }
 
 vfm_status optimizer_step(Optimizer *o, float *params, const float *grads, double lr, double grad_scale) {
+    return optimizer_step_range(o, params + o->begin, grads + o->begin, lr, grad_scale);
+}
+
+vfm_status optimizer_step_range(Optimizer *o, float *params, const float *grads, double lr, double grad_scale) {
     const ParamTable *t = o->table;
     AdamWHyper h = {(float)lr, (float)o->cfg.beta1, (float)o->cfg.beta2, (float)o->cfg.eps, 0.0f,
                     (int)(o->step + 1), (float)grad_scale};
@@ -118,7 +122,8 @@ vfm_status optimizer_step(Optimizer *o, float *params, const float *grads, doubl
         int64_t b = last->offset + last->numel < o->end ? last->offset + last->numel : o->end;
         i = j;
         if (!e->trainable || a >= b) continue;
-        Tensor p = TENSOR(params + a, DT_F32, o->device, b - a), g = TENSOR((float *)grads + a, DT_F32, o->device, b - a);
+        Tensor p = TENSOR(params + (a - o->begin), DT_F32, o->device, b - a);
+        Tensor g = TENSOR((float *)grads + (a - o->begin), DT_F32, o->device, b - a);
         Tensor m = TENSOR(o->m + (a - o->begin), DT_F32, o->device, b - a);
         Tensor v = TENSOR(o->v + (a - o->begin), DT_F32, o->device, b - a);
         h.weight_decay = e->weight_decay ? (float)o->cfg.weight_decay : 0.0f;

@@ -58,6 +58,10 @@ vfm_status grad_global_norm_on(Device device, const float *grads, int64_t n, dou
 /* One AdamW update of the optimizer's elements of every trainable entry with learning rate lr;
  * gradients are multiplied by grad_scale first (clipping). params and grads span the whole table. */
 vfm_status optimizer_step(Optimizer *o, float *params, const float *grads, double lr, double grad_scale);
+/* As optimizer_step with buffers that hold only the optimizer's elements: params[end - begin] and
+ * grads[end - begin] start at element `begin` (a ZeRO shard kept on its own, as FSDP keeps its
+ * fp32 master and reduced gradients). The same arithmetic, bit for bit. */
+vfm_status optimizer_step_range(Optimizer *o, float *params, const float *grads, double lr, double grad_scale);
 /* Clip coefficient for a gradient norm: min(1, clip / (norm + 1e-6)), 1 when clipping is off. */
 double clip_scale(const OptimConfig *c, double norm);
 

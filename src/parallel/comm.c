@@ -85,6 +85,8 @@ vfm_status nccl_all_to_all_v(Comm *c, const void *s, const int64_t *sc, const in
 vfm_status nccl_barrier(Comm *c) { NO_NCCL(); }
 vfm_status nccl_exchange_start(Comm *c, const CommP2P *o, int n, void **p) { (void)o, (void)n, (void)p; NO_NCCL(); }
 vfm_status nccl_wait(Comm *c, void *p) { (void)p; NO_NCCL(); }
+vfm_status nccl_all_gather_v_start(Comm *c, const void *s, void *r, const int64_t *n, DType dt, void **p) { (void)s, (void)r, (void)n, (void)dt, (void)p; NO_NCCL(); }
+vfm_status nccl_reduce_scatter_v_start(Comm *c, const void *s, void *r, const int64_t *n, DType dt, CommOp op, void **p) { (void)s, (void)r, (void)n, (void)dt, (void)op, (void)p; NO_NCCL(); }
 vfm_status nccl_sum_rows_ordered(void *d, const void *r, int n, int64_t k, DType dt) {
     (void)d, (void)r, (void)n, (void)k, (void)dt;
     return nccl_backend_load();
@@ -404,4 +406,37 @@ vfm_status comm_sendrecv(Comm *c, const void *send, int64_t send_count, int dst,
     CommRequest req;
     VFM_TRY(comm_exchange_start(c, ops, n, &req));
     return comm_wait(&req);
+}
+
+/* ---- non-blocking collectives ------------------------------------------------------------- */
+
+vfm_status comm_all_gather_start(Comm *c, const void *send, void *recv, int64_t count, DType dt, CommRequest *req) {
+    req->comm = c;
+    req->pending = NULL;
+    if (c->backend != COMM_BACKEND_NCCL) return comm_all_gather(c, send, recv, count, dt);
+    int64_t *counts;
+    VFM_TRY(check_dtype(c, "all_gather", dt, 0));
+    VFM_TRY(check_buf(c, "all_gather", send, count));
+    VFM_TRY(check_buf(c, "all_gather", recv, count * c->size));
+    if (count == 0) return VFM_OK;
+    VFM_TRY(equal_counts(c, count, &counts));
+    vfm_status s = nccl_all_gather_v_start(c, send, recv, counts, dt, &req->pending);
+    free(counts);
+    return s;
+}
+
+vfm_status comm_reduce_scatter_start(Comm *c, const void *send, void *recv, int64_t count, DType dt, CommOp op,
+                                     CommRequest *req) {
+    req->comm = c;
+    req->pending = NULL;
+    if (c->backend != COMM_BACKEND_NCCL) return comm_reduce_scatter(c, send, recv, count, dt, op);
+    int64_t *counts;
+    VFM_TRY(check_dtype(c, "reduce_scatter", dt, 1));
+    VFM_TRY(check_buf(c, "reduce_scatter", send, count * c->size));
+    VFM_TRY(check_buf(c, "reduce_scatter", recv, count));
+    if (count == 0) return VFM_OK;
+    VFM_TRY(equal_counts(c, count, &counts));
+    vfm_status s = nccl_reduce_scatter_v_start(c, send, recv, counts, dt, op, &req->pending);
+    free(counts);
+    return s;
 }

@@ -85,6 +85,11 @@ vfm_status nccl_all_to_all_v(Comm *c, const void *send, const int64_t *send_coun
 vfm_status nccl_barrier(Comm *c);
 vfm_status nccl_exchange_start(Comm *c, const CommP2P *ops, int n, void **pending);
 vfm_status nccl_wait(Comm *c, void *pending);
+/* As nccl_all_gather_v / nccl_reduce_scatter_v, left running on the comm's stream: *pending is
+ * the event nccl_wait completes. */
+vfm_status nccl_all_gather_v_start(Comm *c, const void *send, void *recv, const int64_t *counts, DType dt, void **pending);
+vfm_status nccl_reduce_scatter_v_start(Comm *c, const void *send, void *recv, const int64_t *counts, DType dt, CommOp op,
+                                       void **pending);
 /* The GPU twin of comm_sum_rows_ordered (device pointers; same bits): exposed for its test. */
 vfm_status nccl_sum_rows_ordered(void *dst, const void *rows, int n_rows, int64_t count, DType dt);
 

@@ -256,7 +256,7 @@ static int all_equal(const Comm *c, const int64_t *counts) {
     return 1;
 }
 
-extern "C" vfm_status nccl_reduce_scatter_v(Comm *c, const void *send, void *recv, const int64_t *counts, DType dt, CommOp op) {
+static vfm_status enqueue_reduce_scatter_v(Comm *c, const void *send, void *recv, const int64_t *counts, DType dt, CommOp op) {
     NcclState *st = state(c);
     size_t es = dtype_size(dt);
     int64_t mine = counts[c->rank], total = 0, at = 0;
@@ -272,7 +272,7 @@ extern "C" vfm_status nccl_reduce_scatter_v(Comm *c, const void *send, void *rec
         }
         NCCL_TRY("reduce_scatter", api.GroupEnd());
         CUDA_TRY("reduce_scatter", launch_sum_rows(recv, rows, c->size, mine, dt, st->stream));
-        return finish(c, "reduce_scatter");
+        return VFM_OK;
     }
     ncclRedOp_t rop = op == COMM_MAX ? ncclMax : ncclSum;
     /* recv inside send other than NCCL's in-place form: reduce into scratch, then copy */
@@ -291,15 +291,15 @@ extern "C" vfm_status nccl_reduce_scatter_v(Comm *c, const void *send, void *rec
         NCCL_TRY("reduce_scatter", api.GroupEnd());
     }
     if (overlap) CUDA_TRY("reduce_scatter", cudaMemcpyAsync(recv, out, (size_t)mine * es, cudaMemcpyDeviceToDevice, st->stream));
-    return finish(c, "reduce_scatter");
+    return VFM_OK;
 }
 
-extern "C" vfm_status nccl_all_gather_v(Comm *c, const void *send, void *recv, const int64_t *counts, DType dt) {
+static vfm_status enqueue_all_gather_v(Comm *c, const void *send, void *recv, const int64_t *counts, DType dt) {
     NcclState *st = state(c);
     size_t es = dtype_size(dt);
     if (all_equal(c, counts)) {
         NCCL_TRY("all_gather", api.AllGather(send, recv, (size_t)counts[0], ntype(dt), st->comm, st->stream));
-        return finish(c, "all_gather");
+        return VFM_OK;
     }
     int64_t at = 0;
     NCCL_TRY("all_gather", api.GroupStart());
@@ -308,7 +308,42 @@ extern "C" vfm_status nccl_all_gather_v(Comm *c, const void *send, void *recv, c
         at += counts[j];
     }
     NCCL_TRY("all_gather", api.GroupEnd());
+    return VFM_OK;
+}
+
+// An event recorded on the comm's stream behind the work just enqueued (nccl_wait completes it).
+static vfm_status record_pending(Comm *c, const char *op, void **pending) {
+    cudaEvent_t ev;
+    CUDA_TRY(op, cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+    cudaError_t e = cudaEventRecord(ev, state(c)->stream);
+    if (e != cudaSuccess) {
+        cudaEventDestroy(ev);
+        return cuda_error(c, op, e);
+    }
+    *pending = (void *)ev;
+    return VFM_OK;
+}
+
+extern "C" vfm_status nccl_reduce_scatter_v(Comm *c, const void *send, void *recv, const int64_t *counts, DType dt, CommOp op) {
+    VFM_TRY(enqueue_reduce_scatter_v(c, send, recv, counts, dt, op));
+    return finish(c, "reduce_scatter");
+}
+
+extern "C" vfm_status nccl_reduce_scatter_v_start(Comm *c, const void *send, void *recv, const int64_t *counts, DType dt,
+                                                  CommOp op, void **pending) {
+    VFM_TRY(enqueue_reduce_scatter_v(c, send, recv, counts, dt, op));
+    return record_pending(c, "reduce_scatter", pending);
+}
+
+extern "C" vfm_status nccl_all_gather_v(Comm *c, const void *send, void *recv, const int64_t *counts, DType dt) {
+    VFM_TRY(enqueue_all_gather_v(c, send, recv, counts, dt));
     return finish(c, "all_gather");
+}
+
+extern "C" vfm_status nccl_all_gather_v_start(Comm *c, const void *send, void *recv, const int64_t *counts, DType dt,
+                                              void **pending) {
+    VFM_TRY(enqueue_all_gather_v(c, send, recv, counts, dt));
+    return record_pending(c, "all_gather", pending);
 }
 
 extern "C" vfm_status nccl_broadcast(Comm *c, void *buf, int64_t count, DType dt, int root) {
@@ -354,15 +389,7 @@ extern "C" vfm_status nccl_exchange_start(Comm *c, const CommP2P *ops, int n, vo
         else NCCL_TRY("irecv", api.Recv(ops[i].buf, (size_t)ops[i].count, ntype(ops[i].dtype), ops[i].peer, st->comm, st->stream));
     }
     NCCL_TRY("exchange", api.GroupEnd());
-    cudaEvent_t ev;
-    CUDA_TRY("exchange", cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
-    cudaError_t e = cudaEventRecord(ev, st->stream);
-    if (e != cudaSuccess) {
-        cudaEventDestroy(ev);
-        return cuda_error(c, "exchange", e);
-    }
-    *pending = (void *)ev;
-    return VFM_OK;
+    return record_pending(c, "exchange", pending);
 }
 
 extern "C" vfm_status nccl_wait(Comm *c, void *pending) {

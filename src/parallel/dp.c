@@ -12,6 +12,7 @@
 #include "core/hash.h"
 #include "data/safetensors.h"
 #include "ops/ops.h"
+#include "parallel/pp_stage.h"
 
 static int group_n(const Comm *c) { return c ? c->size : 1; }
 static int group_rank(const Comm *c) { return c ? c->rank : 0; }
@@ -101,15 +102,19 @@ static Comm *buffers_comm(const DataParallel *dp) { return dp->dev_comm ? dp->de
 
 static vfm_status reduce_bucket(DataParallel *dp, float *grads, const DpBucket *b) {
     const ParamTable *t = dp->table;
-    /* 1. model-parallel sums of the entries that need them: TP (design §3's two rules), then PP */
-    for (int k = 0; k < 2; k++) {
-        Comm *c = k == 0 ? dp->tp_comm : dp->pp_comm;
-        if (group_n(c) == 1) continue;
-        for (int i = b->first_entry; i <= b->last_entry; i++) {
-            const ParamEntry *e = &t->entries[i];
-            int sums = k == 0 ? dp_entry_reduces_over_tp(e, dp->sequence_parallel) : (e->reduce_groups & REDUCE_PP) != 0;
-            if (sums) VFM_TRY(comm_all_reduce(c, grads + e->offset, e->numel, DT_F32, COMM_SUM_ORDERED));
-        }
+    /* 1. model-parallel sums of the entries that need them: TP (design §3's two rules) per entry;
+     * PP once for every REDUCE_PP entry of the table, at the first bucket holding one (stage tables
+     * differ, so the buckets around the embedders differ from stage to stage) */
+    int pp_here = 0;
+    for (int i = b->first_entry; i <= b->last_entry; i++) {
+        const ParamEntry *e = &t->entries[i];
+        pp_here |= (e->reduce_groups & REDUCE_PP) != 0;
+        if (group_n(dp->tp_comm) > 1 && dp_entry_reduces_over_tp(e, dp->sequence_parallel))
+            VFM_TRY(comm_all_reduce(dp->tp_comm, grads + e->offset, e->numel, DT_F32, COMM_SUM_ORDERED));
+    }
+    if (pp_here && !dp->pp_summed) {
+        VFM_TRY(pp_reduce_replicated_grads(dp->pp_comm, t, grads, 0, 0, t->count, dp->device));
+        dp->pp_summed = 1;
     }
     /* 2. sum over CP, mean over DP */
     int n = group_n(dp->grad_comm), cp = dp->cfg.cp > 1 ? dp->cfg.cp : 1;
@@ -155,28 +160,35 @@ vfm_status dp_grad_bucket_ready(DataParallel *dp, float *grads, int bucket) {
 vfm_status dp_grad_sync_finish(DataParallel *dp, float *grads) {
     vfm_status s = issue_ready(dp, grads, 1);
     dp->next_bucket = 0;
+    dp->pp_summed = 0;
     memset(dp->ready, 0, (size_t)dp->n_buckets);
     return s;
 }
 
-/* part[0] += Σ g² over the split entries' elements in [lo, hi), part[1] over the replicated ones'. */
-static vfm_status split_sum_squares(const DataParallel *dp, const float *grads, int64_t lo, int64_t hi, double *part) {
+/* part[c] += Σ g² over the elements in [lo, hi) of the entries of class c: + 0 split over TP, + 1
+ * replicated over TP; + 2 when the entry is on every pipeline stage (REDUCE_PP) and pp > 1.
+ * Element x of the buffer is grads[x - base]. */
+static vfm_status class_sum_squares(const DataParallel *dp, const float *grads, int64_t base, int64_t lo, int64_t hi,
+                                    double *part) {
     const ParamTable *t = dp->table;
+    int pp = group_n(dp->pp_comm) > 1;
     for (int i = 0; i < t->count; i++) {
         const ParamEntry *e = &t->entries[i];
         int64_t a = e->offset > lo ? e->offset : lo, b = e->offset + e->numel < hi ? e->offset + e->numel : hi;
         if (a >= b) continue;
         double sq = 0;
-        Tensor g = TENSOR((float *)grads + a, DT_F32, dp->device, b - a);
+        Tensor g = TENSOR((float *)grads + (a - base), DT_F32, dp->device, b - a);
         VFM_TRY(op_sum_squares(&sq, &g));
-        part[e->tp_split_dim >= 0 ? 0 : 1] += sq;
+        part[(e->tp_split_dim >= 0 ? 0 : 1) + (pp && (e->reduce_groups & REDUCE_PP) ? 2 : 0)] += sq;
     }
     return VFM_OK;
 }
 
-vfm_status dp_grad_norm(DataParallel *dp, const float *grads, double *norm) {
-    int n = group_n(dp->grad_comm), tp = group_n(dp->tp_comm);
-    int k = tp > 1 ? 2 : 1; /* values per shard: one sum, or (split, replicated) under TP */
+/* The norm (dp.h) with element x of the gradients at grads[x - base]: base = 0 for a whole
+ * buffer, own_begin for a ZeRO-1 shard held on its own (only the own shard is read then). */
+static vfm_status grad_norm(DataParallel *dp, const float *grads, int64_t base, double *norm) {
+    int n = group_n(dp->grad_comm), tp = group_n(dp->tp_comm), pp = group_n(dp->pp_comm);
+    int k = tp > 1 || pp > 1 ? 4 : 1; /* values per shard: one sum, or the four classes above */
     double *partial = calloc((size_t)(n * k), sizeof *partial);
     if (!partial) return vfm_fail(VFM_ERR_NOMEM, "dp: norm partials");
     vfm_status s = VFM_OK;
@@ -185,29 +197,43 @@ vfm_status dp_grad_norm(DataParallel *dp, const float *grads, double *norm) {
         int64_t lo, hi;
         zero_shard_range(dp->table->total, n, j, &lo, &hi);
         if (hi <= lo) continue;
-        if (k == 2) {
-            s = split_sum_squares(dp, grads, lo, hi, &partial[2 * j]);
+        if (k == 4) {
+            s = class_sum_squares(dp, grads, base, lo, hi, &partial[4 * j]);
         } else {
-            Tensor g = TENSOR((float *)grads + lo, DT_F32, dp->device, hi - lo);
+            Tensor g = TENSOR((float *)grads + (lo - base), DT_F32, dp->device, hi - lo);
             s = op_sum_squares(&partial[j], &g);
         }
     }
     if (s == VFM_OK && dp->cfg.zero1 && n > 1) {
-        double mine[2] = {partial[k * group_rank(dp->grad_comm)], k == 2 ? partial[2 * group_rank(dp->grad_comm) + 1] : 0};
+        double mine[4];
+        memcpy(mine, &partial[k * group_rank(dp->grad_comm)], (size_t)k * sizeof *mine);
         s = comm_all_gather(dp->grad_comm, mine, partial, k, DT_F64);
     }
-    double total = 0, split = 0, repl = 0;
+    double total = 0, cls[4] = {0, 0, 0, 0};
     for (int j = 0; j < n; j++) {
         if (k == 1) total += partial[j];
-        else split += partial[2 * j], repl += partial[2 * j + 1];
+        else
+            for (int c = 0; c < 4; c++) cls[c] += partial[4 * j + c];
     }
     free(partial);
-    if (s == VFM_OK && k == 2) {
-        s = comm_all_reduce(dp->tp_comm, &split, 1, DT_F64, COMM_SUM_ORDERED);
-        total = split + repl;
+    if (s == VFM_OK && k == 4) {
+        /* the TP-split classes over TP; then what each stage holds alone over PP; the entries every
+         * stage holds (identical after the PP sum) once */
+        double split[2] = {cls[0], cls[2]};
+        if (tp > 1) s = comm_all_reduce(dp->tp_comm, split, 2, DT_F64, COMM_SUM_ORDERED);
+        double stage = split[0] + cls[1];
+        if (s == VFM_OK && pp > 1) s = comm_all_reduce(dp->pp_comm, &stage, 1, DT_F64, COMM_SUM_ORDERED);
+        total = stage + (split[1] + cls[3]);
     }
     *norm = sqrt(total);
     return s;
+}
+
+vfm_status dp_grad_norm(DataParallel *dp, const float *grads, double *norm) { return grad_norm(dp, grads, 0, norm); }
+
+vfm_status dp_grad_norm_shard(DataParallel *dp, const float *shard, double *norm) {
+    if (!dp->cfg.zero1) return vfm_fail(VFM_ERR_INTERNAL, "dp: the norm of a shard needs the ZeRO-1 layout");
+    return grad_norm(dp, shard, dp->own_begin, norm);
 }
 
 vfm_status dp_mean_f64(DataParallel *dp, double *values, int n) {

@@ -16,8 +16,12 @@
  *
  * One bucket's reduction, in order:
  *   1. entries with REDUCE_TP_HEADS (always) or REDUCE_TP_SP (only under sequence parallelism):
- *      summed over the TP group (ordered sum); with REDUCE_PP: summed over the PP group. No-ops
- *      while TP = PP = 1 (the comms have one rank or are NULL).
+ *      summed over the TP group (ordered sum). The first bucket holding a REDUCE_PP entry first
+ *      sums every REDUCE_PP entry of the table over the PP group in one collective
+ *      (pp_reduce_replicated_grads): stage tables differ, so the buckets around the embedders
+ *      differ between stages, and per-bucket sums would pair other entries. This needs every
+ *      REDUCE_PP gradient final when that bucket is issued (the conditioning's backward runs
+ *      last, so they are). No-ops while TP = PP = 1 (the comms have one rank or are NULL).
  *   2. every entry: mean over DP of the sum over CP = ordered sum over DP×CP (comm.h: rank order,
  *      the same bits on every rank), then × (float)(cp/n) (skipped when that is 1: pure CP).
  *      Plain DP all-reduces the bucket; ZeRO-1 reduce-scatters it,
@@ -35,10 +39,12 @@
  * order), the partials added in rank order j = 0..n-1. Plain DP computes every partial locally;
  * ZeRO-1 computes its own and all-gathers the n doubles. At n = 1 this is exactly
  * grad_global_norm (optimizer.h). Across different DP sizes the norm differs in the last bits.
- * Under TP (a TP comm of more than one rank) every rank holds other slices of the split entries
- * and the same replicated ones: each shard's partial is kept as two sums (split entries,
- * replicated entries, each entry's piece by op_sum_squares), the split sums are added over TP in
- * rank order and the replicated ones counted once.
+ * Under TP or PP (a TP or PP comm of more than one rank) each shard's partial is kept as four
+ * sums, each entry's piece by op_sum_squares: entries split over TP or replicated over TP, times
+ * entries every pipeline stage holds (REDUCE_PP) or not. The TP-split sums are added over TP in
+ * rank order; then what each stage holds alone is added over PP in stage order; the entries
+ * every stage holds (identical on every stage after their PP sum) count once. At PP = 1 this is
+ * bit for bit the two-sum rule of TP alone.
  *
  * On the CPU the fp32 parameters are the master weights (one full copy per rank); on the GPU the
  * fp32 master becomes a third buffer sharded like m and v, and the all-gather then fills the
@@ -76,6 +82,7 @@ typedef struct DataParallel {
     DpBucket *buckets;
     int n_buckets;
     int next_bucket;             /* the next bucket to issue */
+    int pp_summed;               /* this step's REDUCE_PP sum over PP is done */
     unsigned char *ready;        /* [n_buckets] */
     int64_t shard_size;          /* S = ceil(total / n) */
     int64_t own_begin, own_end;  /* this rank's shard */
@@ -107,6 +114,9 @@ vfm_status dp_grad_bucket_ready(DataParallel *dp, float *grads, int bucket);
 vfm_status dp_grad_sync_finish(DataParallel *dp, float *grads);
 /* Global norm of the reduced gradients grads[table->total] (above); the same value on every rank. */
 vfm_status dp_grad_norm(DataParallel *dp, const float *grads, double *norm);
+/* The same under ZeRO-1 from this rank's shard alone, shard[own_end - own_begin] (FSDP keeps only
+ * that); the same bits as dp_grad_norm on a whole buffer holding those values. */
+vfm_status dp_grad_norm_shard(DataParallel *dp, const float *shard, double *norm);
 
 /* optimizer_init for this layout: m and v hold [total] elements (plain DP) or this rank's shard. */
 vfm_status dp_optimizer_init(const DataParallel *dp, Optimizer *o, const OptimConfig *c);

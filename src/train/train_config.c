@@ -4,6 +4,8 @@
 #include <string.h>
 
 #include "core/log.h"
+#include "parallel/recompute.h"
+#include "parallel/sharding.h"
 
 vfm_status optim_config_from(OptimConfig *o, const Config *cfg) {
     memset(o, 0, sizeof *o);
@@ -62,6 +64,22 @@ vfm_status train_check_keys(const Config *cfg) {
     if (strcmp(split, "train") != 0 && cfg_bool(cfg, "dataset.mock"))
         log_warn("config: dataset.split=%s: the mock dataset trains on its train stream (dataset.split selects the "
                  "shards of a WebDataset)", split);
+    /* sharding: contradictory key pairs exit 2; the trainer shards by ddp.use_distributed_optimizer
+     * until FSDP (ZeRO-2/3) is wired in, so the strategy must agree with it */
+    DpSharding sharding;
+    VFM_TRY(dp_sharding_from_config(cfg, &sharding));
+    if (sharding >= DP_SHARD_OPTIM_GRADS)
+        return vfm_fail_at(VFM_ERR_USAGE, NULL, "ddp.data_parallel_sharding_strategy", dp_sharding_name(sharding),
+                           "ZeRO-2/3 (FSDP, src/parallel/fsdp.h) is not in the trainer yet; use optim (ZeRO-1)");
+    if ((sharding == DP_SHARD_OPTIM) != cfg_bool(cfg, "ddp.use_distributed_optimizer"))
+        return vfm_fail_at(VFM_ERR_USAGE, NULL, "ddp.data_parallel_sharding_strategy", dp_sharding_name(sharding),
+                           "set ddp.use_distributed_optimizer: %s as well (the trainer shards by that key in this "
+                           "version)", sharding == DP_SHARD_OPTIM ? "true" : "false");
+    RecomputeConfig recompute;
+    VFM_TRY(recompute_from_config(cfg, &recompute));
+    if (recompute.granularity != RECOMPUTE_NONE)
+        return vfm_fail_at(VFM_ERR_USAGE, NULL, "model.recompute_granularity", cfg_str(cfg, "model.recompute_granularity"),
+                           "activation recomputation is not in the model yet (src/parallel/recompute.h plans it)");
     if (!cfg_bool(cfg, "ddp.check_for_nan_in_grad"))
         log_warn("config: ddp.check_for_nan_in_grad=false is ignored: vfm always checks the gradient for NaN/Inf and "
                  "skips such steps");

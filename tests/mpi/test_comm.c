@@ -409,3 +409,26 @@ TEST(comm_isend_irecv_sendrecv) {
         else CHECK_OK(s);
     }
 }
+
+/* The non-blocking all-gather and reduce-scatter: on the MPI backend they complete at once (nothing
+ * pending) with the blocking calls' bits. */
+TEST(comm_nonblocking_collectives_mpi) {
+    Comm *w = mt_world_comm();
+    int n = mt_world(), r = mt_rank();
+    const int64_t k = 1500 / n + 3;
+    float *in = malloc((size_t)(n * k) * sizeof *in), *a = malloc((size_t)(n * k) * sizeof *a),
+          *b = malloc((size_t)(n * k) * sizeof *b);
+    test_fill_uniform_f32(in, n * k, 40 + (uint64_t)r, -1.0f, 1.0f);
+    CommRequest req;
+    CHECK_OK(comm_all_gather_start(w, in, a, k, DT_F32, &req));
+    CHECK(req.pending == NULL);
+    CHECK_OK(comm_wait(&req));
+    CHECK_OK(comm_all_gather(w, in, b, k, DT_F32));
+    CHECK_SAME_BITS("all_gather_start", a, b, n * k);
+    CHECK_OK(comm_reduce_scatter_start(w, in, a, k, DT_F32, COMM_SUM_ORDERED, &req));
+    CHECK(req.pending == NULL);
+    CHECK_OK(comm_wait(&req));
+    CHECK_OK(comm_reduce_scatter(w, in, b, k, DT_F32, COMM_SUM_ORDERED));
+    CHECK_SAME_BITS("reduce_scatter_start", a, b, k);
+    free(in), free(a), free(b);
+}

@@ -155,3 +155,42 @@ TEST(nccl_collectives_match_mpi) {
     CHECK_OK(comm_barrier(&g));
     comm_free(&g);
 }
+
+/* The non-blocking collectives FSDP prefetches with: two posted back to back on the comm's stream
+ * (an all-gather and an ordered reduce-scatter), waited for in reverse order, give the MPI
+ * backend's bits. */
+TEST(nccl_nonblocking_collectives_match_mpi) {
+    char why[256];
+    if (!gpus_ready(why, sizeof why, 1)) SKIP("%s", why);
+    int device = -1;
+    REQUIRE_OK(comm_bind_gpu(mt_launch()->local_rank, &device));
+    int n = mt_world(), r = mt_rank(), *everyone = malloc((size_t)n * sizeof *everyone);
+    for (int j = 0; j < n; j++) everyone[j] = j;
+    Comm g;
+    vfm_status s = comm_create(&g, "world-gpu", COMM_BACKEND_NCCL, everyone, n);
+    free(everyone);
+    REQUIRE_OK(s);
+    const int64_t k = 1201;
+    float *in = malloc((size_t)(n * k) * sizeof *in), *host_g = malloc((size_t)(n * k) * sizeof *in),
+          *host_r = malloc((size_t)k * sizeof *in), *got = malloc((size_t)(n * k) * sizeof *in);
+    order_sensitive(in, n * k, 500 + (uint64_t)r);
+    void *din = to_gpu(in, (size_t)(n * k) * sizeof *in), *dg = NULL, *dr = NULL;
+    REQUIRE(din);
+    REQUIRE_OK(vfm_cuda_malloc((size_t)(n * k) * sizeof *in, &dg));
+    REQUIRE_OK(vfm_cuda_malloc((size_t)k * sizeof *in, &dr));
+    CommRequest rg, rr;
+    CHECK_OK(comm_all_gather_start(&g, din, dg, k, DT_F32, &rg));
+    CHECK_OK(comm_reduce_scatter_start(&g, din, dr, k, DT_F32, COMM_SUM_ORDERED, &rr));
+    CHECK(rg.pending != NULL && rr.pending != NULL);
+    CHECK_OK(comm_wait(&rr));
+    CHECK_OK(comm_wait(&rg));
+    CHECK_OK(comm_all_gather(mt_world_comm(), in, host_g, k, DT_F32));
+    CHECK_OK(comm_reduce_scatter(mt_world_comm(), in, host_r, k, DT_F32, COMM_SUM_ORDERED));
+    from_gpu(got, dg, (size_t)(n * k) * sizeof *got);
+    CHECK_SAME_BITS("all_gather_start on the GPU", got, host_g, n * k);
+    from_gpu(got, dr, (size_t)k * sizeof *got);
+    CHECK_SAME_BITS("reduce_scatter_start on the GPU", got, host_r, k);
+    vfm_cuda_free(din), vfm_cuda_free(dg), vfm_cuda_free(dr);
+    free(in), free(host_g), free(host_r), free(got);
+    comm_free(&g);
+}
