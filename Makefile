@@ -93,7 +93,7 @@ $(BUILD)/vfm: $(CLI_SRC:%.c=$(BUILD)/%.o) $(BUILD)/libvfm.a
 $(BUILD)/vfm_tests: $(TEST_SRC:%.c=$(BUILD)/%.o) $(filter-out $(BUILD)/src/cli/main.o,$(CLI_SRC:%.c=$(BUILD)/%.o)) $(BUILD)/libvfm.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-$(BUILD)/vfm_mpi_tests: $(MPI_TEST_SRC:%.c=$(BUILD)/%.o) $(BUILD)/tests/unit/test_util.o $(BUILD)/libvfm.a
+$(BUILD)/vfm_mpi_tests: $(MPI_TEST_SRC:%.c=$(BUILD)/%.o) $(BUILD)/tests/unit/test_util.o $(BUILD)/tests/unit/dit_pack.o $(BUILD)/libvfm.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/%.o: %.c

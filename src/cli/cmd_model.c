@@ -72,7 +72,7 @@ static vfm_status print_per_rank(const Config *cfg, const DiTConfig *c, const Tr
     VFM_TRY(dit_describe_parallel(&m, c, &par));
     RecomputeConfig recompute; /* the activations with model.recompute_* */
     vfm_status s = recompute_from_config(cfg, &recompute);
-    if (s == VFM_OK) s = dit_set_recompute(&m, &recompute, 0, NULL);
+    if (s == VFM_OK) s = dit_set_recompute(&m, &recompute);
     if (s != VFM_OK) {
         dit_destroy(&m);
         return s;

@@ -3,8 +3,8 @@
  * Activations are carved in the model's act_dtype, statistics (LayerNorm/RMSNorm, log-sum-exp) in
  * f32; on CUDA the attention operands keep ATTN_SPARE_ROWS rows after their last row (ops.h) and
  * the host inputs' device copies are carved too. With recomputation (dit_set_recompute) a FULL
- * group keeps only its input here and carves the rest in a scratch region at the arena's end,
- * group after group; SELECTIVE blocks share one set of attention outputs. */
+ * group keeps only its input in the slot and carves the rest in the model's scratch arena, group
+ * after group; SELECTIVE blocks keep all but their attention outputs, which live in the scratch. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -46,7 +46,8 @@ static vfm_status carve_attn(Carver *cv, Tensor *t, int64_t d0, int64_t d1) {
 /* What of a block to carve: its input h0, the rest, or both. */
 enum { CARVE_INPUT = 1, CARVE_REST = 2, CARVE_ALL = 3 };
 
-/* A block's activations (`what` of them); SELECTIVE blocks share the attention outputs a->rc_*. */
+/* A block's activations (`what` of them); a SELECTIVE block's attention outputs are not carved
+ * (dit_carve_selective points them at the scratch's). */
 static vfm_status carve_block(const DiT *m, Carver *cv, BlockActs *b, const Acts *a, int what, int selective) {
     const DiTConfig *c = &m->cfg;
     int64_t D = c->hidden, hd = c->head_dim, H = m->heads_local, Hkv = m->kv_heads_local;
@@ -74,9 +75,7 @@ static vfm_status carve_block(const DiT *m, Carver *cv, BlockActs *b, const Acts
     } else {
         b->qn = b->q, b->kn = b->k;
     }
-    if (selective) {
-        b->o = a->rc_o, b->lse = a->rc_lse;
-    } else {
+    if (!selective) {
         VFM_TRY(carve_attn(cv, &b->o, R, Dq));
         VFM_TRY(carve_f32(cv, &b->lse, R, H));
     }
@@ -93,9 +92,7 @@ static vfm_status carve_block(const DiT *m, Carver *cv, BlockActs *b, const Acts
         } else {
             b->cqn = b->cq, b->ckn = b->ck;
         }
-        if (selective) {
-            b->co = a->rc_co, b->clse = a->rc_clse;
-        } else {
+        if (!selective) {
             VFM_TRY(carve_attn(cv, &b->co, R, Dq));
             VFM_TRY(carve_f32(cv, &b->clse, R, H));
         }
@@ -114,47 +111,15 @@ static Carver carver(const DiT *m, Arena *arena) {
     return (Carver){arena, 0, m->device, m->act_dtype, m->device == DEV_CUDA ? ATTN_SPARE_ROWS : 0};
 }
 
-static RecomputeGranularity mode_of(const DiT *m, int l) { return m->recompute ? m->recompute[l].mode : RECOMPUTE_NONE; }
-
-/* Every block's kept activations (recomputation: dit_set_recompute): all of a NONE block's; a
- * SELECTIVE block's but its attention outputs, which every such block shares (carved once here); a
- * FULL group's first input only (its activations are carved in the scratch: dit_carve_group).
- * *scratch: the arena offset where the FULL groups' scratch starts (offsets are the carver's byte
- * counts: the carve starts at offset 0 of an empty arena, every tensor a multiple of 256 bytes).
- * It may overlay the blocks after the last FULL block F but the input of F + 1 (which F's forward
- * writes): those run their forward after every FULL group's and their backward before, so they are
- * dead whenever the scratch is in use (Megatron's "block" method then keeps what a freeing
- * allocator would). Without such blocks the scratch follows everything. */
-static vfm_status carve_blocks(const DiT *m, Carver *cv, Acts *a, size_t *scratch) {
-    const DiTConfig *c = &m->cfg;
-    int64_t Dq = (int64_t)m->heads_local * c->head_dim;
-    int selective = 0, last_full = -1;
-    for (int l = 0; l < c->layers; l++) {
-        selective |= mode_of(m, l) == RECOMPUTE_SELECTIVE;
-        if (mode_of(m, l) == RECOMPUTE_FULL) last_full = l;
+/* The chunk's blocks [a->b0, a->b1) in the slot (recomputation: dit_set_recompute): all of a NONE
+ * block's activations; a SELECTIVE block's but its attention outputs; a FULL group's first input
+ * only (the rest goes to the scratch: dit_carve_group). */
+static vfm_status carve_blocks(const DiT *m, Carver *cv, Acts *a) {
+    for (int l = a->b0; l < a->b1; l++) {
+        RecomputeBlock p = dit_recompute_block(m, a->b0, a->b1, l);
+        if (p.mode != RECOMPUTE_FULL) VFM_TRY(carve_block(m, cv, &a->blocks[l], a, CARVE_ALL, p.mode == RECOMPUTE_SELECTIVE));
+        else if (p.group_first == l) VFM_TRY(carve_block(m, cv, &a->blocks[l], a, CARVE_INPUT, 0));
     }
-    if (selective) {
-        VFM_TRY(carve_attn(cv, &a->rc_o, a->R, Dq));
-        VFM_TRY(carve_f32(cv, &a->rc_lse, a->R, m->heads_local));
-        if (c->f.cross_attn) {
-            VFM_TRY(carve_attn(cv, &a->rc_co, a->R, Dq));
-            VFM_TRY(carve_f32(cv, &a->rc_clse, a->R, m->heads_local));
-        }
-    }
-    *scratch = 0;
-    for (int l = 0; l < c->layers; l++) {
-        RecomputeGranularity mode = mode_of(m, l);
-        if (mode == RECOMPUTE_FULL) {
-            if (m->recompute[l].group_first == l) VFM_TRY(carve_block(m, cv, &a->blocks[l], a, CARVE_INPUT, 0));
-        } else if (last_full >= 0 && l == last_full + 1) {
-            VFM_TRY(carve_block(m, cv, &a->blocks[l], a, CARVE_INPUT, 0));
-            *scratch = cv->bytes;
-            VFM_TRY(carve_block(m, cv, &a->blocks[l], a, CARVE_REST, 0));
-        } else {
-            VFM_TRY(carve_block(m, cv, &a->blocks[l], a, CARVE_ALL, mode == RECOMPUTE_SELECTIVE));
-        }
-    }
-    if (!*scratch) *scratch = cv->bytes;
     return VFM_OK;
 }
 
@@ -164,22 +129,50 @@ static vfm_status carve_group(const DiT *m, Carver *cv, Acts *a, int first, int 
     return carve(cv, &a->rc_sink, a->Rl, m->cfg.hidden);
 }
 
-/* The scratch the largest FULL group needs (counted, nothing carved). */
+/* SELECTIVE: the attention outputs every block of the chunk shares. */
+static vfm_status carve_selective(const DiT *m, Carver *cv, Acts *a) {
+    int64_t Dq = (int64_t)m->heads_local * m->cfg.head_dim;
+    VFM_TRY(carve_attn(cv, &a->rc_o, a->R, Dq));
+    VFM_TRY(carve_f32(cv, &a->rc_lse, a->R, m->heads_local));
+    if (!m->cfg.f.cross_attn) return VFM_OK;
+    VFM_TRY(carve_attn(cv, &a->rc_co, a->R, Dq));
+    return carve_f32(cv, &a->rc_clse, a->R, m->heads_local);
+}
+
+/* The scratch the chunk needs: its largest FULL group, or the SELECTIVE outputs (counted only). */
 static vfm_status scratch_bytes(const DiT *m, const Acts *a, size_t *bytes) {
     *bytes = 0;
-    if (!m->recompute) return VFM_OK;
+    if (m->recompute.granularity == RECOMPUTE_NONE) return VFM_OK;
     Acts probe = *a; /* counting writes the tensors' shapes: into a copy of the block table */
     probe.blocks = calloc((size_t)m->cfg.layers, sizeof *probe.blocks);
     if (!probe.blocks) return vfm_fail(VFM_ERR_NOMEM, "dit: a block table");
     vfm_status s = VFM_OK;
-    for (int l = 0; l < m->cfg.layers && s == VFM_OK; l++) {
-        if (mode_of(m, l) != RECOMPUTE_FULL || m->recompute[l].group_first != l) continue;
+    for (int l = a->b0; l < a->b1 && s == VFM_OK; l++) {
+        RecomputeBlock p = dit_recompute_block(m, a->b0, a->b1, l);
         Carver cv = carver(m, NULL);
-        s = carve_group(m, &cv, &probe, l, m->recompute[l].group_end);
+        if (p.mode == RECOMPUTE_SELECTIVE && l == a->b0) s = carve_selective(m, &cv, &probe);
+        else if (p.mode == RECOMPUTE_FULL && p.group_first == l) s = carve_group(m, &cv, &probe, l, p.group_end);
         if (cv.bytes > *bytes) *bytes = cv.bytes;
     }
     free(probe.blocks);
     return s;
+}
+
+vfm_status dit_carve_group(DiT *m, Acts *a, int first, int end) {
+    arena_rewind(&m->rc_scratch, 0);
+    Carver cv = carver(m, &m->rc_scratch);
+    return carve_group(m, &cv, a, first, end);
+}
+
+vfm_status dit_carve_selective(DiT *m, Acts *a) {
+    arena_rewind(&m->rc_scratch, 0);
+    Carver cv = carver(m, &m->rc_scratch);
+    VFM_TRY(carve_selective(m, &cv, a));
+    for (int l = a->b0; l < a->b1; l++) {
+        BlockActs *b = &a->blocks[l];
+        b->o = a->rc_o, b->lse = a->rc_lse, b->co = a->rc_co, b->clse = a->rc_clse;
+    }
+    return VFM_OK;
 }
 
 /* The rows of this rank: inputs, output and the scratch of the TP regions and the CP gather. */
@@ -264,7 +257,7 @@ static vfm_status carve_conditioning(const DiT *m, Carver *cv, Acts *a, int64_t 
     return carve(cv, &a->d_t1, B, D);
 }
 
-vfm_status dit_carve_acts(const DiT *m, Arena *arena, size_t *bytes, Acts *a, int64_t L, int B) {
+vfm_status dit_carve_acts(const DiT *m, Arena *arena, size_t *bytes, Acts *a, int64_t L, int B, int b0, int b1) {
     const DiTConfig *c = &m->cfg;
     int64_t D = c->hidden, nD = (int64_t)c->f.n_chunks * D, hd = c->head_dim;
     int64_t Dq = (int64_t)m->heads_local * hd, Dkv = (int64_t)m->kv_heads_local * hd;
@@ -276,10 +269,12 @@ vfm_status dit_carve_acts(const DiT *m, Arena *arena, size_t *bytes, Acts *a, in
     a->pl = pl;
     memset(blocks, 0, (size_t)c->layers * sizeof *blocks);
     a->S = pl.S_in, a->R = R, a->Rl = Rl, a->L = L, a->B = B;
+    a->b0 = b0, a->b1 = b1;
     Carver cv = carver(m, arena);
     VFM_TRY(carve_staging(m, &cv, a, L, B));
     VFM_TRY(carve_parallel(m, &cv, a));
     VFM_TRY(carve_conditioning(m, &cv, a, Rl, B));
+    VFM_TRY(carve_blocks(m, &cv, a));
     VFM_TRY(carve(&cv, &a->h_final, Rl, D));
     if (c->f.final_adaln) {
         VFM_TRY(carve(&cv, &a->fmod, B, 2 * D));
@@ -309,49 +304,79 @@ vfm_status dit_carve_acts(const DiT *m, Arena *arena, size_t *bytes, Acts *a, in
     VFM_TRY(carve(&cv, &a->d_mod, B, nD > 2 * D ? nD : 2 * D));
     for (int k = 0; k < c->f.n_chunks; k++) VFM_TRY(carve(&cv, &a->d_chunk[k], B, D));
     if (!c->f.adaln_full) VFM_TRY(carve(&cv, &a->d_u, B, c->adaln_lora));
-    /* the blocks last: a FULL group's scratch may overlay the blocks after the last FULL one */
-    size_t scratch;
-    VFM_TRY(carve_blocks(m, &cv, a, &a->scratch_mark));
-    VFM_TRY(scratch_bytes(m, a, &scratch));
-    a->arena = arena;
-    *bytes = a->scratch_mark + scratch > cv.bytes ? a->scratch_mark + scratch : cv.bytes;
+    *bytes = cv.bytes;
     return VFM_OK;
 }
 
-vfm_status dit_carve_group(const DiT *m, Acts *a, int first, int end) {
-    arena_rewind(a->arena, a->scratch_mark);
-    Carver cv = carver(m, a->arena);
-    return carve_group(m, &cv, a, first, end);
+/* Bytes of one slot and of the recomputation scratch for packs of up to these sizes and chunks of
+ * up to max_blocks blocks (a smaller chunk needs no more of either). */
+static vfm_status slot_bytes(const DiT *m, int64_t max_tokens, int64_t max_text, int max_samples, int max_blocks,
+                             size_t *bytes, size_t *scratch) {
+    Acts probe;
+    memset(&probe, 0, sizeof probe);
+    probe.blocks = calloc((size_t)m->cfg.layers, sizeof *probe.blocks);
+    if (!probe.blocks) return vfm_fail(VFM_ERR_NOMEM, "dit: block activations");
+    dit_place_bounds(m, max_tokens, max_samples, &probe.pl);
+    *bytes = *scratch = 0;
+    vfm_status s = dit_carve_acts(m, NULL, bytes, &probe, max_text, max_samples, 0, max_blocks);
+    if (s == VFM_OK) s = scratch_bytes(m, &probe, scratch);
+    free(probe.blocks);
+    return s;
+}
+
+/* A fresh arena is zeroed: rows no op writes (the attention operands' spare rows) must be finite. */
+vfm_status dit_saved_fit(DiT *m, DiTSaved *sv) {
+    if (sv->arena.base && sv->arena.size >= m->slot_bytes) return VFM_OK;
+    if (sv->arena.base) arena_destroy(&sv->arena);
+    VFM_TRY(arena_init(&sv->arena, m->device, m->slot_bytes));
+    return device_memset0(m->device, sv->arena.base, sv->arena.size);
+}
+
+vfm_status dit_saved_create(DiT *m, DiTSaved **out) {
+    *out = NULL;
+    if (!m->slot_bytes) return vfm_fail(VFM_ERR_INTERNAL, "dit_saved_create: call dit_reserve first");
+    DiTSaved *sv = calloc(1, sizeof *sv);
+    if (sv) sv->a.blocks = calloc((size_t)m->cfg.layers, sizeof *sv->a.blocks);
+    if (!sv || !sv->a.blocks) {
+        free(sv);
+        return vfm_fail(VFM_ERR_NOMEM, "dit: saved activations");
+    }
+    vfm_status s = dit_saved_fit(m, sv);
+    if (s != VFM_OK) {
+        dit_saved_destroy(m, sv);
+        return s;
+    }
+    *out = sv;
+    return VFM_OK;
+}
+
+void dit_saved_destroy(DiT *m, DiTSaved *sv) {
+    (void)m;
+    if (!sv) return;
+    if (sv->arena.base) arena_destroy(&sv->arena);
+    dit_place_free(&sv->a.pl);
+    free(sv->a.blocks);
+    free(sv);
 }
 
 vfm_status dit_reserve(DiT *m, int64_t max_tokens, int64_t max_text, int max_samples) {
-    Acts probe;
-    memset(&probe, 0, sizeof probe);
-    probe.blocks = calloc((size_t)m->cfg.layers, sizeof *probe.blocks);
-    dit_place_bounds(m, max_tokens, max_samples, &probe.pl);
-    size_t bytes = 0;
-    vfm_status s = dit_carve_acts(m, NULL, &bytes, &probe, max_text, max_samples);
-    free(probe.blocks);
-    VFM_TRY(s);
-    if (!m->saved) {
-        Acts *a = calloc(1, sizeof *a);
-        a->blocks = calloc((size_t)m->cfg.layers, sizeof *a->blocks);
-        m->saved = a;
+    size_t bytes, scratch;
+    VFM_TRY(slot_bytes(m, max_tokens, max_text, max_samples, dit_max_chunk_blocks(m), &bytes, &scratch));
+    if (bytes > m->slot_bytes) m->slot_bytes = bytes;
+    if (scratch > m->rc_scratch.size) { /* zeroed as a slot's */
+        if (m->rc_scratch.base) arena_destroy(&m->rc_scratch);
+        VFM_TRY(arena_init(&m->rc_scratch, m->device, scratch));
+        VFM_TRY(device_memset0(m->device, m->rc_scratch.base, scratch));
     }
-    if (m->arena.base && m->arena.size >= bytes) return VFM_OK;
-    if (m->arena.base) arena_destroy(&m->arena);
-    VFM_TRY(arena_init(&m->arena, m->device, bytes));
-    /* rows no op writes (the attention operands' spare rows) must be finite: start from zeros */
-    return device_memset0(m->device, m->arena.base, m->arena.size);
+    if (!m->saved) VFM_TRY(dit_saved_create(m, &m->saved));
+    return dit_saved_fit(m, m->saved);
 }
 
 size_t dit_activation_bytes(const DiT *m, int64_t tokens, int64_t text, int samples) {
-    Acts probe;
-    memset(&probe, 0, sizeof probe);
-    probe.blocks = calloc((size_t)m->cfg.layers, sizeof *probe.blocks);
-    dit_place_bounds(m, tokens, samples, &probe.pl);
-    size_t bytes = 0;
-    if (dit_carve_acts(m, NULL, &bytes, &probe, m->cfg.f.cross_attn ? text : 0, samples) != VFM_OK) bytes = 0;
-    free(probe.blocks);
-    return bytes;
+    size_t bytes = 0, scratch = 0;
+    if (slot_bytes(m, tokens, m->cfg.f.cross_attn ? text : 0, samples, dit_max_chunk_blocks(m), &bytes, &scratch) != VFM_OK)
+        return 0;
+    return bytes + scratch;
 }
+
+size_t dit_activation_peak(const DiT *m) { return (m->saved ? m->saved->arena.peak : 0) + m->rc_scratch.peak; }

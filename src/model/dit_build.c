@@ -295,6 +295,10 @@ vfm_status dit_create_parallel(DiT *m, const DiTConfig *cfg, Device device, cons
     return m->cfg.f.conv_patch ? build_patch_perm(m) : VFM_OK;
 }
 
+int dit_max_chunk_blocks(const DiT *m) { return m->cfg.layers; }
+
+const DiTBlockParams *dit_block(const DiT *m, int l) { return &m->blocks[l]; }
+
 vfm_status dit_create(DiT *m, const DiTConfig *cfg, Device device) { return dit_create_parallel(m, cfg, device, NULL); }
 
 vfm_status dit_set_act_dtype(DiT *m, DType dt) {
@@ -348,13 +352,8 @@ void dit_destroy(DiT *m) {
     device_free(m->device, m->wcopy);
     device_free(m->device, m->grads);
     device_free(m->device, m->patch_perm);
-    if (m->arena.base) arena_destroy(&m->arena);
-    if (m->saved) {
-        dit_place_free(&((Acts *)m->saved)->pl);
-        free(((Acts *)m->saved)->blocks);
-    }
-    free(m->saved);
-    free(m->recompute);
+    dit_saved_destroy(m, m->saved);
+    if (m->rc_scratch.base) arena_destroy(&m->rc_scratch);
     free(m->blocks);
     param_table_free(&m->table);
     if (m->shards) tp_shard_map_free(m->shards);

@@ -84,23 +84,37 @@ typedef struct Acts {
     Tensor d_ck, d_ckn, d_cv;                            /* [L,Dq] */
     Tensor d_mod, d_chunk[DIT_MAX_CHUNKS], d_u;          /* [B,nD], [B,D], [B,R] */
     Tensor d_cond_silu, d_cond, d_cond_raw, d_t1, d_f_emb, d_f1; /* [B,D] / [B,F] */
-    /* recomputation (dit_recompute.c): the arena these tensors came from and where its scratch
-     * starts (a FULL group's activations are carved there, group after group); SELECTIVE blocks'
-     * attention outputs, shared by every block; a replayed group's output, not needed again */
-    Arena *arena;
-    size_t scratch_mark;
+    /* recomputation (dit_recompute.c), in the model's scratch arena: SELECTIVE blocks' attention
+     * outputs, shared by every block; a FULL group's replayed output, not needed again */
+    int b0, b1;                           /* the chunk carved: global blocks [b0, b1) */
     Tensor rc_o, rc_lse, rc_co, rc_clse;  /* [R,Dq], [R,H/TP], [R,Dq], [R,H/TP] */
     Tensor rc_sink;                       /* [Rl,D] */
 } Acts;
 
-/* Lays out the activations of a pack (a->pl sized: S, R, Rl), L text rows and B samples. With
- * arena NULL only counts *bytes (what dit_reserve needs); otherwise carves from the arena. */
-vfm_status dit_carve_acts(const DiT *m, Arena *arena, size_t *bytes, Acts *a, int64_t L, int B);
+/* The saved activations of one chunk forward (dit.h "DiTSaved"): its tensors and their arena.
+ * a.blocks has an entry per global block; only the chunk's blocks [b0, b1) are carved. */
+struct DiTSaved {
+    Acts a;
+    Arena arena;
+    int b0, b1;      /* the chunk of the forward that filled it (b1 = 0: none yet) */
+};
 
-/* Carves the activations of blocks [first, end) of a FULL recomputation group at the arena's
- * scratch mark (a->arena; what an earlier group left there is overwritten): block first without its
- * kept input h0, the others whole, and a->rc_sink. */
-vfm_status dit_carve_group(const DiT *m, Acts *a, int first, int end);
+/* Lays out the activations of a pack (a->pl sized: S, R, Rl), L text rows and B samples, with
+ * the BlockActs of blocks [b0, b1) (a->blocks is indexed by global block). With arena NULL only
+ * counts *bytes (what dit_reserve needs); otherwise carves from the arena. */
+/* Sizes the slot's arena to m->slot_bytes when it is smaller (before carving a forward into it). */
+vfm_status dit_saved_fit(DiT *m, DiTSaved *sv);
+/* The most blocks a chunk of this rank holds (dit_reserve sizes a slot for it). */
+int dit_max_chunk_blocks(const DiT *m);
+/* The parameters of global block l (this rank must hold it). */
+const DiTBlockParams *dit_block(const DiT *m, int l);
+vfm_status dit_carve_acts(const DiT *m, Arena *arena, size_t *bytes, Acts *a, int64_t L, int B, int b0, int b1);
+
+/* Recomputation's scratch (m->rc_scratch, rewound): the activations of blocks [first, end) of a
+ * FULL group — block first without its kept input h0, the others whole — and a->rc_sink. */
+vfm_status dit_carve_group(DiT *m, Acts *a, int first, int end);
+/* The same for SELECTIVE: the attention outputs, which every block of the chunk then points at. */
+vfm_status dit_carve_selective(DiT *m, Acts *a);
 
 /* ---- dit.c ---- */
 /* Block l's forward (dit.c): its input in a->blocks[l].h0, its output into h_out. */
@@ -114,6 +128,8 @@ vfm_status dit_recompute_forward_begin(DiT *m, Acts *a, int l);
 vfm_status dit_recompute_backward_begin(DiT *m, Acts *a, const DiTInputs *in, int l);
 /* 1 when block l recomputes its attention outputs before the attention's backward (SELECTIVE). */
 int dit_recomputes_attention(const DiT *m, int l);
+/* Global block l's plan in the chunk [b0, b1) (recompute_block; group bounds are global blocks). */
+RecomputeBlock dit_recompute_block(const DiT *m, int b0, int b1, int l);
 
 /* ---- dit_stage.c ---- */
 /* When the model is on CUDA and in's tensors are in host memory: copies them into a->stage (carved)

@@ -1,6 +1,7 @@
 /* Activation recomputation: key validation and per-block plans (see recompute.h). */
 #include "recompute.h"
 
+#include <stdio.h>
 #include <string.h>
 
 vfm_status recompute_resolve(const char *granularity, const char *method, int num_layers, int max_chunk_blocks,
@@ -48,16 +49,24 @@ vfm_status recompute_from_config(const Config *cfg, RecomputeConfig *out) {
                              (int)cfg_int(cfg, "model.recompute_num_layers"), largest, out);
 }
 
-void recompute_plan(const RecomputeConfig *c, int n, RecomputeBlock *plan) {
-    for (int i = 0; i < n; i++) plan[i] = (RecomputeBlock){c->granularity, i, i + 1};
-    if (c->granularity != RECOMPUTE_FULL) return;
+RecomputeBlock recompute_block(const RecomputeConfig *c, int n, int i) {
+    RecomputeBlock b = {c->granularity, i, i + 1};
+    if (c->granularity != RECOMPUTE_FULL) return b;
     int k = c->num_layers > 0 ? c->num_layers : 1;
-    for (int i = 0; i < n; i++) {
-        if (c->method == RECOMPUTE_UNIFORM) {
-            int first = i / k * k, end = first + k < n ? first + k : n;
-            plan[i] = (RecomputeBlock){RECOMPUTE_FULL, first, end};
-        } else if (i >= k) {
-            plan[i].mode = RECOMPUTE_NONE;
-        }
+    if (c->method == RECOMPUTE_UNIFORM) {
+        int first = i / k * k, end = first + k < n ? first + k : n;
+        return (RecomputeBlock){RECOMPUTE_FULL, first, end};
     }
+    if (i >= k) b.mode = RECOMPUTE_NONE;
+    return b;
+}
+
+void recompute_plan(const RecomputeConfig *c, int n, RecomputeBlock *plan) {
+    for (int i = 0; i < n; i++) plan[i] = recompute_block(c, n, i);
+}
+
+void recompute_describe(const RecomputeConfig *c, char *out, size_t n) {
+    if (c->granularity == RECOMPUTE_FULL)
+        snprintf(out, n, "full, %s %d", c->method == RECOMPUTE_BLOCK ? "block" : "uniform", c->num_layers);
+    else snprintf(out, n, "%s", c->granularity == RECOMPUTE_SELECTIVE ? "selective" : "none");
 }

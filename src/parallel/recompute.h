@@ -38,6 +38,9 @@ vfm_status recompute_resolve(const char *granularity, const char *method, int nu
  * split). */
 vfm_status recompute_from_config(const Config *cfg, RecomputeConfig *out);
 
+/* "full, uniform 2", "full, block 1", "selective" or "none" (for log lines). */
+void recompute_describe(const RecomputeConfig *c, char *out, size_t n);
+
 /* What block i of a chunk of n_blocks does (plan[n_blocks]). */
 typedef struct RecomputeBlock {
     RecomputeGranularity mode;  /* NONE: keeps its activations; FULL or SELECTIVE as above */
@@ -45,5 +48,7 @@ typedef struct RecomputeBlock {
                                    input is group_first's input); otherwise [i, i + 1) */
 } RecomputeBlock;
 void recompute_plan(const RecomputeConfig *c, int n_blocks, RecomputeBlock *plan);
+/* Block i's entry of that plan. */
+RecomputeBlock recompute_block(const RecomputeConfig *c, int n_blocks, int i);
 
 #endif

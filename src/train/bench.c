@@ -286,7 +286,7 @@ static vfm_status bench_setup(Bench *b, const BenchOptions *o, BenchResult *r) {
     b->have_model = 1;
     RecomputeConfig recompute; /* model.recompute_*: the activation memory and the time they cost */
     VFM_TRY(recompute_from_config(cfg, &recompute));
-    VFM_TRY(dit_set_recompute(&b->model, &recompute, 0, NULL));
+    VFM_TRY(dit_set_recompute(&b->model, &recompute));
     VFM_TRY(dit_init_weights(&b->model, (uint64_t)cfg_int(cfg, "rng.seed")));
     OptimConfig oc;
     optim_settings(&oc, cfg);
@@ -392,7 +392,7 @@ static vfm_status bench_loop(Bench *b, const BenchOptions *o, BenchResult *r) {
     r->mfu = r->tflops / r->peak_tflops;
     r->mfu_no_attn = (flops - attn) / secs / 1e12 / r->peak_tflops;
     r->data_ms_per_step = 1e3 * data_s / (o->warmup + o->steps);
-    r->acts_bytes = b->model.arena.size;
+    r->acts_bytes = b->model.slot_bytes + b->model.rc_scratch.size; /* the slot and the recomputation scratch */
     VFM_TRY(device_memory(b->device, &r->mem));
     DeviceMemory host;
     VFM_TRY(device_memory(DEV_CPU, &host));

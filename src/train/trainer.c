@@ -175,7 +175,7 @@ static vfm_status trainer_setup(Trainer *t, const TrainOptions *opt) {
     VFM_TRY(dit_create_parallel(&t->model, &mc, t->device, &t->par.model));
     RecomputeConfig recompute; /* validated by train_check_keys */
     VFM_TRY(recompute_from_config(cfg, &recompute));
-    VFM_TRY(dit_set_recompute(&t->model, &recompute, 0, NULL));
+    VFM_TRY(dit_set_recompute(&t->model, &recompute));
     VFM_TRY(dit_init_weights(&t->model, (uint64_t)cfg_int(cfg, "rng.seed")));
     VFM_TRY(dit_reserve(&t->model, t->source->max_tokens, t->source->max_text, t->source->max_samples));
     int zero1 = cfg_bool(cfg, "ddp.use_distributed_optimizer");
@@ -256,13 +256,15 @@ static vfm_status trainer_setup(Trainer *t, const TrainOptions *opt) {
     if (t->rank == 0 && tb_dir[0]) VFM_TRY(tb_open(&t->tb, tb_dir, tb_wall_time()));
     char layout[128];
     train_layout_describe(&t->layout, t->dp_size, layout, sizeof layout);
+    char rc_text[64];
+    recompute_describe(&t->model.recompute, rc_text, sizeof rc_text);
     log_info("model: DiT %s, %lld parameters (%d layers, hidden %d, %d heads); objective %s; data: %s; %d thread%s per "
-             "rank; %d rank%s: %s%s, %lld micro-batch%s of one pack per replica and step",
+             "rank; %d rank%s: %s%s, %lld micro-batch%s of one pack per replica and step; activation recomputation: %s",
              cfg_str(cfg, "model.variant"), (long long)param_table_trainable(t->model.full_table), mc.layers, mc.hidden,
              mc.heads, objective_name(t->objective.kind), t->source->kind, ops_get_threads(),
              ops_get_threads() > 1 ? "s" : "", t->launch.world_size, t->launch.world_size > 1 ? "s" : "", layout,
              zero1 && t->dp_size * t->layout.cp > 1 ? " (ZeRO-1)" : "",
-             (long long)t->accum, t->accum > 1 ? "es" : "");
+             (long long)t->accum, t->accum > 1 ? "es" : "", rc_text);
     return VFM_OK;
 }
 
@@ -357,7 +359,7 @@ typedef struct Window {
  * the activations' high-water mark (the model's arena, on its device: what recomputation lowers). */
 static void memory_text(const Trainer *t, char *out, size_t n) {
     DeviceMemory m;
-    double act = (double)t->model.arena.peak / 1048576.0;
+    double act = (double)dit_activation_peak(&t->model) / 1048576.0;
     if (device_memory(t->device, &m) != VFM_OK)
         snprintf(out, n, "? | act %.1f MiB", act);
     else if (t->device == DEV_CUDA)

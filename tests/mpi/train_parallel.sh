@@ -13,7 +13,8 @@
 # pads slots to lcm(64, 3) = 192, so its packs and its one-rank reference use 192-row slots.
 # Also: ZeRO-1 equals plain DP bitwise at DP2 × TP2+SP; a checkpoint saved at TP2+SP × CP2 resumes
 # at one rank and at DP2 × TP2+SP and reaches the straight run within the bound; `vfm sample` reads
-# it on one rank; DFM's dit_pretrain.yaml trains 2 steps at TP2 + SP + CP2; bad layouts exit 2 with
+# it on one rank; DFM's dit_pretrain.yaml trains 2 steps at TP2 + SP + CP2; full recomputation at
+# TP2+SP and selective at CP2 give the runs without bitwise; bad layouts exit 2 with
 # one line and no run directory; validation (loss and generated sample) runs at TP2+SP × CP2.
 cd "$(dirname "$0")/../.." || exit 1
 . tests/e2e/common.inc
@@ -60,6 +61,13 @@ layout dp2_tp2_sp_zero1 4 one $GQA model.tensor_model_parallel_size=2 model.sequ
 layout dp2_cp2 4 one $GQA model.context_parallel_size=2
 check "TP2+SP × CP2 writes full tensors once: model.safetensors, optim.safetensors" \
     sh -c "test -f $T/tp2_sp_cp2/iter_0000020/model.safetensors && test -f $T/tp2_sp_cp2/iter_0000020/optim.safetensors && ! ls $T/tp2_sp_cp2/iter_0000020/optim.*.safetensors 2>/dev/null | grep -q 'optim\.[0-9]'"
+
+# activation recomputation replays the TP regions' and the CP attention's collectives: the same bits
+train tp2_sp_recompute 2 $GQA model.tensor_model_parallel_size=2 model.sequence_parallel=true \
+    model.recompute_granularity=full model.recompute_method=uniform model.recompute_num_layers=1
+check "TP2+SP with full recomputation (uniform 1) equals TP2+SP without, bitwise" close $T/tp2_sp $T/tp2_sp_recompute 0
+train cp2_selective 2 $GQA model.context_parallel_size=2 model.recompute_granularity=selective
+check "CP2 with selective recomputation equals CP2 without, bitwise" close $T/cp2_p2p $T/cp2_selective 0
 
 train dp2_tp2_sp_plain 4 $GQA model.tensor_model_parallel_size=2 model.sequence_parallel=true ddp.use_distributed_optimizer=false
 check "ZeRO-1 equals plain DP bitwise at DP2 × TP2+SP" close $T/dp2_tp2_sp_plain $T/dp2_tp2_sp_zero1 0

@@ -1,4 +1,4 @@
-/* A small pack for DiT model tests (see dit_pack.h). */
+/* Small DiT fixtures for model tests (see dit_pack.h). */
 #include "dit_pack.h"
 
 #include <stdlib.h>
@@ -64,4 +64,26 @@ void dit_pack_make(DitPack *p, const DiTConfig *c, int pad, uint64_t seed) {
 void dit_pack_free(DitPack *p) {
     free(p->x), free(p->dout), free(p->text), free(p->c_noise), free(p->fps), free(p->t2s), free(p->pos), free(p->cls);
     memset(p, 0, sizeof *p);
+}
+
+DiTConfig dit_test_config(DiTVariant v, int layers) {
+    DiTConfig c;
+    memset(&c, 0, sizeof c);
+    c.variant = v;
+    c.hidden = 32, c.layers = layers, c.heads = 4, c.kv_heads = v == DIT_VARIANT_DFM ? 2 : 4;
+    c.in_channels = 4, c.out_channels = 4, c.patch_spatial = 2, c.patch_temporal = 1;
+    c.d_text = 8, c.adaln_lora = 8, c.fps_dim = 8, c.qk_norm = 1, c.ln_eps = 1e-5f, c.init_std = 0.02f;
+    if (v == DIT_VARIANT_ADALN_ZERO) c.num_classes = 3, c.class_dropout_prob = 0.1f, c.learn_sigma = 1;
+    dit_config_resolve(&c);
+    return c;
+}
+
+float *dit_test_weights(const DiTConfig *c, uint64_t seed, int64_t *n) {
+    DiT d;
+    dit_describe(&d, c);
+    *n = d.table.total;
+    dit_destroy(&d);
+    float *w = malloc((size_t)*n * sizeof(float));
+    if (w) test_fill_uniform_f32(w, *n, seed, -0.2f, 0.2f);
+    return w;
 }

@@ -1,6 +1,7 @@
-/* A small pack for DiT model tests (recomputation; tests/unit and tests/mpi): four samples of
- * different sizes (a 3-frame video of 18 tokens, images of 5, 1 and 8 tokens) in slots padded to a
- * multiple of `pad` rows, their text rows, random seeded values, and the DiTInputs over them. */
+/* Small DiT fixtures for model tests (recomputation; tests/unit and tests/mpi): a pack of four
+ * samples of different sizes (a 3-frame video of 18 tokens, images of 5, 1 and 8 tokens) in slots
+ * padded to a multiple of `pad` rows, their text rows, random seeded values, and the DiTInputs over
+ * them; a small model configuration per variant and random weights for it. */
 #ifndef VFM_TEST_DIT_PACK_H
 #define VFM_TEST_DIT_PACK_H
 
@@ -22,5 +23,12 @@ typedef struct DitPack {
 /* c: the model's configuration (widths; class labels when it has classes). */
 void dit_pack_make(DitPack *p, const DiTConfig *c, int pad, uint64_t seed);
 void dit_pack_free(DitPack *p);
+
+/* Hidden 32, 4 heads, text width 8: dfm with 2 kv heads (GQA), cross-attention and QK-norm;
+ * adaln-zero with 3 classes (a null class) and learned sigma. */
+DiTConfig dit_test_config(DiTVariant v, int layers);
+/* The single-rank table's weights, uniform in [-0.2, 0.2] (random: zero-initialised gates would
+ * hide a broken backward); *n = the table's size. Free with free(). */
+float *dit_test_weights(const DiTConfig *c, uint64_t seed, int64_t *n);
 
 #endif

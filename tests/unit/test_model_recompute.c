@@ -3,6 +3,7 @@
  * without recomputation — two packs accumulated, dfm (cross-attention, QK-norm, adaLN-LoRA, GQA)
  * and adaln-zero (fused qkv, biases, class labels, learned sigma, conv patch) — with the probes
  * seeing each sub-layer once, and the measured high-water mark of the activation arena is lower.
+ * The same over chained chunks (the pipeline's unit) with two packs in flight sharing the scratch.
  * The tensor/sequence/context-parallel side: tests/mpi/test_dit_recompute.c. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,18 +11,6 @@
 
 #include "dit_pack.h"
 #include "test.h"
-
-static DiTConfig model_config(DiTVariant v) {
-    DiTConfig c;
-    memset(&c, 0, sizeof c);
-    c.variant = v;
-    c.hidden = 32, c.layers = 4, c.heads = 4, c.kv_heads = v == DIT_VARIANT_DFM ? 2 : 4;
-    c.in_channels = 4, c.out_channels = 4, c.patch_spatial = 2, c.patch_temporal = 1;
-    c.d_text = 8, c.adaln_lora = 8, c.fps_dim = 8, c.qk_norm = 1, c.ln_eps = 1e-5f, c.init_std = 0.02f;
-    if (v == DIT_VARIANT_ADALN_ZERO) c.num_classes = 3, c.class_dropout_prob = 0.1f, c.learn_sigma = 1;
-    dit_config_resolve(&c);
-    return c;
-}
 
 typedef struct Run {
     float *out, *grads; /* the second pack's output; the gradients of both */
@@ -42,7 +31,7 @@ static int run(Run *r, const DiTConfig *cfg, const float *w, DitPack *packs, con
     int64_t n = m.table.total, S = packs[0].S > packs[1].S ? packs[0].S : packs[1].S;
     memcpy(m.params, w, (size_t)n * sizeof(float));
     m.probe = count_probe, m.probe_ctx = &r->probes;
-    int ok = dit_set_recompute(&m, rc, 0, NULL) == VFM_OK && dit_reserve(&m, S, 16, DIT_PACK_SAMPLES) == VFM_OK;
+    int ok = dit_set_recompute(&m, rc) == VFM_OK && dit_reserve(&m, S, 16, DIT_PACK_SAMPLES) == VFM_OK;
     for (int k = 0; k < 2 && ok; k++) {
         free(r->out);
         r->out = malloc((size_t)(packs[k].S * dit_out_dim(cfg)) * sizeof(float));
@@ -52,7 +41,7 @@ static int run(Run *r, const DiTConfig *cfg, const float *w, DitPack *packs, con
     if (!ok) test_fail(__FILE__, __LINE__, "forward/backward: %s", vfm_last_error());
     r->grads = malloc((size_t)n * sizeof(float));
     memcpy(r->grads, m.grads, (size_t)n * sizeof(float));
-    r->peak = m.arena.peak;
+    r->peak = dit_activation_peak(&m);
     dit_destroy(&m);
     return ok;
 }
@@ -69,13 +58,9 @@ TEST(model_recompute_bitwise_and_less_memory) {
                            "full block 1",   "full block 3",   "full block 4",   "selective"};
     DiTVariant variants[] = {DIT_VARIANT_DFM, DIT_VARIANT_ADALN_ZERO};
     for (int v = 0; v < 2; v++) {
-        DiTConfig cfg = model_config(variants[v]);
-        DiT d;
-        dit_describe(&d, &cfg);
-        int64_t n = d.table.total;
-        dit_destroy(&d);
-        float *w = malloc((size_t)n * sizeof(float));
-        test_fill_uniform_f32(w, n, 41 + v, -0.2f, 0.2f); /* random: zero gates would hide a broken backward */
+        DiTConfig cfg = dit_test_config(variants[v], 4);
+        int64_t n;
+        float *w = dit_test_weights(&cfg, 41 + v, &n);
         DitPack packs[2];
         dit_pack_make(&packs[0], &cfg, 16, 100);
         dit_pack_make(&packs[1], &cfg, 1, 200);
@@ -101,13 +86,15 @@ TEST(model_recompute_bitwise_and_less_memory) {
             printf("      %s: activations %.1f KiB (%.0f%%)\n", what, r.peak / 1024.0, 100.0 * r.peak / ref.peak);
             run_free(&r);
         }
-        /* lower with every plan but a group of all blocks (it holds them all at once in backward) */
+        /* Lower with every plan but one group of all blocks and "block 1": the arena holds the kept
+         * blocks' activations through the whole backward, so a group's replay adds its scratch to
+         * them all (one block's, plus the replayed output) — recomputing one block alone saves nothing */
         for (int p = 0; p < 8; p++)
-            if (p != 3) CHECK_MSG(peak[p] < ref.peak, "%s: %zu bytes, not below %zu", names[p], peak[p], ref.peak);
-        CHECK(peak[0] < peak[1] && peak[1] < peak[2]);  /* uniform: the larger the groups, the more */
-        /* block: the more blocks recomputed, the less; from 3 of 4 on the scratch fits where the last
-         * block's activations are (dit_acts.c), so 3 and 4 of 4 are uniform 1's */
-        CHECK(peak[4] > peak[5] && peak[5] == peak[6] && peak[6] == peak[0]);
+            if (p != 3 && p != 4) CHECK_MSG(peak[p] < ref.peak, "%s: %zu bytes, not below %zu", names[p], peak[p], ref.peak);
+        CHECK(peak[0] < peak[1] && peak[1] < peak[2] && peak[2] < peak[3]); /* uniform: the larger the groups, the more */
+        CHECK(peak[4] > peak[5] && peak[5] > peak[6]); /* block: the more blocks recomputed, the less */
+        CHECK(peak[6] == peak[0]);                     /* block 4 of 4 blocks is uniform 1 */
+        CHECK(peak[3] == peak[4]);                     /* both keep everything but one h0, plus the sink */
         CHECK(peak[0] < peak[7]); /* full keeps far less than selective */
         run_free(&ref);
         dit_pack_free(&packs[0]), dit_pack_free(&packs[1]);
@@ -115,27 +102,77 @@ TEST(model_recompute_bitwise_and_less_memory) {
     }
 }
 
-/* The plan over pipeline chunks: groups never cross a chunk; block counts per chunk. */
-TEST(model_recompute_plan_per_chunk) {
-    DiTConfig cfg = model_config(DIT_VARIANT_DFM);
-    cfg.layers = 7;
+/* Chunks (the pipeline's unit: plans per chunk, groups never cross one) with both packs in flight
+ * (F F B B, each (pack, chunk) in its own slot, one scratch for all): bitwise the same chunks
+ * without recomputation. */
+static int run_chunks(const DiTConfig *cfg, const float *w, DitPack *packs, const RecomputeConfig *rc, float **out,
+                      float **grads) {
+    enum { NC = 2 };
+    const int bounds[NC + 1] = {0, 1, 4};
     DiT m;
-    dit_describe(&m, &cfg);
-    RecomputeConfig rc = {RECOMPUTE_FULL, RECOMPUTE_UNIFORM, 2};
-    const int chunks[] = {3, 4};
-    REQUIRE_OK(dit_set_recompute(&m, &rc, 2, chunks));
-    const int first[] = {0, 0, 2, 3, 3, 5, 5}, end[] = {2, 2, 3, 5, 5, 7, 7};
-    for (int l = 0; l < 7; l++)
-        CHECK_MSG(m.recompute[l].mode == RECOMPUTE_FULL && m.recompute[l].group_first == first[l] &&
-                      m.recompute[l].group_end == end[l], "block %d: [%d, %d)", l, m.recompute[l].group_first,
-                  m.recompute[l].group_end);
-    rc = (RecomputeConfig){RECOMPUTE_FULL, RECOMPUTE_BLOCK, 1};
-    REQUIRE_OK(dit_set_recompute(&m, &rc, 2, chunks));
-    for (int l = 0; l < 7; l++)
-        CHECK_MSG((m.recompute[l].mode == RECOMPUTE_FULL) == (l == 0 || l == 3), "block %d: mode %d", l, m.recompute[l].mode);
-    const int wrong[] = {3, 3};
-    CHECK(dit_set_recompute(&m, &rc, 2, wrong) == VFM_ERR_INTERNAL);
-    REQUIRE_OK(dit_set_recompute(&m, NULL, 0, NULL));
-    CHECK(m.recompute == NULL);
+    if (dit_create(&m, cfg, DEV_CPU) != VFM_OK) return 0;
+    int64_t n = m.table.total, D = cfg->hidden, od = dit_out_dim(cfg);
+    memcpy(m.params, w, (size_t)n * sizeof(float));
+    int ok = dit_set_recompute(&m, rc) == VFM_OK && dit_reserve(&m, packs[0].S, 16, DIT_PACK_SAMPLES) == VFM_OK;
+    DiTSaved *slot[2][NC] = {{NULL}};
+    float *h[2][NC + 1] = {{NULL}}, *g[2][NC + 1] = {{NULL}};
+    for (int b = 0; b < 2; b++)
+        for (int k = 0; k < NC && ok; k++) ok = dit_saved_create(&m, &slot[b][k]) == VFM_OK;
+    for (int b = 0; b < 2; b++)
+        for (int k = 0; k <= NC; k++) {
+            h[b][k] = calloc((size_t)(packs[b].S * D), sizeof(float));
+            g[b][k] = calloc((size_t)(packs[b].S * D), sizeof(float));
+        }
+    *out = calloc((size_t)(packs[0].S * od + packs[1].S * od), sizeof(float));
+    for (int b = 0; b < 2 && ok; b++) {
+        int64_t rows = 0;
+        ok = dit_hidden_rows(&m, &packs[b].in, &rows) == VFM_OK;
+        for (int k = 0; k < NC && ok; k++) {
+            Tensor x = TF32(h[b][k], rows, D), y = TF32(h[b][k + 1], rows, D);
+            Tensor o = TF32(*out + (b ? packs[0].S * od : 0), packs[b].S, od);
+            ok = dit_chunk_forward(&m, slot[b][k], &packs[b].in, bounds[k], bounds[k + 1], k ? &x : NULL,
+                                   k + 1 < NC ? &y : NULL, k + 1 < NC ? NULL : &o) == VFM_OK;
+        }
+    }
+    for (int b = 0; b < 2 && ok; b++) {
+        int64_t rows = 0;
+        ok = dit_hidden_rows(&m, &packs[b].in, &rows) == VFM_OK;
+        for (int k = NC - 1; k >= 0 && ok; k--) {
+            Tensor dy = TF32(g[b][k + 1], rows, D), dx = TF32(g[b][k], rows, D);
+            ok = dit_chunk_backward(&m, slot[b][k], &packs[b].in, bounds[k], bounds[k + 1], k + 1 < NC ? &dy : NULL,
+                                    k ? &dx : NULL, k + 1 < NC ? NULL : &packs[b].tdout) == VFM_OK;
+        }
+    }
+    if (!ok) test_fail(__FILE__, __LINE__, "chunks: %s", vfm_last_error());
+    *grads = malloc((size_t)n * sizeof(float));
+    memcpy(*grads, m.grads, (size_t)n * sizeof(float));
+    for (int b = 0; b < 2; b++) {
+        for (int k = 0; k < NC; k++) dit_saved_destroy(&m, slot[b][k]);
+        for (int k = 0; k <= NC; k++) free(h[b][k]), free(g[b][k]);
+    }
     dit_destroy(&m);
+    return ok;
+}
+
+TEST(model_recompute_chunks_bitwise) {
+    DiTConfig cfg = dit_test_config(DIT_VARIANT_DFM, 4);
+    int64_t n, od = dit_out_dim(&cfg);
+    float *w = dit_test_weights(&cfg, 43, &n);
+    DitPack packs[2];
+    dit_pack_make(&packs[0], &cfg, 16, 300);
+    dit_pack_make(&packs[1], &cfg, 1, 400);
+    float *ref_out, *ref_grads;
+    REQUIRE(run_chunks(&cfg, w, packs, NULL, &ref_out, &ref_grads));
+    const RecomputeConfig plans[] = {{RECOMPUTE_FULL, RECOMPUTE_UNIFORM, 2}, {RECOMPUTE_FULL, RECOMPUTE_BLOCK, 1},
+                                     {RECOMPUTE_SELECTIVE, RECOMPUTE_METHOD_NONE, 0}};
+    for (int p = 0; p < 3; p++) {
+        float *out, *grads;
+        REQUIRE(run_chunks(&cfg, w, packs, &plans[p], &out, &grads));
+        CHECK_MSG(memcmp(out, ref_out, (size_t)((packs[0].S + packs[1].S) * od) * sizeof(float)) == 0,
+                  "plan %d: the outputs differ", p);
+        CHECK_MSG(memcmp(grads, ref_grads, (size_t)n * sizeof(float)) == 0, "plan %d: the gradients differ", p);
+        free(out), free(grads);
+    }
+    free(ref_out), free(ref_grads), free(w);
+    dit_pack_free(&packs[0]), dit_pack_free(&packs[1]);
 }
