@@ -23,6 +23,8 @@
 #include "parallel/tp_shard.h"
 
 typedef struct Config Config;
+/* The activations one chunk forward keeps for its backward (opaque; dit_saved_create). */
+typedef struct DiTSaved DiTSaved;
 
 typedef enum { DIT_VARIANT_DFM, DIT_VARIANT_NEMO_ADALN, DIT_VARIANT_ADALN_ZERO } DiTVariant;
 typedef enum { DIT_POS_AUTO = 0, DIT_POS_SINCOS_3D, DIT_POS_SINCOS_2D } DiTPosEmbedding;
@@ -124,6 +126,9 @@ typedef struct DiTParallel {
     int cp, cp_rank;          /* model.context_parallel_size and this rank's place (= its chunk) */
     Comm *cp_comm;            /* the CP group, for the output gather (NULL when cp = 1) */
     CpAttention cpa;          /* the self-attention's CP mode and comms (cp > 1) */
+    int pp, pp_rank;          /* model.pipeline_model_parallel_size (0 or 1: none) and this rank's stage */
+    int vp;                   /* model.virtual_pipeline_model_parallel_size: chunks per stage (0 or 1: one) */
+    Comm *pp_comm;            /* the PP group (the caller's pipeline runner uses it; NULL when pp = 1) */
     /* Tests only: k >= 1 skips the TP reduction that closes block k-1's self-attention (a broken
      * variant the equivalence tests must catch). */
     int test_skip_tp_reduce;
@@ -145,7 +150,8 @@ const char *dit_group_name(int group);
 
 typedef struct DiT {
     DiTConfig cfg;
-    ParamTable table;   /* this rank's entries: the single-rank shapes at TP 1, the TP shards otherwise */
+    ParamTable table;   /* this rank's entries: the single-rank shapes at TP 1, the TP shards otherwise;
+                         * under PP only the stage's entries (pp_stage.h), in the whole table's order */
     Device device;
     float *params; /* [table.total] fp32 master weights, on the model's device */
     float *grads;  /* [table.total] fp32, accumulated by dit_backward, on the model's device */
@@ -157,16 +163,22 @@ typedef struct DiT {
     void *wcopy;   /* [table.total] act_dtype copy of params, or NULL (the ops read params) */
     DiTParallel par;    /* tp = cp = 1 for a one-rank model */
     int heads_local, kv_heads_local, ffn_local; /* per TP rank: heads/TP, kv_heads/TP, ffn/TP */
-    ParamTable *full_table; /* the single-rank table (names and shapes of the checkpoint files) */
-    TpShardMap *shards;     /* where this rank's entries sit in the full tensors (identity at TP 1) */
+    ParamTable *full_table; /* the single-rank table of the whole model (names and shapes of the checkpoint files) */
+    TpShardMap *shards;     /* where this rank's entries sit in the full tensors (identity at TP 1); under
+                             * PP it shards the stage's table and maps its entries into full_table */
     DiTLinear x_embed, t_l1, t_l2, f_l1, f_l2, final_ada, final_out; /* final_ada.w = -1 without */
     int y_table;     /* class table [N(+1), D] or -1 */
     int cond_norm_w; /* [D] or -1 */
     int head_first;  /* first table entry after the blocks (the final layer's) */
-    DiTBlockParams *blocks;
+    DiTBlockParams *blocks; /* [n_blocks]: this rank's blocks (all L without PP), in global order */
+    int n_blocks;
+    int *block_ids;         /* [n_blocks]: their global numbers (names and keyed draws use these) */
+    int *block_local;       /* [L]: global block → index in blocks, -1 when another stage holds it */
+    struct PpStageMap *stage; /* PP: this stage's entries in the whole model's table, or NULL */
     int32_t *patch_perm; /* [token_dim] on the model's device: conv column order (conv_patch) */
-    Arena arena;   /* activations of the last forward */
-    void *saved;   /* internal: the activation tensors of the last forward */
+    DiTSaved *saved;    /* the activations of the last dit_forward (the default slot) */
+    DiTSaved *running;  /* internal: the slot of the chunk forward/backward under way (probes) */
+    size_t slot_bytes;  /* the arena of one slot (dit_reserve) */
     /* Optional: called during dit_backward each time the gradients of every table entry with
      * index >= first_entry are complete (after the final layer, after each block, then with 0),
      * so data parallelism can reduce those buckets while backward goes on. */
@@ -249,6 +261,31 @@ vfm_status dit_forward(DiT *m, const DiTInputs *in, Tensor *out);
 /* Accumulates parameter gradients (m->grads +=) for dout[S, out_dim] of the last forward.
  * The inputs must be those of that forward. */
 vfm_status dit_backward(DiT *m, const DiTInputs *in, const Tensor *dout);
+
+/* ---- chunks (pipeline parallelism, docs/parallel.md "Pipeline parallelism") ----
+ * dit_forward is the chunk of every block, [0, L). A chunk is the global blocks [b0, b1):
+ *  - every chunk runs the conditioning (t, fps, class embedders) itself from `in`;
+ *  - the first chunk (b0 = 0) starts from the pack: input placement and patch embedding (x NULL);
+ *    any other takes x[Rl, D], the hidden state this rank's rows (dit_hidden_rows) after block b0-1;
+ *  - the last chunk (b1 = L) ends in the final layer and writes out[S, out_dim] as dit_forward
+ *    (y NULL); any other writes y[Rl, D], the hidden state after block b1-1.
+ * The backward mirrors it: the last chunk starts from dout (dy NULL), any other from dy[Rl, D];
+ * the first chunk ends in the patch embedding (dx NULL), any other writes dx[Rl, D]; each chunk
+ * adds its blocks', its conditioning's (and the ends') gradients into m->grads. `saved` keeps the
+ * activations from a chunk forward to its backward (NULL: the model's own slot, m->saved); x may
+ * be reused by the caller once the forward returned. One chunk of every block gives dit_forward's
+ * and dit_backward's bits. */
+vfm_status dit_saved_create(DiT *m, DiTSaved **saved); /* a slot sized by dit_reserve (call it first) */
+void dit_saved_destroy(DiT *m, DiTSaved *saved);
+vfm_status dit_chunk_forward(DiT *m, DiTSaved *saved, const DiTInputs *in, int b0, int b1, const Tensor *x, Tensor *y,
+                             Tensor *out);
+vfm_status dit_chunk_backward(DiT *m, DiTSaved *saved, const DiTInputs *in, int b0, int b1, const Tensor *dy,
+                              Tensor *dx, const Tensor *dout);
+/* Global blocks [*b0, *b1) of this rank's local chunk `chunk` (pipeline stage pp_rank, chunk v of
+ * vp; pp_schedule.h's split); without PP chunk 0 is every block. */
+void dit_chunk_blocks(const DiT *m, int chunk, int *b0, int *b1);
+/* Rows [Rl] of this rank's hidden state for a pack (what travels between pipeline stages). */
+vfm_status dit_hidden_rows(const DiT *m, const DiTInputs *in, int64_t *rows);
 /* Collective over the model's TP and CP groups: whole[S, w] (the last forward's whole pack) from
  * every rank's rows[rows, w] of it (as the probe hands them out); padding rows are written 0. */
 vfm_status dit_gather_rows(DiT *m, const Tensor *rows, Tensor *whole);

@@ -86,9 +86,24 @@ typedef struct Acts {
     Tensor d_cond_silu, d_cond, d_cond_raw, d_t1, d_f_emb, d_f1; /* [B,D] / [B,F] */
 } Acts;
 
-/* Lays out the activations of a pack (a->pl sized: S, R, Rl), L text rows and B samples. With
- * arena NULL only counts *bytes (what dit_reserve needs); otherwise carves from the arena. */
-vfm_status dit_carve_acts(const DiT *m, Arena *arena, size_t *bytes, Acts *a, int64_t L, int B);
+/* The saved activations of one chunk forward (dit.h "DiTSaved"): its tensors and their arena.
+ * a.blocks has an entry per global block; only the chunk's blocks [b0, b1) are carved. */
+struct DiTSaved {
+    Acts a;
+    Arena arena;
+    int b0, b1;      /* the chunk of the forward that filled it (b1 = 0: none yet) */
+};
+
+/* Lays out the activations of a pack (a->pl sized: S, R, Rl), L text rows and B samples, with
+ * the BlockActs of blocks [b0, b1) (a->blocks is indexed by global block). With arena NULL only
+ * counts *bytes (what dit_reserve needs); otherwise carves from the arena. */
+/* Sizes the slot's arena to m->slot_bytes when it is smaller (before carving a forward into it). */
+vfm_status dit_saved_fit(DiT *m, DiTSaved *sv);
+/* The most blocks a chunk of this rank holds (dit_reserve sizes a slot for it). */
+int dit_max_chunk_blocks(const DiT *m);
+/* The parameters of global block l (this rank must hold it). */
+const DiTBlockParams *dit_block(const DiT *m, int l);
+vfm_status dit_carve_acts(const DiT *m, Arena *arena, size_t *bytes, Acts *a, int64_t L, int B, int b0, int b1);
 
 /* ---- dit_stage.c ---- */
 /* When the model is on CUDA and in's tensors are in host memory: copies them into a->stage (carved)
