@@ -8,7 +8,7 @@ cd "$(dirname "$0")/../.." || exit 1
 . tests/e2e/common.inc
 T=$(mktemp -d /tmp/vfm_e2e_recompute.XXXXXX)
 trap 'rm -rf "$T"' EXIT
-ARGS="--config configs/tiny-mock.yaml model.num_layers=4 train.train_iters=4 checkpoint.save_interval=0 train.threads=1
+ARGS="--config configs/tiny-mock.yaml train.device=cpu model.num_layers=4 train.train_iters=4 checkpoint.save_interval=0 train.threads=1
       logger.log_interval=4 ema.enabled=true ema.decay=0.9"
 
 train() { name=$1; shift; $VFM train $ARGS checkpoint.save=$T/$name "$@" > $T/$name.log 2>&1; }
