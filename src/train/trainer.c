@@ -503,14 +503,15 @@ static vfm_status train_step(Trainer *t, Window *w, int *consecutive_bad, int *s
         loss_sum += r.loss;
     }
     double loss = loss_sum / (double)t->accum;
-    /* test hook: poison the (already reduced) gradient; every rank does it, so all skip together */
+    /* the mean over replicas of gradients and loss: every rank sees the same values, so a NaN
+     * step is skipped everywhere together */
+    VFM_TRY(dp_grad_sync_finish(&t->dp, m->grads));
+    /* test hook: poison the reduced gradient (after the posted bucket reductions are complete); every
+     * rank does it, so all skip together */
     if (env_step_listed("VFM_TEST_INJECT_NAN", t->step)) {
         Tensor first = TENSOR(m->grads, DT_F32, m->device, 1);
         VFM_TRY(op_fill(&first, NAN));
     }
-    /* the mean over replicas of gradients and loss: every rank sees the same values, so a NaN
-     * step is skipped everywhere together */
-    VFM_TRY(dp_grad_sync_finish(&t->dp, m->grads));
     VFM_TRY(dp_mean_f64(&t->dp, &loss, 1));
     double norm = 0;
     int64_t bad = 0;
