@@ -61,44 +61,69 @@ static double mb(double bytes) { return bytes / 1e6; }
 
 /* Per rank at the layout of the config's parallel keys (and `world` ranks): parameters, memory,
  * bytes sent per micro-batch and per step. */
-static vfm_status print_per_rank(const Config *cfg, const DiTConfig *c, const TrainLayout *lp, int world, int seq,
-                                 int text) {
-    TrainLayout l = *lp;
-    int dp = world / (l.tp * l.pp * l.cp), n = dp * l.cp, zero1 = cfg_bool(cfg, "ddp.use_distributed_optimizer");
-    DiTParallel par = {.tp = l.tp, .sequence_parallel = l.sp, .cp = l.cp};
-    par.cpa.type = l.cp_type;
-    par.cpa.A = l.cp_type == CP_COMM_A2A ? l.cp : l.a2a_size;
+/* One rank's share (stage `stage` under PP): parameters, memory (the activations with the
+ * recomputation rc) and what it sends. */
+static vfm_status print_rank(const DiTConfig *c, const TrainLayout *l, const RecomputeConfig *rc, int stage, int n,
+                             int zero1, int seq, int text) {
+    DiTParallel par = {.tp = l->tp, .sequence_parallel = l->sp, .cp = l->cp, .pp = l->pp, .pp_rank = stage, .vp = l->vp};
+    par.cpa.type = l->cp_type;
+    par.cpa.A = l->cp_type == CP_COMM_A2A ? l->cp : l->a2a_size;
     DiT m;
     VFM_TRY(dit_describe_parallel(&m, c, &par));
-    RecomputeConfig recompute; /* the activations with model.recompute_* */
-    vfm_status s = recompute_from_config(cfg, &recompute);
-    if (s == VFM_OK) s = dit_set_recompute(&m, &recompute);
+    vfm_status s = dit_set_recompute(&m, rc);
     if (s != VFM_OK) {
         dit_destroy(&m);
         return s;
     }
-    char name[128];
-    train_layout_describe(&l, dp, name, sizeof name);
-    int64_t local = m.table.total, full = m.full_table->total, tp_summed = 0;
-    for (int i = 0; i < m.table.count; i++)
-        if (dp_entry_reduces_over_tp(&m.table.entries[i], l.sp)) tp_summed += m.table.entries[i].numel;
+    int64_t local = m.table.total, full = m.full_table->total, tp_summed = 0, pp_summed = 0;
+    for (int i = 0; i < m.table.count; i++) {
+        if (dp_entry_reduces_over_tp(&m.table.entries[i], l->sp)) tp_summed += m.table.entries[i].numel;
+        if (m.table.entries[i].reduce_groups & REDUCE_PP) pp_summed += m.table.entries[i].numel;
+    }
+    const char *in = l->pp > 1 ? "    " : "  ";
+    if (l->pp > 1) {
+        printf("  stage %d: %d block%s (", stage, m.n_blocks, m.n_blocks == 1 ? "" : "s");
+        for (int v = 0; v < (l->vp > 1 ? l->vp : 1); v++) {
+            int b0, b1;
+            dit_chunk_blocks(&m, v, &b0, &b1);
+            printf("%s%d-%d", v ? ", " : "", b0, b1 - 1);
+        }
+        printf(")%s%s\n", stage == 0 ? ", patch embedder" : "", stage == l->pp - 1 ? ", final layer and loss" : "");
+    }
     double adam = 8.0 * (double)local / (zero1 ? n : 1);
-    printf("per rank at %s (%d rank%s):\n", name, world, world > 1 ? "s" : "");
-    printf("  parameters: %lld of %lld (%.1f%%)\n", (long long)local, (long long)full, 100.0 * (double)local / (double)full);
-    printf("  memory: weights %.1f MB and gradients %.1f MB (f32), Adam moments %.1f MB%s, activations of one "
-           "micro-batch %.1f MB (f32, this CPU implementation%s)\n", mb(4.0 * local), mb(4.0 * local), mb(adam),
+    printf("%sparameters: %lld of %lld (%.1f%%)\n", in, (long long)local, (long long)full,
+           100.0 * (double)local / (double)full);
+    printf("%smemory: weights %.1f MB and gradients %.1f MB (f32), Adam moments %.1f MB%s, activations of one "
+           "micro-batch %.1f MB (f32, this CPU implementation%s)\n", in, mb(4.0 * local), mb(4.0 * local), mb(adam),
            zero1 && n > 1 ? " (ZeRO-1 over DP×CP)" : "", mb((double)dit_activation_bytes(&m, seq, text, 1)),
-           recompute.granularity == RECOMPUTE_NONE ? "" : ", with model.recompute_*");
+           rc->granularity == RECOMPUTE_NONE ? "" : ", with model.recompute_*");
     DiTCommBytes cb;
     dit_comm_bytes(&m, seq, text, 2, &cb);
-    printf("  sent per micro-batch (one sample of %d tokens, bf16 activations): TP regions %.1f MB forward + %.1f MB "
-           "backward, CP attention %.1f + %.1f MB, output rows %.1f MB\n", seq, mb(cb.tp_forward), mb(cb.tp_backward),
+    printf("%ssent per micro-batch (one sample of %d tokens, bf16 activations): TP regions %.1f MB forward + %.1f MB "
+           "backward, CP attention %.1f + %.1f MB, output rows %.1f MB", in, seq, mb(cb.tp_forward), mb(cb.tp_backward),
            mb(cb.cp_forward), mb(cb.cp_backward), mb(cb.output));
-    double share = n > 1 ? 2.0 * (n - 1) / n : 0, tshare = l.tp > 1 ? 2.0 * (l.tp - 1) / l.tp : 0;
-    printf("  sent per step (f32 gradients): DP×CP reduction over %d rank%s %.1f MB%s, TP sums of replicated weights "
-           "%.1f MB\n", n, n > 1 ? "s" : "", mb(share * 4.0 * local),
+    if (l->pp > 1) printf(", to the next/previous stage %.1f + %.1f MB", mb(cb.pp_forward), mb(cb.pp_backward));
+    printf("\n");
+    double share = n > 1 ? 2.0 * (n - 1) / n : 0, tshare = l->tp > 1 ? 2.0 * (l->tp - 1) / l->tp : 0;
+    double pshare = l->pp > 1 ? 2.0 * (l->pp - 1) / l->pp : 0;
+    printf("%ssent per step (f32 gradients): DP×CP reduction over %d rank%s %.1f MB%s, TP sums of replicated weights "
+           "%.1f MB", in, n, n > 1 ? "s" : "", mb(share * 4.0 * local),
            zero1 && n > 1 ? " (reduce-scatter + parameter all-gather)" : "", mb(tshare * 4.0 * tp_summed));
+    if (l->pp > 1) printf(", PP sum of the replicated embedders %.1f MB", mb(pshare * 4.0 * pp_summed));
+    printf("\n");
     dit_destroy(&m);
+    return VFM_OK;
+}
+
+static vfm_status print_per_rank(const Config *cfg, const DiTConfig *c, const TrainLayout *l, int world, int seq,
+                                 int text) {
+    int dp = world / (l->tp * l->pp * l->cp), n = dp * l->cp, zero1 = cfg_bool(cfg, "ddp.use_distributed_optimizer");
+    RecomputeConfig rc;
+    VFM_TRY(recompute_from_config(cfg, &rc));
+    char name[128];
+    train_layout_describe(l, dp, name, sizeof name);
+    printf("per rank at %s (%d rank%s)%s:\n", name, world, world > 1 ? "s" : "", l->pp > 1 ? ", by pipeline stage" : "");
+    for (int p = 0; p < l->pp; p++) VFM_TRY(print_rank(c, l, &rc, p, n, zero1, seq, text));
     return VFM_OK;
 }
 
@@ -232,12 +257,14 @@ int cmd_model(int argc, char **argv) {
     /* the layout first: a bad one is refused before anything is printed */
     int world = atoi(args_value(flags, nflags, "--world", "0"));
     int per_rank = world > 0 || cfg_int(cfg, "model.tensor_model_parallel_size") > 1 ||
-                   cfg_int(cfg, "model.context_parallel_size") > 1;
+                   cfg_int(cfg, "model.context_parallel_size") > 1 || cfg_int(cfg, "model.pipeline_model_parallel_size") > 1;
     TrainLayout l;
     if (per_rank && (s = train_layout_from(&l, cfg, 1)) == VFM_OK) {
         if (world <= 0) world = l.tp * l.pp * l.cp;
         s = train_layout_check(&l, &c, world);
     }
+    RecomputeConfig rc; /* and the recomputation keys (their chunk bound is the layout's) */
+    if (s == VFM_OK) s = recompute_from_config(cfg, &rc);
     if (s != VFM_OK) {
         config_free(cfg);
         return cli_report(s);

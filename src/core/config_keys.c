@@ -62,7 +62,7 @@ const CfgKeyDef cfg_key_defs[] = {
             "context-parallel attention: p2p ring, a2a (Ulysses), a2a+p2p (hierarchical), all_gather"),
     KLIST("model.hierarchical_context_parallel_sizes", CFG_INT_LIST, "[]",
           "a2a+p2p: [all-to-all group size, ring size], product = context_parallel_size"),
-    KINT("model.virtual_pipeline_model_parallel_size", "1", "[1, 1024]", "interleaved PP chunks per rank (only 1 until pipeline parallelism)"),
+    KINT("model.virtual_pipeline_model_parallel_size", "1", "[1, 1024]", "interleaved PP: model chunks per pipeline stage (needs pipeline_model_parallel_size > 1)"),
     KCHOICE("model.recompute_granularity", "null", CHOICES("", "full", "selective"),
             "activation recomputation: full (a group of blocks keeps only its input) or selective (the attention "
             "output and log-sum-exp); bitwise the same training, less activation memory"),
@@ -115,7 +115,7 @@ const CfgKeyDef cfg_key_defs[] = {
     KCHOICE("train.device", "auto", CHOICES("auto", "cpu", "cuda"), "where to train (auto = cuda when present)"),
     KINT("train.threads", "0", "[0, 1024]", "CPU threads (0 = all cores)"),
     KINT("train.max_nonfinite_steps", "5", "[1, 1e6]", "NaN/Inf steps in a row that stop the run (with a checkpoint)"),
-    KINT("train.fixed_pack_length", "0", "[0, 1e9]", "pad every pack to this many tokens (0 = as packed; only 0 until pipeline parallelism)"),
+    KINT("train.fixed_pack_length", "0", "[0, 1e9]", "pad every pack to this many tokens, padding masked (0 = as packed; under pipeline parallelism the pack budget)"),
     XBOOL("train.manual_gc", "true", "DFM: Python garbage collection (not used by vfm)"),
     XINT("train.manual_gc_interval", "100", "[0, inf)", "DFM: Python garbage collection (not used by vfm)"),
     XINT("train.manual_gc_eval", "100", "[0, inf)", "DFM: Python garbage collection (not used by vfm)"),

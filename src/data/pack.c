@@ -224,6 +224,26 @@ double pack_fill_ratio(const Pack *p) {
     return p->n_tokens ? (double)p->cu_seqlens[p->n_samples] / (double)p->n_tokens : 0.0;
 }
 
+vfm_status pack_pad_to(Pack *p, int64_t rows) {
+    if (rows == p->n_tokens) return VFM_OK;
+    int n = p->n_samples;
+    if (n == 0 || rows < p->n_tokens || (rows - p->n_tokens) % p->pad_multiple != 0)
+        return vfm_fail(VFM_ERR_INTERNAL, "pack: cannot pad %lld rows of %d samples to %lld (padding multiple %d)",
+                        (long long)p->n_tokens, n, (long long)rows, p->pad_multiple);
+    VFM_TRY(reserve(p, n, rows, p->n_text));
+    int64_t at = p->n_tokens, extra = rows - at;
+    memset(p->tokens + at * p->token_dim, 0, (size_t)(extra * p->token_dim) * sizeof(float));
+    memset(p->token_pos + 3 * at, 0, (size_t)(3 * extra) * sizeof(int32_t));
+    for (int64_t r = at; r < rows; r++) {
+        p->token_sample[r] = -1;
+        p->loss_mask[r] = 0.0f;
+    }
+    p->samples[n - 1].tokens_padded += (int32_t)extra;
+    p->cu_seqlens_padded[n] = (int32_t)rows;
+    p->n_tokens = rows;
+    return VFM_OK;
+}
+
 vfm_status pack_copy(Pack *dst, const Pack *src) {
     pack_init(dst, src->token_dim, src->text_dim, src->pad_multiple, src->text_pad_multiple);
     VFM_TRY(reserve(dst, src->n_samples, src->n_tokens, src->n_text));

@@ -71,6 +71,10 @@ vfm_status pack_append(Pack *p, const EncodedSample *s);
 vfm_status pack_validate(const Pack *p);
 /* Real tokens / padded tokens. */
 double pack_fill_ratio(const Pack *p);
+/* Pads the pack to `rows` token rows (>= n_tokens, n_tokens + a multiple of pad_multiple; a pack
+ * with samples): the last sample's padding grows by zero rows mapped to -1, masked out of the loss.
+ * The fixed pack length of pipeline parallelism (train.fixed_pack_length). */
+vfm_status pack_pad_to(Pack *p, int64_t rows);
 /* Deep copy (dst initialised or freshly zeroed). */
 vfm_status pack_copy(Pack *dst, const Pack *src);
 

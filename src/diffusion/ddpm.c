@@ -117,33 +117,44 @@ static vfm_status ddpm_per_sample(float *h, const DiffusionDraws *draws, int B) 
     return VFM_OK;
 }
 
-vfm_status ddpm_loss_batch(DiT *model, ObjectiveBatch *b, double grad_scale, ObjectiveResult *res) {
+static vfm_status ddpm_tensors(DiT *model, ObjectiveBatch *b, DdpmTensors *d) {
     const Pack *p = b->pack;
-    DdpmTensors d = {.S = p->n_tokens, .C = p->token_dim, .out = dit_out_dim(&model->cfg), .B = p->n_samples,
-                     .act = b->act};
-    int B = d.B, learned = d.out == 2 * d.C;
-    if (!learned && d.out != d.C)
+    *d = (DdpmTensors){.S = p->n_tokens, .C = p->token_dim, .out = dit_out_dim(&model->cfg), .B = p->n_samples,
+                       .act = b->act};
+    if (d->out != 2 * d->C && d->out != d->C)
         return vfm_fail(VFM_ERR_USAGE, "ddpm needs out_channels equal to in_channels, or twice that with learned sigma "
-                        "(model gives %lld values per token, data %lld)", (long long)d.out, (long long)d.C);
-    VFM_TRY(carve_slot(b->work, b->device, OW_MAIN, ddpm_layout, &d));
+                        "(model gives %lld values per token, data %lld)", (long long)d->out, (long long)d->C);
+    return carve_slot(b->work, b->device, OW_MAIN, ddpm_layout, d);
+}
+
+vfm_status ddpm_prepare(DiT *model, ObjectiveBatch *b) {
+    DdpmTensors d;
+    VFM_TRY(ddpm_tensors(model, b, &d));
+    int B = d.B;
     void *hv;
     VFM_TRY(objective_work_host(b->work, (size_t)(DDPM_PER * B + 1) * sizeof(float), &hv));
     VFM_TRY(ddpm_per_sample(hv, b->draws, B));
     VFM_TRY(objective_put(&d.per, hv));
     Tensor a = objective_slice(&d.per, 0, B), s = objective_slice(&d.per, B, B);
-    Tensor c_noise = objective_slice(&d.per, 2 * B, B), weight = objective_slice(&d.per, 3 * B, B);
+    VFM_TRY(op_noise_mix(&d.x_t32, &b->pt->tokens, &b->noise, &a, &s, &b->cond.tok2sample));
+    VFM_TRY(objective_convert(&d.x_t, &d.x_t32));
+    b->in_x = d.x_t;
+    b->in_c_noise = objective_slice(&d.per, 2 * B, B);
+    b->F = d.F;
+    b->dF = d.dF;
+    return VFM_OK;
+}
+
+vfm_status ddpm_finish(DiT *model, ObjectiveBatch *b, double grad_scale, ObjectiveResult *res) {
+    DdpmTensors d;
+    VFM_TRY(ddpm_tensors(model, b, &d));
+    int B = d.B, learned = d.out == 2 * d.C;
+    Tensor weight = objective_slice(&d.per, 3 * B, B);
     Tensor coef = TENSOR((float *)d.per.data + 4 * B, DT_F32, b->device, B, DDPM_VB_NCOEF);
     Tensor mse_loss = objective_slice(&d.stats, 0, 1), vb_loss = objective_slice(&d.stats, 1, 1);
     Tensor mse_sum = objective_slice(&d.stats, 2, B), vb_sum = objective_slice(&d.stats, 2 + B, B);
     Tensor count = objective_slice(&d.stats, 2 + 2 * B, B);
     const Tensor *x0 = &b->pt->tokens, *noise = &b->noise, *t2s = &b->cond.tok2sample, *mask = &b->cond.mask;
-
-    VFM_TRY(op_noise_mix(&d.x_t32, x0, noise, &a, &s, t2s));
-    VFM_TRY(objective_convert(&d.x_t, &d.x_t32));
-    b->cond.in.x = &d.x_t;
-    b->cond.in.c_noise = &c_noise;
-    VFM_TRY(dit_reserve(model, d.S, p->n_text, B));
-    VFM_TRY(dit_forward(model, &b->cond.in, &d.F));
     VFM_TRY(objective_convert(&d.F32, &d.F));
     /* ε̂ (and v): the first C channels of each position, then the next C */
     const Tensor *eps = &d.F32;
@@ -161,7 +172,6 @@ vfm_status ddpm_loss_batch(DiT *model, ObjectiveBatch *b, double grad_scale, Obj
             VFM_TRY(op_channel_halves_merge(&d.dF32, &d.deps, &d.dv, model->cfg.in_channels));
         }
         VFM_TRY(objective_convert(&d.dF, &d.dF32));
-        VFM_TRY(dit_backward(model, &b->cond.in, &d.dF));
     }
     const float *st;
     VFM_TRY(objective_fetch(b, &d.stats, &st));

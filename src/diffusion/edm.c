@@ -35,35 +35,44 @@ static void edm_layout(Carver *k, void *ctx) {
     e->stats = CARVE(k, DT_F32, 1 + 2 * B);
 }
 
-vfm_status edm_loss_batch(DiT *model, float sigma_data, ObjectiveBatch *b, double grad_scale, ObjectiveResult *res) {
+/* The working tensors of b's pack (the same every call: carve_slot is deterministic). */
+static vfm_status edm_tensors(DiT *model, ObjectiveBatch *b, EdmTensors *e) {
     const Pack *p = b->pack;
-    EdmTensors e = {.S = p->n_tokens, .C = p->token_dim, .B = p->n_samples, .act = b->act};
-    if (dit_out_dim(&model->cfg) != e.C)
+    *e = (EdmTensors){.S = p->n_tokens, .C = p->token_dim, .B = p->n_samples, .act = b->act};
+    if (dit_out_dim(&model->cfg) != e->C)
         return vfm_fail(VFM_ERR_USAGE, "EDM needs out_channels == in_channels (model gives %d values per token, data %lld)",
-                        dit_out_dim(&model->cfg), (long long)e.C);
-    VFM_TRY(carve_slot(b->work, b->device, OW_MAIN, edm_layout, &e));
-    Tensor loss = objective_slice(&e.stats, 0, 1), sample_sum = objective_slice(&e.stats, 1, e.B);
-    Tensor sample_count = objective_slice(&e.stats, 1 + e.B, e.B);
-    const Tensor *t2s = &b->cond.tok2sample;
+                        dit_out_dim(&model->cfg), (long long)e->C);
+    return carve_slot(b->work, b->device, OW_MAIN, edm_layout, e);
+}
 
+vfm_status edm_prepare(DiT *model, float sigma_data, ObjectiveBatch *b) {
+    EdmTensors e;
+    VFM_TRY(edm_tensors(model, b, &e));
     /* x0 = σ_data·latent; preconditioning; x_t and the network input */
     VFM_TRY(objective_put(&e.sigma, b->draws->sigma));
     VFM_TRY(op_copy(&e.x0, &b->pt->tokens));
     VFM_TRY(op_scale(&e.x0, sigma_data));
     VFM_TRY(op_edm_precondition(&e.c_skip, &e.c_out, &e.c_in, &e.c_noise, &e.weight, &e.sigma, sigma_data));
-    VFM_TRY(op_edm_add_noise(&e.x_t, &e.net_in, &e.x0, &b->noise, &e.sigma, &e.c_in, t2s));
-    b->cond.in.x = &e.net_in;
-    b->cond.in.c_noise = &e.c_noise;
+    VFM_TRY(op_edm_add_noise(&e.x_t, &e.net_in, &e.x0, &b->noise, &e.sigma, &e.c_in, &b->cond.tok2sample));
+    b->in_x = e.net_in;
+    b->in_c_noise = e.c_noise;
+    b->F = e.F;
+    b->dF = e.dF;
+    return VFM_OK;
+}
 
-    VFM_TRY(dit_reserve(model, e.S, p->n_text, e.B));
-    VFM_TRY(dit_forward(model, &b->cond.in, &e.F));
+vfm_status edm_finish(DiT *model, ObjectiveBatch *b, double grad_scale, ObjectiveResult *res) {
+    EdmTensors e;
+    VFM_TRY(edm_tensors(model, b, &e));
+    Tensor loss = objective_slice(&e.stats, 0, 1), sample_sum = objective_slice(&e.stats, 1, e.B);
+    Tensor sample_count = objective_slice(&e.stats, 1 + e.B, e.B);
+    const Tensor *t2s = &b->cond.tok2sample;
     VFM_TRY(op_edm_denoise(&e.denoised, &e.x_t, &e.F, &e.c_skip, &e.c_out, t2s));
     VFM_TRY(op_weighted_mse_forward(&loss, &sample_sum, &sample_count, &e.denoised, &e.x0, &e.weight, &b->cond.mask,
                                     t2s));
     if (grad_scale > 0) {
         VFM_TRY(op_weighted_mse_backward(&e.d_denoised, grad_scale, &e.denoised, &e.x0, &e.weight, &b->cond.mask, t2s));
         VFM_TRY(op_edm_denoise_backward(&e.dF, &e.d_denoised, &e.c_out, t2s));
-        VFM_TRY(dit_backward(model, &b->cond.in, &e.dF));
     }
     const float *st;
     VFM_TRY(objective_fetch(b, &e.stats, &st));

@@ -38,14 +38,19 @@ static void flow_layout(Carver *k, void *ctx) {
     f->stats = CARVE(k, DT_F32, 1 + 2 * (int64_t)f->B);
 }
 
-vfm_status flow_loss_batch(DiT *model, ObjectiveBatch *b, double grad_scale, ObjectiveResult *res) {
+static vfm_status flow_tensors(DiT *model, ObjectiveBatch *b, FlowTensors *f) {
     const Pack *p = b->pack;
-    FlowTensors f = {.S = p->n_tokens, .C = p->token_dim, .B = p->n_samples, .act = b->act};
-    int B = f.B;
-    if (dit_out_dim(&model->cfg) != f.C)
+    *f = (FlowTensors){.S = p->n_tokens, .C = p->token_dim, .B = p->n_samples, .act = b->act};
+    if (dit_out_dim(&model->cfg) != f->C)
         return vfm_fail(VFM_ERR_USAGE, "flow matching needs out_channels == in_channels (model gives %d values per "
-                        "token, data %lld)", dit_out_dim(&model->cfg), (long long)f.C);
-    VFM_TRY(carve_slot(b->work, b->device, OW_MAIN, flow_layout, &f));
+                        "token, data %lld)", dit_out_dim(&model->cfg), (long long)f->C);
+    return carve_slot(b->work, b->device, OW_MAIN, flow_layout, f);
+}
+
+vfm_status flow_prepare(DiT *model, ObjectiveBatch *b) {
+    FlowTensors f;
+    VFM_TRY(flow_tensors(model, b, &f));
+    int B = f.B;
     void *hv;
     VFM_TRY(objective_work_host(b->work, (size_t)(5 * B + 1) * sizeof(float), &hv));
     float *A = hv, *Sg = A + B, *CN = Sg + B, *W = CN + B, *M1 = W + B;
@@ -59,26 +64,32 @@ vfm_status flow_loss_batch(DiT *model, ObjectiveBatch *b, double grad_scale, Obj
     }
     VFM_TRY(objective_put(&f.per, hv));
     Tensor a = objective_slice(&f.per, 0, B), s = objective_slice(&f.per, B, B);
-    Tensor c_noise = objective_slice(&f.per, 2 * B, B), weight = objective_slice(&f.per, 3 * B, B);
-    Tensor minus_one = objective_slice(&f.per, 4 * B, B);
-    Tensor loss = objective_slice(&f.stats, 0, 1), sample_sum = objective_slice(&f.stats, 1, B);
-    Tensor sample_count = objective_slice(&f.stats, 1 + B, B);
+    Tensor weight = objective_slice(&f.per, 3 * B, B), minus_one = objective_slice(&f.per, 4 * B, B);
     const Tensor *x0 = &b->pt->tokens, *t2s = &b->cond.tok2sample;
-
     /* x_σ = (1−σ)·x0 + σ·ε; target ε − x0 */
     VFM_TRY(op_noise_mix(&f.x_t, x0, &b->noise, &a, &s, t2s));
     VFM_TRY(op_noise_mix(&f.target, x0, &b->noise, &minus_one, &weight, t2s));
-    b->cond.in.x = &f.x_t;
-    b->cond.in.c_noise = &c_noise;
-    VFM_TRY(dit_reserve(model, f.S, p->n_text, B));
-    VFM_TRY(dit_forward(model, &b->cond.in, &f.F));
+    b->in_x = f.x_t;
+    b->in_c_noise = objective_slice(&f.per, 2 * B, B);
+    b->F = f.F;
+    b->dF = f.dF;
+    return VFM_OK;
+}
+
+vfm_status flow_finish(DiT *model, ObjectiveBatch *b, double grad_scale, ObjectiveResult *res) {
+    FlowTensors f;
+    VFM_TRY(flow_tensors(model, b, &f));
+    int B = f.B;
+    Tensor weight = objective_slice(&f.per, 3 * B, B);
+    Tensor loss = objective_slice(&f.stats, 0, 1), sample_sum = objective_slice(&f.stats, 1, B);
+    Tensor sample_count = objective_slice(&f.stats, 1 + B, B);
+    const Tensor *t2s = &b->cond.tok2sample;
     VFM_TRY(objective_convert(&f.F32, &f.F));
     VFM_TRY(op_weighted_mse_forward(&loss, &sample_sum, &sample_count, &f.F32, &f.target, &weight, &b->cond.mask,
                                     t2s));
     if (grad_scale > 0) {
         VFM_TRY(op_weighted_mse_backward(&f.dF32, grad_scale, &f.F32, &f.target, &weight, &b->cond.mask, t2s));
         VFM_TRY(objective_convert(&f.dF, &f.dF32));
-        VFM_TRY(dit_backward(model, &b->cond.in, &f.dF));
     }
     const float *st;
     VFM_TRY(objective_fetch(b, &f.stats, &st));

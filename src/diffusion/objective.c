@@ -258,13 +258,36 @@ static vfm_status batch_begin(ObjectiveBatch *b, DiT *model, const Objective *o,
     return VFM_OK;
 }
 
-static vfm_status run_batch(DiT *model, const Objective *o, ObjectiveBatch *b, double grad_scale, ObjectiveResult *res) {
+static vfm_status batch_prepare(DiT *model, const Objective *o, ObjectiveBatch *b) {
     switch (o->kind) {
-    case OBJECTIVE_FLOW: return flow_loss_batch(model, b, grad_scale, res);
-    case OBJECTIVE_DDPM: return ddpm_loss_batch(model, b, grad_scale, res);
+    case OBJECTIVE_FLOW: VFM_TRY(flow_prepare(model, b)); break;
+    case OBJECTIVE_DDPM: VFM_TRY(ddpm_prepare(model, b)); break;
+    case OBJECTIVE_EDM: VFM_TRY(edm_prepare(model, o->sigma_data, b)); break;
+    }
+    b->cond.in.x = &b->in_x;
+    b->cond.in.c_noise = &b->in_c_noise;
+    return VFM_OK;
+}
+
+static vfm_status batch_finish(DiT *model, const Objective *o, ObjectiveBatch *b, double grad_scale,
+                               ObjectiveResult *res) {
+    switch (o->kind) {
+    case OBJECTIVE_FLOW: return flow_finish(model, b, grad_scale, res);
+    case OBJECTIVE_DDPM: return ddpm_finish(model, b, grad_scale, res);
     case OBJECTIVE_EDM: break;
     }
-    return edm_loss_batch(model, o->sigma_data, b, grad_scale, res);
+    return edm_finish(model, b, grad_scale, res);
+}
+
+/* prepare, the whole model forward, the loss, and with grad_scale > 0 the model's backward */
+static vfm_status run_batch(DiT *model, const Objective *o, ObjectiveBatch *b, double grad_scale, ObjectiveResult *res) {
+    const Pack *p = b->pack;
+    VFM_TRY(batch_prepare(model, o, b));
+    VFM_TRY(dit_reserve(model, p->n_tokens, p->n_text, p->n_samples));
+    VFM_TRY(dit_forward(model, &b->cond.in, &b->F));
+    VFM_TRY(batch_finish(model, o, b, grad_scale, res));
+    if (grad_scale > 0) VFM_TRY(dit_backward(model, &b->cond.in, &b->dF));
+    return VFM_OK;
 }
 
 vfm_status objective_loss_given(DiT *model, const Objective *o, const Pack *pack, const DiffusionDraws *draws,
@@ -301,4 +324,48 @@ vfm_status objective_loss_and_grad(DiT *model, const Objective *o, const Pack *p
 
 vfm_status objective_loss(DiT *model, const Objective *o, const Pack *pack, uint32_t step, ObjectiveResult *res) {
     return objective_loss_and_grad(model, o, pack, step, 0.0, res);
+}
+
+/* ---- in halves (pipeline parallelism) ---- */
+
+struct ObjectivePass {
+    DiT *model;
+    Objective o;
+    DiffusionDraws d;
+    ObjectiveBatch b;
+};
+
+vfm_status objective_pass_begin(DiT *model, const Objective *o, const Pack *pack, const PackTensors *pt,
+                                ObjectiveWork *work, uint32_t step, ObjectivePass **out) {
+    ObjectivePass *p = calloc(1, sizeof *p);
+    if (!p) return vfm_fail(VFM_ERR_NOMEM, "objective: a pass");
+    p->model = model;
+    p->o = *o;
+    ObjectiveResult none;
+    memset(&none, 0, sizeof none);
+    vfm_status s = objective_draw_times(o, &model->cfg, pack, step, &p->d);
+    if (s == VFM_OK) s = batch_begin(&p->b, model, o, pack, pt, &p->d, step, work, &none);
+    if (s == VFM_OK) s = batch_prepare(model, o, &p->b);
+    if (s != VFM_OK) {
+        objective_pass_end(p);
+        return s;
+    }
+    *out = p;
+    return VFM_OK;
+}
+
+const DiTInputs *objective_pass_inputs(const ObjectivePass *p) { return &p->b.cond.in; }
+
+Tensor *objective_pass_output(ObjectivePass *p) { return &p->b.F; }
+
+vfm_status objective_pass_loss(ObjectivePass *p, double grad_scale, ObjectiveResult *res) {
+    return batch_finish(p->model, &p->o, &p->b, grad_scale, res);
+}
+
+const Tensor *objective_pass_output_grad(const ObjectivePass *p) { return &p->b.dF; }
+
+void objective_pass_end(ObjectivePass *p) {
+    if (!p) return;
+    diffusion_draws_free(&p->d);
+    free(p);
 }

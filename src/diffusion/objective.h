@@ -115,4 +115,21 @@ vfm_status objective_loss_and_grad(DiT *model, const Objective *o, const Pack *p
 /* The loss without the backward (validation). */
 vfm_status objective_loss(DiT *model, const Objective *o, const Pack *pack, uint32_t step, ObjectiveResult *res);
 
+/* The objective in halves around the model, for a pipeline stage that runs the model's chunks itself
+ * (docs/parallel.md "Pipeline parallelism"): objective_pass_begin draws and prepares one pack
+ * (σ or t, noise, network input, conditioning: keyed by sample uid, so every stage prepares the
+ * same) into `work` (one work per pass alive at once; the pass reads the pack and pt until it
+ * ends); the model's inputs are objective_pass_inputs; its last chunk writes objective_pass_output
+ * [S, out_dim]; objective_pass_loss computes the loss from it and with grad_scale > 0 the gradient
+ * objective_pass_output_grad [S, out_dim] that the last chunk's backward starts from. Prepare +
+ * dit_forward + loss + dit_backward is objective_loss_and_grad_on, bit for bit. */
+typedef struct ObjectivePass ObjectivePass;
+vfm_status objective_pass_begin(DiT *model, const Objective *o, const Pack *pack, const PackTensors *pt,
+                                ObjectiveWork *work, uint32_t step, ObjectivePass **pass);
+const DiTInputs *objective_pass_inputs(const ObjectivePass *p);
+Tensor *objective_pass_output(ObjectivePass *p);
+vfm_status objective_pass_loss(ObjectivePass *p, double grad_scale, ObjectiveResult *res);
+const Tensor *objective_pass_output_grad(const ObjectivePass *p);
+void objective_pass_end(ObjectivePass *p); /* NULL: nothing */
+
 #endif

@@ -16,13 +16,23 @@ typedef struct ObjectiveBatch {
     ObjectiveWork *work;
     Device device;
     DType act;                   /* the model's activation dtype: net input, F, dF */
+    /* set by the prepare half (cond.in.x and cond.in.c_noise point at in_x and in_c_noise) */
+    Tensor in_x;                 /* [S, token_dim] the network input */
+    Tensor in_c_noise;           /* [B] f32 the network's time input */
+    Tensor F, dF;                /* [S, out_dim] the network output and the loss's gradient of it */
 } ObjectiveBatch;
 
-/* The losses of one batch (edm.c, flow.c, ddpm.c): the loss into res (and the per-sample losses,
- * F), and with grad_scale > 0 the gradient added into model->grads. */
-vfm_status edm_loss_batch(DiT *model, float sigma_data, ObjectiveBatch *b, double grad_scale, ObjectiveResult *res);
-vfm_status flow_loss_batch(DiT *model, ObjectiveBatch *b, double grad_scale, ObjectiveResult *res);
-vfm_status ddpm_loss_batch(DiT *model, ObjectiveBatch *b, double grad_scale, ObjectiveResult *res);
+/* Each loss in two halves around the model (edm.c, flow.c, ddpm.c), so that a pipeline stage can
+ * run the model's chunks in between: prepare computes the network input and sets in_x, in_c_noise,
+ * F and dF (tensors in b->work, kept until the work's next prepare); finish reads F and gives the
+ * loss into res (and the per-sample losses, F), and with grad_scale > 0 writes grad_scale·∂loss/∂F
+ * into dF (the model's backward from dF adds the weight gradients). */
+vfm_status edm_prepare(DiT *model, float sigma_data, ObjectiveBatch *b);
+vfm_status edm_finish(DiT *model, ObjectiveBatch *b, double grad_scale, ObjectiveResult *res);
+vfm_status flow_prepare(DiT *model, ObjectiveBatch *b);
+vfm_status flow_finish(DiT *model, ObjectiveBatch *b, double grad_scale, ObjectiveResult *res);
+vfm_status ddpm_prepare(DiT *model, ObjectiveBatch *b);
+vfm_status ddpm_finish(DiT *model, ObjectiveBatch *b, double grad_scale, ObjectiveResult *res);
 
 /* dst (a device tensor, f32 or i32) := n host values (the per-sample inputs of a loss). */
 vfm_status objective_put(Tensor *dst, const void *host);

@@ -217,12 +217,14 @@ vfm_status dit_describe_parallel(DiT *m, const DiTConfig *cfg, const DiTParallel
 size_t dit_activation_bytes(const DiT *m, int64_t tokens, int64_t text, int samples);
 
 /* What one rank sends per micro-batch (a pack of `tokens` rows, `text` text rows), in bytes with
- * activations of `elem` bytes (lse in f32), as the implementation moves them: the TP regions
+ * activations of `elem` bytes (lse in f32), as the implementation moves them, for the rank's blocks
+ * (its pipeline stage's under PP): the TP regions
  * (ring-equivalent volumes of the all-reduces, all-gathers and reduce-scatters, the backward's
  * re-gather under SP included), the CP self-attention (ring hops, all-to-alls, all-gathers) and the
- * gather of the output rows to every rank. docs/parallel.md has the formulas. */
+ * gather of the output rows to every rank (the last stage), and under PP the hidden states sent to the
+ * next stage and their gradients to the previous one. docs/parallel.md has the formulas. */
 typedef struct DiTCommBytes {
-    double tp_forward, tp_backward, cp_forward, cp_backward, output;
+    double tp_forward, tp_backward, cp_forward, cp_backward, output, pp_forward, pp_backward;
 } DiTCommBytes;
 void dit_comm_bytes(const DiT *m, int64_t tokens, int64_t text, int elem, DiTCommBytes *out);
 
@@ -252,6 +254,8 @@ vfm_status dit_set_recompute(DiT *m, const RecomputeConfig *rc);
 /* The activations' high-water mark: the model's own slot's arena and the recomputation scratch
  * (bytes on the model's device; slots made by dit_saved_create are the caller's to add). */
 size_t dit_activation_peak(const DiT *m);
+/* The high-water mark of a slot's arena (bytes). */
+size_t dit_saved_peak(const DiTSaved *saved);
 /* Reserves activation memory for packs of up to max_tokens rows, max_text rows and max_samples
  * samples (the trainer passes its pack budget). */
 vfm_status dit_reserve(DiT *m, int64_t max_tokens, int64_t max_text, int max_samples);

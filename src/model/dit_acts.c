@@ -380,3 +380,5 @@ size_t dit_activation_bytes(const DiT *m, int64_t tokens, int64_t text, int samp
 }
 
 size_t dit_activation_peak(const DiT *m) { return (m->saved ? m->saved->arena.peak : 0) + m->rc_scratch.peak; }
+
+size_t dit_saved_peak(const DiTSaved *sv) { return sv ? sv->arena.peak : 0; }

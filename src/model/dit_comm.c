@@ -36,12 +36,19 @@ void dit_comm_bytes(const DiT *m, int64_t tokens, int64_t text, int elem, DiTCom
     int mult = P * (sp ? T : 1);
     double S = (double)((tokens + mult - 1) / mult * mult), r = S / P, D = c->hidden, b = elem;
     double regions = c->f.cross_attn ? 3 : 2, share = T > 1 ? (double)(T - 1) / T : 0;
-    out->tp_forward = c->layers * regions * 2 * share * r * D * b;       /* all-reduce, or all-gather + reduce-scatter */
-    out->tp_backward = c->layers * regions * (sp ? 3 : 2) * share * r * D * b; /* + the re-gather under SP */
+    double L = m->n_blocks; /* this rank's blocks: all of them, or its pipeline stage's */
+    out->tp_forward = L * regions * 2 * share * r * D * b;       /* all-reduce, or all-gather + reduce-scatter */
+    out->tp_backward = L * regions * (sp ? 3 : 2) * share * r * D * b; /* + the re-gather under SP */
     double fwd, bwd;
     cp_layer_bytes(&m->par.cpa, P, r, m->heads_local, m->kv_heads_local, c->head_dim, b, &fwd, &bwd);
-    out->cp_forward = c->layers * fwd;
-    out->cp_backward = c->layers * bwd;
+    out->cp_forward = L * fwd;
+    out->cp_backward = L * bwd;
     double ranks = (double)P * (sp ? T : 1); /* the output rows are all-gathered over SP and CP */
-    out->output = ranks > 1 ? (ranks - 1) * (S / ranks) * dit_out_dim(c) * b : 0;
+    int stages = m->par.pp > 1 ? m->par.pp : 1, V = m->par.vp > 1 ? m->par.vp : 1, last = m->par.pp_rank == stages - 1;
+    out->output = ranks > 1 && last ? (ranks - 1) * (S / ranks) * dit_out_dim(c) * b : 0;
+    /* PP: the hidden rows leave each of the stage's chunks but the last global one, and their
+     * gradients each chunk but global chunk 0 */
+    double rows = S / ranks;
+    out->pp_forward = stages > 1 ? (V - last) * rows * D * b : 0;
+    out->pp_backward = stages > 1 ? (V - (m->par.pp_rank == 0)) * rows * D * b : 0;
 }

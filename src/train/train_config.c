@@ -49,17 +49,8 @@ vfm_status optim_config_from(OptimConfig *o, const Config *cfg) {
 }
 
 vfm_status train_check_keys(const Config *cfg) {
-    static const char *sizes[] = {"model.pipeline_model_parallel_size", "model.virtual_pipeline_model_parallel_size"};
-    for (int i = 0; i < 2; i++) /* the tensor, sequence and context keys: train_parallel.c */
-        if (cfg_int(cfg, sizes[i]) != 1)
-            return vfm_fail_at(VFM_ERR_USAGE, NULL, sizes[i], NULL,
-                               "only 1 is supported in this version (pipeline parallelism is not written; tensor, "
-                               "sequence, context and data parallelism are)");
     if (cfg_int(cfg, "train.micro_batch_size") != 1) /* the registry admits 1 only: a micro-batch is one pack */
         return vfm_fail_at(VFM_ERR_USAGE, NULL, "train.micro_batch_size", NULL, "a micro-batch is one pack (1)");
-    if (cfg_int(cfg, "train.fixed_pack_length") != 0)
-        return vfm_fail_at(VFM_ERR_USAGE, NULL, "train.fixed_pack_length", NULL,
-                           "fixed pack lengths come with pipeline parallelism; only 0 (as packed) in this version");
     const char *split = cfg_str(cfg, "dataset.split");
     if (strcmp(split, "train") != 0 && cfg_bool(cfg, "dataset.mock"))
         log_warn("config: dataset.split=%s: the mock dataset trains on its train stream (dataset.split selects the "

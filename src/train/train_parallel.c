@@ -20,10 +20,7 @@ vfm_status train_layout_from(TrainLayout *l, const Config *cfg, int warn) {
     l->pp = (int)cfg_int(cfg, "model.pipeline_model_parallel_size");
     l->cp = (int)cfg_int(cfg, "model.context_parallel_size");
     l->sp = cfg_bool(cfg, "model.sequence_parallel");
-    if (l->pp != 1)
-        return vfm_fail_at(VFM_ERR_USAGE, NULL, "model.pipeline_model_parallel_size", NULL,
-                           "only 1 is supported in this version (pipeline parallelism is not written; tensor, "
-                           "sequence, context and data parallelism are)");
+    l->vp = (int)cfg_int(cfg, "model.virtual_pipeline_model_parallel_size");
     if (l->sp && l->tp == 1) {
         if (warn) log_warn("config: model.sequence_parallel=true has no effect with model.tensor_model_parallel_size=1 (ignored)");
         l->sp = 0;
@@ -61,6 +58,10 @@ void train_layout_describe(const TrainLayout *l, int dp, char *out, size_t n) {
     out[0] = 0;
 #define PUT(...) (k += (size_t)snprintf(out + k, k < n ? n - k : 0, __VA_ARGS__))
     if (l->tp > 1) PUT("TP%d%s", l->tp, l->sp ? "+SP" : "");
+    if (l->pp > 1) {
+        PUT("%sPP%d", k ? " × " : "", l->pp);
+        if (l->vp > 1) PUT(" (V=%d)", l->vp);
+    }
     if (l->cp > 1) {
         PUT("%sCP%d %s", k ? " × " : "", l->cp, cp_comm_type_name(l->cp_type));
         if (l->cp_type == CP_COMM_A2A_P2P) PUT(" [%d, %d]", l->a2a_size, l->cp / l->a2a_size);
@@ -149,7 +150,11 @@ vfm_status train_parallel_gpu(TrainParallel *p, const LaunchInfo *launch, char *
 
 vfm_status train_parallel_dp_init(TrainParallel *p, DataParallel *dp, const DiT *m, double bucket_mb, int zero1) {
     DpConfig dc = {bucket_mb, zero1, p->layout.tp_rank, p->layout.pp_rank, p->keys.cp};
-    VFM_TRY(dp_init(dp, &m->table, &dc, &p->grad, p->keys.tp > 1 ? &p->tp : NULL, p->keys.pp > 1 ? &p->pp : NULL));
+    /* Test hook: VFM_TEST_BREAK=pp skips the sum of the replicated embedders' gradients over the
+     * stages (the broken variant the end-to-end tests must catch). */
+    const char *brk = getenv("VFM_TEST_BREAK");
+    int pp_sum = p->keys.pp > 1 && !(brk && strcmp(brk, "pp") == 0);
+    VFM_TRY(dp_init(dp, &m->table, &dc, &p->grad, p->keys.tp > 1 ? &p->tp : NULL, pp_sum ? &p->pp : NULL));
     dp_set_sequence_parallel(dp, p->keys.sp);
     dp_set_device(dp, m->device, p->grad_dev);
     return VFM_OK;

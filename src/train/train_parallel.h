@@ -24,7 +24,7 @@ typedef struct TrainLayout {
     int vp;                /* model.virtual_pipeline_model_parallel_size (0 or 1: one chunk per stage) */
 } TrainLayout;
 
-/* The keys alone: PP > 1 refused (not in this version), cp_comm_type parsed, the hierarchical
+/* The keys alone: cp_comm_type parsed, the hierarchical
  * sizes checked against it and CP; keys that do nothing at this layout are named in a warning
  * (when `warn`: rank 0 speaks for the job). */
 vfm_status train_layout_from(TrainLayout *l, const Config *cfg, int warn);

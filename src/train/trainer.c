@@ -26,6 +26,7 @@
 #include "parallel/launch.h"
 #include "train/checkpoint.h"
 #include "train/train_parallel.h"
+#include "train/train_pipeline.h"
 #include "optim/optimizer.h"
 #include "train/tensorboard.h"
 #include "train/train_config.h"
@@ -59,6 +60,10 @@ typedef struct Trainer {
     PackFeed feed;            /* the packs, one ahead on a GPU (data/pack_feed.h) */
     const Pack *pack;         /* the current micro-batch's pack (the feed's) */
     ObjectiveWork work;       /* the objective's memory, kept for the run */
+    int64_t fixed_len;        /* train.fixed_pack_length (under PP: the source's pack budget when 0); 0 = as packed */
+    int padded;               /* packs are copied and padded to fixed_len (pipe.micro[k].pack) */
+    TrainPipeline pipe;       /* PP: the step's micro-batches, schedule and activation slots */
+    int have_pipe;
     char *data_info; /* JSON: kind, an example latent shape, pixel space, text encoder */
 } Trainer;
 
@@ -134,6 +139,16 @@ static vfm_status trainer_setup(Trainer *t, const TrainOptions *opt) {
     if (t->rank != 0 && log_get_level() == LOG_INFO) log_set_level(LOG_WARN); /* rank 0 speaks for the job */
     VFM_TRY(train_layout_from(&t->layout, cfg, t->rank == 0));
     VFM_TRY(train_layout_check(&t->layout, &mc, t->launch.world_size));
+    {
+        int64_t gbs = cfg_int(cfg, "train.global_batch_size");
+        int dp = t->launch.world_size / (t->layout.tp * t->layout.pp * t->layout.cp);
+        VFM_TRY(train_pipeline_check(mc.layers, t->layout.pp, t->layout.vp, gbs % dp == 0 ? gbs / dp : 0));
+        int64_t ev = cfg_int(cfg, "train.eval_interval");
+        if (t->layout.pp > 1 && ev > 0 && cfg_int(cfg, "train.eval_iters") > 0 && ev <= cfg_int(cfg, "train.train_iters"))
+            return vfm_fail_at(VFM_ERR_USAGE, NULL, "train.eval_interval", NULL,
+                               "validation does not run under pipeline parallelism yet "
+                               "(model.pipeline_model_parallel_size = %d); set 0", t->layout.pp);
+    }
     if (opt->failed_everywhere) *opt->failed_everywhere = 0; /* from here on a failure may be one rank's */
     t->have_comms = 1;
     VFM_TRY(train_parallel_init(&t->par, &t->layout, t->launch.world_size, t->rank));
@@ -180,7 +195,16 @@ static vfm_status trainer_setup(Trainer *t, const TrainOptions *opt) {
     VFM_TRY(recompute_from_config(cfg, &recompute));
     VFM_TRY(dit_set_recompute(&t->model, &recompute));
     VFM_TRY(dit_init_weights(&t->model, (uint64_t)cfg_int(cfg, "rng.seed")));
-    VFM_TRY(dit_reserve(&t->model, t->source->max_tokens, t->source->max_text, t->source->max_samples));
+    t->fixed_len = cfg_int(cfg, "train.fixed_pack_length");
+    if (t->fixed_len == 0 && t->layout.pp > 1) t->fixed_len = t->source->max_tokens; /* rounded at the first pack */
+    t->padded = t->fixed_len > 0;
+    int64_t reserve = t->fixed_len > t->source->max_tokens ? t->fixed_len : t->source->max_tokens;
+    VFM_TRY(dit_reserve(&t->model, reserve, t->source->max_text, t->source->max_samples));
+    if (t->padded) {
+        VFM_TRY(train_pipeline_init(&t->pipe, &t->model, &t->objective, &t->par.pp, t->layout.pp, t->layout.vp,
+                                    t->layout.pp > 1 ? (int)t->accum : 1, t->par.layout.pp_rank));
+        t->have_pipe = 1;
+    }
     int zero1 = cfg_bool(cfg, "ddp.use_distributed_optimizer");
     VFM_TRY(train_parallel_dp_init(&t->par, &t->dp, &t->model, cfg_float(cfg, "ddp.bucket_size_mb"), zero1));
     t->have_dp = 1;
@@ -277,6 +301,7 @@ static void trainer_teardown(Trainer *t) {
     validator_free(&t->val);
     if (t->have_dp) dp_free(&t->dp);
     if (t->have_comms) train_parallel_free(&t->par);
+    if (t->have_pipe) train_pipeline_free(&t->pipe);
     pack_feed_free(&t->feed);
     objective_work_free(&t->work);
     pack_source_destroy(t->source);
@@ -363,7 +388,9 @@ typedef struct Window {
  * the activations' high-water mark (the model's arena, on its device: what recomputation lowers). */
 static void memory_text(const Trainer *t, char *out, size_t n) {
     DeviceMemory m;
-    double act = (double)dit_activation_peak(&t->model) / 1048576.0;
+    size_t act_bytes = dit_activation_peak(&t->model); /* + the pipeline's slots under PP */
+    for (int i = 0; t->have_pipe && i < t->pipe.n_slots; i++) act_bytes += dit_saved_peak(t->pipe.slots[i]);
+    double act = (double)act_bytes / 1048576.0;
     if (device_memory(t->device, &m) != VFM_OK)
         snprintf(out, n, "? | act %.1f MiB", act);
     else if (t->device == DEV_CUDA)
@@ -413,16 +440,61 @@ static void grads_final(void *ctx, int first_entry) {
         t->bucket_status = dp_grad_bucket_ready(&t->dp, t->model.grads, t->buckets_issued++);
 }
 
+/* The next pack of the step into t->pack (and its tensors into *pt: NULL when it was copied and
+ * padded to the fixed length, the objective uploads it then), counted in the window. */
+static vfm_status next_pack(Trainer *t, Window *w, int k, const PackTensors **pt) {
+    const Pack *p;
+    VFM_TRY(pack_feed_next(&t->feed, &p, pt, &w->wait));
+    if (t->padded) {
+        if (!cfg_int(t->cfg, "train.fixed_pack_length") && p->pad_multiple > 1 && t->fixed_len % p->pad_multiple)
+            t->fixed_len -= t->fixed_len % p->pad_multiple; /* the budget's largest pack */
+        VFM_TRY(train_pack_fixed(&t->pipe.micro[k].pack, p, t->fixed_len));
+        p = &t->pipe.micro[k].pack;
+        *pt = NULL;
+    }
+    t->pack = p;
+    if (!t->data_info) record_data_info(t);
+    w->samples += p->n_samples;
+    w->tokens += p->cu_seqlens[p->n_samples];
+    w->capacity += t->padded ? t->fixed_len : t->source->max_tokens;
+    w->flops += 3.0 * dit_forward_flops(&t->model.cfg, p->n_samples, p->cu_seqlens, p->cu_text);
+    t->consumed_samples += p->n_samples;
+    return VFM_OK;
+}
+
+/* Under PP: read and prepare the step's M packs on every stage, run this stage's schedule, and
+ * take the loss from the last stage (*loss_sum: Σ pack losses, the same on every stage). */
+static vfm_status pipeline_step(Trainer *t, Window *w, double *loss_sum) {
+    TrainPipeline *tp = &t->pipe;
+    vfm_status s = VFM_OK;
+    for (int k = 0; k < tp->M && s == VFM_OK; k++) {
+        const PackTensors *pt;
+        s = next_pack(t, w, k, &pt);
+        if (s == VFM_OK)
+            s = objective_pass_begin(&t->model, &t->objective, &tp->micro[k].pack, NULL, &tp->micro[k].work,
+                                     (uint32_t)t->step, &tp->micro[k].pass);
+    }
+    if (s == VFM_OK) s = train_pipeline_run(tp, loss_sum);
+    for (int k = 0; k < tp->M; k++) {
+        objective_pass_end(tp->micro[k].pass);
+        tp->micro[k].pass = NULL;
+    }
+    VFM_TRY(s);
+    return comm_broadcast(&t->par.pp, loss_sum, 1, DT_F64, tp->P - 1);
+}
+
 static vfm_status train_step(Trainer *t, Window *w, int *consecutive_bad, int *stop) {
     DiT *m = &t->model;
     int64_t n = m->table.total;
     Tensor grads = TENSOR(m->grads, DT_F32, m->device, n);
     double t0 = time_now(), loss_sum = 0;
     VFM_TRY(op_fill(&grads, 0.0));
-    for (int64_t k = 0; k < t->accum; k++) {
+    if (t->layout.pp > 1) {
+        VFM_TRY(pipeline_step(t, w, &loss_sum));
+    }
+    for (int64_t k = 0; t->layout.pp == 1 && k < t->accum; k++) {
         const PackTensors *pt;
-        VFM_TRY(pack_feed_next(&t->feed, &t->pack, &pt, &w->wait));
-        if (!t->data_info) record_data_info(t);
+        VFM_TRY(next_pack(t, w, 0, &pt));
         ObjectiveResult r;
         memset(&r, 0, sizeof r);
         int last = k == t->accum - 1;
@@ -436,11 +508,6 @@ static vfm_status train_step(Trainer *t, Window *w, int *consecutive_bad, int *s
         VFM_TRY(s);
         VFM_TRY(t->bucket_status);
         loss_sum += r.loss;
-        w->samples += t->pack->n_samples;
-        w->tokens += t->pack->cu_seqlens[t->pack->n_samples];
-        w->capacity += t->source->max_tokens;
-        w->flops += 3.0 * dit_forward_flops(&m->cfg, t->pack->n_samples, t->pack->cu_seqlens, t->pack->cu_text);
-        t->consumed_samples += t->pack->n_samples;
     }
     double loss = loss_sum / (double)t->accum;
     /* the mean over replicas of gradients and loss: every rank sees the same values, so a NaN

@@ -14,8 +14,12 @@
 # Also: ZeRO-1 equals plain DP bitwise at DP2 × TP2+SP; a checkpoint saved at TP2+SP × CP2 resumes
 # at one rank and at DP2 × TP2+SP and reaches the straight run within the bound; `vfm sample` reads
 # it on one rank; DFM's dit_pretrain.yaml trains 2 steps at TP2 + SP + CP2; full recomputation at
-# TP2+SP and selective at CP2 give the runs without bitwise; bad layouts exit 2 with
+# TP2+SP, selective at CP2 and full at PP2 V=2 give the runs without bitwise; bad layouts exit 2 with
 # one line and no run directory; validation (loss and generated sample) runs at TP2+SP × CP2.
+# Pipeline parallelism: PP2 1F1B, PP2 V=2, PP4, PP2 × DP2 ZeRO-1, PP2 × TP2+SP within the bound of
+# one rank (PP2's first loss bitwise), a fixed pack length at one rank, the broken variant (embedder
+# gradients not summed over the stages) far off, PP2 × TP2 saved and resumed at one rank, `vfm
+# sample` on a PP checkpoint, and the bad PP layouts.
 cd "$(dirname "$0")/../.." || exit 1
 . tests/e2e/common.inc
 T=$(mktemp -d /tmp/vfm_mpi_parallel.XXXXXX)
@@ -117,6 +121,36 @@ check "validation at TP2+SP × CP2: two losses within 1e-6 of one rank's ($(tr '
 check "and the validation sample is generated there, written once per replica (rank 0)" \
     sh -c "test -f $T/val_par/validation_generation/step=4_rank=0.npy && ! test -e $T/val_par/validation_generation/step=4_rank=1.npy"
 
+# pipeline parallelism (docs/parallel.md "Pipeline parallelism"): every pack padded to the fixed
+# length (the 512-token budget), the packs of a step through this stage's schedule, the loss from
+# the last stage; the same bound against one rank (one step of PP is bitwise one rank's except the
+# replicated embedders, summed over the stages: tests/mpi/test_dit_pp.c)
+train one_l4 1 $GQA model.num_layers=4
+layout one_fixed 1 one $GQA train.fixed_pack_length=1024
+layout pp2 2 one $GQA model.pipeline_model_parallel_size=2
+check "PP2: the first step's loss is one rank's, bit for bit (from the last stage)" \
+    sh -c "head -1 $T/one/metrics.jsonl | cut -d, -f1,2 > $T/one.loss && head -1 $T/pp2/metrics.jsonl | cut -d, -f1,2 | cmp -s - $T/one.loss && test -s $T/one.loss"
+layout pp2_v2 2 one_l4 $GQA model.num_layers=4 model.pipeline_model_parallel_size=2 model.virtual_pipeline_model_parallel_size=2
+train pp2_v2_recompute 2 $GQA model.num_layers=4 model.pipeline_model_parallel_size=2 \
+    model.virtual_pipeline_model_parallel_size=2 model.recompute_granularity=full model.recompute_method=uniform model.recompute_num_layers=1
+check "PP2 V=2 with full recomputation (uniform 1) equals PP2 V=2 without, bitwise" close $T/pp2_v2 $T/pp2_v2_recompute 0
+layout pp4 4 one_l4 $GQA model.num_layers=4 model.pipeline_model_parallel_size=4
+layout pp2_dp2_zero1 4 one $GQA model.pipeline_model_parallel_size=2 ddp.use_distributed_optimizer=true
+layout pp2_tp2_sp 4 one $GQA model.pipeline_model_parallel_size=2 model.tensor_model_parallel_size=2 model.sequence_parallel=true
+MPIRUN_ONE=$MPIRUN
+MPIRUN="$MPIRUN -x VFM_TEST_BREAK"
+export VFM_TEST_BREAK=pp
+train broken_pp 2 $GQA model.pipeline_model_parallel_size=2
+check "embedder gradients not summed over the stages: PP2 ends far from one rank" sh -c "! $VFM checkpoint diff $T/one $T/broken_pp --atol $BOUND --quiet > /dev/null"
+unset VFM_TEST_BREAK
+MPIRUN=$MPIRUN_ONE
+train re_pp 4 $GQA model.pipeline_model_parallel_size=2 model.tensor_model_parallel_size=2 train.train_iters=10 checkpoint.save_interval=10
+train re_pp 1 $GQA logger.level=info --resume auto
+check "one rank resumes the PP2 × TP2 checkpoint of step 10" grep -q "resumed from $T/re_pp/iter_0000010 (step 10)" $T/re_pp.log
+check "and reaches the straight run within $BOUND" close $T/one $T/re_pp $BOUND
+$VFM sample --checkpoint $T/pp2_tp2_sp --out $T/samples_pp --steps 2 > $T/sample_pp.log 2>&1
+check "vfm sample reads the PP2 × TP2+SP checkpoint on one rank" test -f $T/samples_pp/sample_000.npy
+
 # bad layouts: exit 2, one line naming the key, before any work
 bad() {
     name=$1; np=$2; want=$3; shift 3
@@ -131,4 +165,9 @@ bad "heads not divisible by TP" 3 "model.num_attention_heads (4) is not a multip
 bad "world size not divisible" 3 "world size 3 is not divisible by TP·PP·CP = 2" model.tensor_model_parallel_size=2
 bad "a2a with heads not divisible by CP" 3 "model.cp_comm_type a2a: 4 attention heads per TP rank do not divide over model.context_parallel_size = 3" \
     model.context_parallel_size=3 model.cp_comm_type=a2a
+bad "fewer layers than pipeline chunks" 2 "model.num_layers = 2 is smaller than model.pipeline_model_parallel_size × model.virtual_pipeline_model_parallel_size = 2 × 2" \
+    model.pipeline_model_parallel_size=2 model.virtual_pipeline_model_parallel_size=2
+bad "interleaved with fewer micro-batches than stages" 4 "needs at least model.pipeline_model_parallel_size = 4 micro-batches" \
+    model.num_layers=8 model.pipeline_model_parallel_size=4 model.virtual_pipeline_model_parallel_size=2
+bad "PP: world size not divisible" 3 "world size 3 is not divisible by TP·PP·CP = 2" model.pipeline_model_parallel_size=2
 finish

@@ -72,6 +72,16 @@ TEST(model_info_per_rank) {
                   strstr(out, "TP regions 12730.4 MB forward + 19095.6 MB backward, CP attention 12730.4 + 29704.2 MB"),
               "%s", out);
     free(out), free(err);
+    /* by pipeline stage: 28 blocks over 4 stages; stage 3 sends gradients back only (8192 rows of 4096 bf16
+     * values = 67.1 MB), the middle stages both ways; every stage sums the replicated embedders over PP */
+    const char *pp[] = {"model", "info", "--preset", "dit-7b", "--seq", "8192", "model.pipeline_model_parallel_size=4"};
+    CHECK(run_vfm(pp, 7, &out, &err) == 0);
+    CHECK_MSG(strstr(out, "per rank at PP4 × DP1 (4 ranks), by pipeline stage:") &&
+                  strstr(out, "stage 0: 7 blocks (0-6), patch embedder") && strstr(out, "stage 3: 7 blocks (21-27), final layer and loss") &&
+                  strstr(out, "to the next/previous stage 67.1 + 67.1 MB") && strstr(out, "to the next/previous stage 0.0 + 67.1 MB") &&
+                  strstr(out, "PP sum of the replicated embedders"),
+              "%s", out);
+    free(out), free(err);
     const char *bad[] = {"model", "info", "--preset", "dit-7b", "model.tensor_model_parallel_size=3"};
     CHECK(run_vfm(bad, 5, &out, &err) == 2);
     CHECK_MSG(out[0] == 0 && strstr(err, "model.num_attention_heads (32) is not a multiple of "

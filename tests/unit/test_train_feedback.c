@@ -161,9 +161,9 @@ TEST(trainer_refuses_keys_it_cannot_honour) {
     char run[1200];
     path_join(run, sizeof run, test_tmpdir(), "refuse");
     const char *cases[][2] = {
-        {"train.fixed_pack_length=1024", "train.fixed_pack_length"},
-        {"model.virtual_pipeline_model_parallel_size=2", "model.virtual_pipeline_model_parallel_size"},
-        {"model.pipeline_model_parallel_size=2", "model.pipeline_model_parallel_size"},
+        {"train.fixed_pack_length=16", "train.fixed_pack_length"}, /* shorter than the packs */
+        {"model.virtual_pipeline_model_parallel_size=2", "model.virtual_pipeline_model_parallel_size"}, /* at PP1 */
+        {"model.pipeline_model_parallel_size=2", "not divisible by TP·PP·CP = 2"}, /* one rank */
         {"scheduler.lr_decay_style=WSD", "scheduler.lr_wsd_decay_iters"},
         {"diffusion.sigma_min=0.1", "diffusion.sigma_min"}, /* with ddpm below */
     };
