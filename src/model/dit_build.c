@@ -348,6 +348,7 @@ void dit_destroy(DiT *m) {
     device_free(m->device, m->wcopy);
     device_free(m->device, m->grads);
     device_free(m->device, m->patch_perm);
+    free(m->fsdp_unit); /* the Fsdp itself is the caller's */
     if (m->arena.base) arena_destroy(&m->arena);
     if (m->saved) {
         dit_place_free(&((Acts *)m->saved)->pl);
