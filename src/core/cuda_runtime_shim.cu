@@ -130,7 +130,22 @@ extern "C" void vfm_cuda_free(void *p) {
     cudaFree(p);
 }
 
+static int g_process_device = -1;
+
+extern "C" void vfm_cuda_set_process_device(int device) { __atomic_store_n(&g_process_device, device, __ATOMIC_RELEASE); }
+
+// This thread's current device := the process's (a no-op when unset or already current).
+static void use_process_device(void) {
+    int want = __atomic_load_n(&g_process_device, __ATOMIC_ACQUIRE), cur = -1;
+    if (want < 0) return;
+    if (cudaGetDevice(&cur) != cudaSuccess || cur != want) {
+        cudaGetLastError();
+        cudaSetDevice(want);
+    }
+}
+
 extern "C" vfm_status vfm_cuda_host_alloc(size_t bytes, void **out) {
+    use_process_device();  // called from the loader's reader threads too
     cudaError_t e = cudaMallocHost(out, bytes ? bytes : 1);
     if (e == cudaSuccess) return VFM_OK;
     *out = NULL;
@@ -158,6 +173,52 @@ extern "C" vfm_status vfm_cuda_memcpy(void *dst, int dst_on_gpu, const void *src
                                      : (src_on_gpu ? cudaMemcpyDeviceToHost : cudaMemcpyHostToHost);
     cudaError_t e = cudaMemcpy(dst, src, bytes, kind);
     return e == cudaSuccess ? VFM_OK : cuda_fail(e, "cudaMemcpy");
+}
+
+extern "C" vfm_status vfm_cuda_memcpy_async(void *dst, int dst_on_gpu, const void *src, int src_on_gpu, size_t bytes,
+                                            void *stream) {
+    cudaMemcpyKind kind = dst_on_gpu ? (src_on_gpu ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice)
+                                     : (src_on_gpu ? cudaMemcpyDeviceToHost : cudaMemcpyHostToHost);
+    cudaError_t e = cudaMemcpyAsync(dst, src, bytes, kind, (cudaStream_t)stream);
+    return e == cudaSuccess ? VFM_OK : cuda_fail(e, "cudaMemcpyAsync");
+}
+
+extern "C" vfm_status vfm_cuda_stream_create(void **stream) {
+    use_process_device();
+    cudaStream_t s = NULL;
+    cudaError_t e = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+    *stream = (void *)s;
+    return e == cudaSuccess ? VFM_OK : cuda_fail(e, "cudaStreamCreateWithFlags");
+}
+
+extern "C" void vfm_cuda_stream_destroy(void *stream) {
+    if (stream) cudaStreamDestroy((cudaStream_t)stream);
+}
+
+extern "C" vfm_status vfm_cuda_event_create(void **event) {
+    cudaEvent_t ev = NULL;
+    cudaError_t e = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
+    *event = (void *)ev;
+    return e == cudaSuccess ? VFM_OK : cuda_fail(e, "cudaEventCreateWithFlags");
+}
+
+extern "C" void vfm_cuda_event_destroy(void *event) {
+    if (event) cudaEventDestroy((cudaEvent_t)event);
+}
+
+extern "C" vfm_status vfm_cuda_event_record(void *event, void *stream) {
+    cudaError_t e = cudaEventRecord((cudaEvent_t)event, (cudaStream_t)stream);
+    return e == cudaSuccess ? VFM_OK : cuda_fail(e, "cudaEventRecord");
+}
+
+extern "C" vfm_status vfm_cuda_stream_wait_event(void *stream, void *event) {
+    cudaError_t e = cudaStreamWaitEvent((cudaStream_t)stream, (cudaEvent_t)event, 0);
+    return e == cudaSuccess ? VFM_OK : cuda_fail(e, "cudaStreamWaitEvent");
+}
+
+extern "C" vfm_status vfm_cuda_event_synchronize(void *event) {
+    cudaError_t e = cudaEventSynchronize((cudaEvent_t)event);
+    return e == cudaSuccess ? VFM_OK : cuda_fail(e, "cudaEventSynchronize");
 }
 
 extern "C" vfm_status vfm_cuda_memset0(void *p, size_t bytes) {

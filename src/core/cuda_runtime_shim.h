@@ -33,6 +33,26 @@ vfm_status vfm_cuda_mem_info(size_t *free_bytes, size_t *total_bytes);
 /* Page-locked host memory (cudaMallocHost), for copies that overlap compute. */
 vfm_status vfm_cuda_host_alloc(size_t bytes, void **out);
 void vfm_cuda_host_free(void *p);
+/* The GPU this process works on (comm_bind_gpu sets it): threads other than the one that chose it
+ * (the data loader's readers allocating page-locked buffers) select it before any CUDA call, so
+ * they never start a context on another device. -1 (the start value) = the runtime's default. */
+void vfm_cuda_set_process_device(int device);
+/* Streams and events for copies that overlap compute (handles are cudaStream_t / cudaEvent_t).
+ * A created stream does not synchronise with the legacy default stream (the ops' stream unless
+ * cuda_ops_set_stream changed it): order against it only through events. Events have timing off.
+ * stream NULL means the legacy default stream. */
+vfm_status vfm_cuda_stream_create(void **stream);
+void vfm_cuda_stream_destroy(void *stream);
+vfm_status vfm_cuda_event_create(void **event);
+void vfm_cuda_event_destroy(void *event);
+vfm_status vfm_cuda_event_record(void *event, void *stream);
+/* Work issued on `stream` after this call waits until `event` has completed (the host does not wait). */
+vfm_status vfm_cuda_stream_wait_event(void *stream, void *event);
+/* The host waits until `event` has completed (a never-recorded event has). */
+vfm_status vfm_cuda_event_synchronize(void *event);
+/* cudaMemcpyAsync on `stream`: asynchronous to the host when the host side is page-locked. */
+vfm_status vfm_cuda_memcpy_async(void *dst, int dst_on_gpu, const void *src, int src_on_gpu, size_t bytes,
+                                 void *stream);
 /* 1 when p points into device memory (cudaMalloc'd or managed), 0 for host memory, NULL, or
  * without a device. */
 int vfm_cuda_is_device_pointer(const void *p);

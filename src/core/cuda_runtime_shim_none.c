@@ -25,6 +25,19 @@ vfm_status vfm_cuda_mem_info(size_t *free_bytes, size_t *total_bytes) {
 vfm_status vfm_cuda_host_alloc(size_t bytes, void **out) { (void)bytes; *out = NULL; return no_cuda(); }
 void vfm_cuda_host_free(void *p) { (void)p; }
 int vfm_cuda_is_device_pointer(const void *p) { (void)p; return 0; }
+void vfm_cuda_set_process_device(int device) { (void)device; }
+vfm_status vfm_cuda_stream_create(void **stream) { *stream = NULL; return no_cuda(); }
+void vfm_cuda_stream_destroy(void *stream) { (void)stream; }
+vfm_status vfm_cuda_event_create(void **event) { *event = NULL; return no_cuda(); }
+void vfm_cuda_event_destroy(void *event) { (void)event; }
+vfm_status vfm_cuda_event_record(void *event, void *stream) { (void)event; (void)stream; return no_cuda(); }
+vfm_status vfm_cuda_stream_wait_event(void *stream, void *event) { (void)stream; (void)event; return no_cuda(); }
+vfm_status vfm_cuda_event_synchronize(void *event) { (void)event; return VFM_OK; }
+vfm_status vfm_cuda_memcpy_async(void *dst, int dst_on_gpu, const void *src, int src_on_gpu, size_t bytes,
+                                 void *stream) {
+    (void)dst; (void)dst_on_gpu; (void)src; (void)src_on_gpu; (void)bytes; (void)stream;
+    return no_cuda();
+}
 #else
 typedef int vfm_cuda_shim_none_unused; /* ISO C forbids an empty translation unit */
 #endif

@@ -4,39 +4,60 @@
 #include <stdlib.h>
 #include <string.h>
 
-vfm_status pack_conditioning_build(PackConditioning *c, const Pack *p, const int *drop, const int32_t *class_row) {
-    memset(c, 0, sizeof *c);
-    int64_t S = p->n_tokens, L = p->n_text;
-    int B = p->n_samples;
-    size_t floats = (size_t)(L * p->text_dim + 2 * B + 1);
-    c->buf = calloc(floats, sizeof(float));
-    c->cu_text_cond = calloc((size_t)B + 1, sizeof(int32_t));
-    if (!c->buf || !c->cu_text_cond) return vfm_fail(VFM_ERR_NOMEM, "conditioning: %zu floats", floats);
-    c->text = TF32(c->buf, L, p->text_dim);
-    c->fps = TF32(c->buf + L * p->text_dim, B);
-    /* labels: i32 in the same buffer (float and int32 have the same size) */
-    c->labels = TI32((int32_t *)(c->buf + L * p->text_dim + B), B);
-    c->tok2sample = TI32(p->token_sample, S);
-    c->pos = TI32(p->token_pos, S, 3);
-    c->mask = TF32(p->loss_mask, S);
+typedef struct CondLayout {
+    PackConditioning *c;
+    int64_t L, d_text;
+    int B;
+    DType act;
+} CondLayout;
 
-    Tensor pack_text = TF32(p->text, L, p->text_dim);
-    VFM_TRY(op_copy(&c->text, &pack_text));
-    float *fps = c->fps.data;
-    int32_t *labels = c->labels.data;
+static void cond_layout(Carver *k, void *ctx) {
+    CondLayout *l = ctx;
+    l->c->text = CARVE(k, l->act, l->L, l->d_text);
+    l->c->fps = CARVE(k, DT_F32, l->B);
+    l->c->labels = CARVE(k, DT_I32, l->B);
+    l->c->cu_text_cond = CARVE(k, DT_I32, l->B + 1);
+}
+
+vfm_status pack_conditioning_build_on(PackConditioning *c, const Pack *p, const PackTensors *pt, DType act,
+                                      const int *drop, const int32_t *class_row, ObjectiveWork *w) {
+    memset(c, 0, sizeof *c);
+    int64_t L = p->n_text;
+    int B = p->n_samples;
+    Device dev = pt->device;
+    CondLayout cl = {c, L, p->text_dim, B, act};
+    VFM_TRY(carve_slot(w, dev, OW_COND, cond_layout, &cl));
+    c->tok2sample = pt->token_sample;
+    c->pos = pt->token_pos;
+    c->mask = pt->loss_mask;
+
+    /* per sample on the host: fps, class rows, text lengths after dropping; then one copy each */
+    void *hv;
+    VFM_TRY(objective_work_host(w, (size_t)(3 * B + 1) * sizeof(float), &hv));
+    float *fps = hv;
+    int32_t *labels = (int32_t *)(fps + B), *cu = labels + B;
     int max_q = 0, max_kv = 0;
+    cu[0] = 0;
     for (int i = 0; i < B; i++) {
         int dropped = drop && drop[i];
         int32_t len = dropped ? 1 : p->cu_text[i + 1] - p->cu_text[i];
-        if (dropped) {
-            Tensor row = TF32((float *)c->text.data + (int64_t)p->cu_text_padded[i] * p->text_dim, p->text_dim);
-            VFM_TRY(op_fill(&row, 0.0));
-        }
-        c->cu_text_cond[i + 1] = c->cu_text_cond[i] + len;
+        cu[i + 1] = cu[i] + len;
         fps[i] = p->samples[i].fps > 0 ? p->samples[i].fps : 30.0f;
-        if (class_row) labels[i] = class_row[i];
+        labels[i] = class_row ? class_row[i] : 0;
         if (p->samples[i].tokens > max_q) max_q = p->samples[i].tokens;
         if (len > max_kv) max_kv = len;
+    }
+    Tensor hfps = TF32(fps, B), hlabels = TI32(labels, B), hcu = TI32(cu, B + 1);
+    VFM_TRY(tensor_copy(&c->fps, &hfps));
+    VFM_TRY(tensor_copy(&c->labels, &hlabels));
+    VFM_TRY(tensor_copy(&c->cu_text_cond, &hcu));
+    /* the text in the activation dtype, a dropped prompt's first row zeroed (its length is 1) */
+    VFM_TRY(op_convert(&c->text, &pt->text));
+    for (int i = 0; i < B; i++) {
+        if (!(drop && drop[i])) continue;
+        size_t at = (size_t)p->cu_text_padded[i] * (size_t)p->text_dim * dtype_size(act);
+        Tensor row = tensor_make((char *)c->text.data + at, act, dev, 1, (int64_t[]){p->text_dim});
+        VFM_TRY(op_fill(&row, 0.0));
     }
     DiTInputs *in = &c->in;
     in->fps = &c->fps;
@@ -44,16 +65,27 @@ vfm_status pack_conditioning_build(PackConditioning *c, const Pack *p, const int
     in->tok2sample = &c->tok2sample;
     in->pos = &c->pos;
     in->class_labels = class_row ? &c->labels : NULL;
-    in->self_layout = (VarlenLayout){B, TI32(p->cu_seqlens, B + 1), TI32(p->cu_seqlens_padded, B + 1),
-                                     TI32(p->cu_seqlens, B + 1), TI32(p->cu_seqlens_padded, B + 1), max_q, max_q};
-    in->cross_layout = (VarlenLayout){B, TI32(p->cu_seqlens, B + 1), TI32(p->cu_seqlens_padded, B + 1),
-                                      TI32(c->cu_text_cond, B + 1), TI32(p->cu_text_padded, B + 1), max_q, max_kv};
+    in->self_layout = (VarlenLayout){B, pt->cu_seqlens, pt->cu_seqlens_padded, pt->cu_seqlens, pt->cu_seqlens_padded,
+                                     max_q, max_q};
+    in->cross_layout = (VarlenLayout){B, pt->cu_seqlens, pt->cu_seqlens_padded, c->cu_text_cond, pt->cu_text_padded,
+                                      max_q, max_kv};
     return VFM_OK;
 }
 
+vfm_status pack_conditioning_build(PackConditioning *c, const Pack *p, const int *drop, const int32_t *class_row) {
+    ObjectiveWork *own = calloc(1, sizeof *own);
+    if (!own) return vfm_fail(VFM_ERR_NOMEM, "conditioning");
+    PackTensors pt;
+    pack_tensors_view(&pt, p);
+    vfm_status s = pack_conditioning_build_on(c, p, &pt, DT_F32, drop, class_row, own);
+    c->own = own; /* kept even on failure: pack_conditioning_free releases it */
+    return s;
+}
+
 void pack_conditioning_free(PackConditioning *c) {
-    free(c->buf);
-    free(c->cu_text_cond);
-    c->buf = NULL;
-    c->cu_text_cond = NULL;
+    if (c->own) {
+        objective_work_free(c->own);
+        free(c->own);
+    }
+    c->own = NULL;
 }

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "diffusion/conditioning.h"
+#include "diffusion/objective_internal.h"
 
 vfm_status ddpm_chain_init(DdpmChain *c, int steps) {
     const int T = DDPM_NUM_TIMESTEPS;
@@ -66,45 +66,46 @@ void ddpm_vb_coef(const DdpmChain *c, int i, double k[DDPM_VB_NCOEF]) {
     k[DDPM_VB_IS_T0] = i == 0 ? 1.0 : 0.0;
 }
 
-/* Working tensors of one step. */
-typedef struct DdpmWork {
-    float *buf;
-    Tensor x_t, F, dF, eps, v, deps, dv;             /* [S, C·(1 or 2)], [S, C] */
-    Tensor a, s, c_noise, weight, mse_sum, vb_sum, count, coef, mse_loss, vb_loss;
-} DdpmWork;
+/* The working tensors of one pack, carved from the objective's memory (slot OW_MAIN). */
+typedef struct DdpmTensors {
+    int64_t S, C, out;
+    int B;
+    DType act;
+    Tensor x_t, F, dF;            /* [S, C], [S, out], [S, out] activation dtype: the network's side */
+    Tensor x_t32, F32, dF32;      /* their f32 twins (the same tensors in f32) */
+    Tensor eps, v, deps, dv;      /* [S, C] f32: the learned-sigma halves of F and their gradients */
+    Tensor per;                   /* [(4 + DDPM_VB_NCOEF)·B] f32: a, s, c_noise, weight, coef [B, NCOEF] */
+    Tensor stats;                 /* [2 + 3B] f32: mse loss, vb loss, mse_sum [B], vb_sum [B], count [B] */
+} DdpmTensors;
 
-vfm_status ddpm_loss_given(DiT *model, const Pack *p, const DiffusionDraws *draws, double grad_scale,
-                           ObjectiveResult *res) {
+enum { DDPM_PER = 4 + DDPM_VB_NCOEF };
+
+static void ddpm_layout(Carver *k, void *ctx) {
+    DdpmTensors *d = ctx;
+    int64_t S = d->S, C = d->C, B = d->B;
+    d->x_t = CARVE(k, d->act, S, C);
+    d->F = CARVE(k, d->act, S, d->out);
+    d->dF = CARVE(k, d->act, S, d->out);
+    d->x_t32 = objective_carve_f32_twin(k, &d->x_t);
+    d->F32 = objective_carve_f32_twin(k, &d->F);
+    d->dF32 = objective_carve_f32_twin(k, &d->dF);
+    d->eps = CARVE(k, DT_F32, S, C);
+    d->v = CARVE(k, DT_F32, S, C);
+    d->deps = CARVE(k, DT_F32, S, C);
+    d->dv = CARVE(k, DT_F32, S, C);
+    d->per = CARVE(k, DT_F32, DDPM_PER * B);
+    d->stats = CARVE(k, DT_F32, 2 + 3 * B);
+}
+
+/* The per-sample inputs on the host: a = √ᾱ_t, s = √(1−ᾱ_t), c_noise = t, weight 1, the VB coefficients. */
+static vfm_status ddpm_per_sample(float *h, const DiffusionDraws *draws, int B) {
     DdpmChain chain; /* the 1000-step chain (microseconds to build) */
     VFM_TRY(ddpm_chain_init(&chain, 0));
-    int64_t S = p->n_tokens, C = p->token_dim;
-    int B = p->n_samples, out = dit_out_dim(&model->cfg);
-    int learned = out == 2 * C;
-    if (!learned && out != C)
-        return vfm_fail(VFM_ERR_USAGE, "ddpm needs out_channels equal to in_channels, or twice that with learned sigma "
-                        "(model gives %d values per token, data %lld)", out, (long long)C);
-    DdpmWork w;
-    memset(&w, 0, sizeof w);
-    size_t floats = (size_t)(S * C + 2 * S * out + 4 * S * C + (7 + DDPM_VB_NCOEF) * B + 2);
-    w.buf = calloc(floats, sizeof(float));
-    if (!w.buf) return vfm_fail(VFM_ERR_NOMEM, "ddpm: %zu floats of working memory", floats);
-    float *f = w.buf;
-#define TAKE2(t, r, c) (t = TF32(f, r, c), f += (r) * (c))
-#define TAKE1(t, n) (t = TF32(f, n), f += (n))
-    TAKE2(w.x_t, S, C); TAKE2(w.F, S, out); TAKE2(w.dF, S, out);
-    TAKE2(w.eps, S, C); TAKE2(w.v, S, C); TAKE2(w.deps, S, C); TAKE2(w.dv, S, C);
-    TAKE1(w.a, B); TAKE1(w.s, B); TAKE1(w.c_noise, B); TAKE1(w.weight, B); TAKE1(w.mse_sum, B); TAKE1(w.vb_sum, B);
-    TAKE1(w.count, B); TAKE2(w.coef, B, DDPM_VB_NCOEF); TAKE1(w.mse_loss, 1); TAKE1(w.vb_loss, 1);
-#undef TAKE1
-#undef TAKE2
-    float *A = w.a.data, *Sg = w.s.data, *CN = w.c_noise.data, *W = w.weight.data, *K = w.coef.data;
-    vfm_status st = VFM_OK;
-    for (int i = 0; i < B && st == VFM_OK; i++) {
+    float *A = h, *Sg = A + B, *CN = Sg + B, *W = CN + B, *K = W + B;
+    for (int i = 0; i < B; i++) {
         int t = (int)draws->t[i];
-        if (t < 0 || t >= chain.n || (float)t != draws->t[i]) {
-            st = vfm_fail(VFM_ERR_INTERNAL, "ddpm: timestep %g is not an integer in [0, %d)", draws->t[i], chain.n);
-            break;
-        }
+        if (t < 0 || t >= chain.n || (float)t != draws->t[i])
+            return vfm_fail(VFM_ERR_INTERNAL, "ddpm: timestep %g is not an integer in [0, %d)", draws->t[i], chain.n);
         double ac = chain.alpha_bar[t], k[DDPM_VB_NCOEF];
         A[i] = (float)sqrt(ac);
         Sg[i] = (float)sqrt(1.0 - ac);
@@ -112,51 +113,66 @@ vfm_status ddpm_loss_given(DiT *model, const Pack *p, const DiffusionDraws *draw
         W[i] = 1.0f;
         ddpm_vb_coef(&chain, t, k);
         for (int j = 0; j < DDPM_VB_NCOEF; j++) K[i * DDPM_VB_NCOEF + j] = (float)k[j];
-        if (res->t) res->t[i] = draws->t[i];
-        if (res->dropped) res->dropped[i] = draws->drop[i];
     }
-    PackConditioning cond;
-    memset(&cond, 0, sizeof cond);
-    if (st == VFM_OK) st = pack_conditioning_build(&cond, p, draws->drop, draws->class_row);
-    Tensor x0 = TF32(p->tokens, S, C), noise = TF32(draws->noise, S, C);
-    if (st == VFM_OK) st = op_noise_mix(&w.x_t, &x0, &noise, &w.a, &w.s, &cond.tok2sample);
-    cond.in.x = &w.x_t;
-    cond.in.c_noise = &w.c_noise;
-    if (st == VFM_OK) st = dit_reserve(model, S, p->n_text, B);
-    if (st == VFM_OK) st = dit_forward(model, &cond.in, &w.F);
+    return VFM_OK;
+}
+
+vfm_status ddpm_loss_batch(DiT *model, ObjectiveBatch *b, double grad_scale, ObjectiveResult *res) {
+    const Pack *p = b->pack;
+    DdpmTensors d = {.S = p->n_tokens, .C = p->token_dim, .out = dit_out_dim(&model->cfg), .B = p->n_samples,
+                     .act = b->act};
+    int B = d.B, learned = d.out == 2 * d.C;
+    if (!learned && d.out != d.C)
+        return vfm_fail(VFM_ERR_USAGE, "ddpm needs out_channels equal to in_channels, or twice that with learned sigma "
+                        "(model gives %lld values per token, data %lld)", (long long)d.out, (long long)d.C);
+    VFM_TRY(carve_slot(b->work, b->device, OW_MAIN, ddpm_layout, &d));
+    void *hv;
+    VFM_TRY(objective_work_host(b->work, (size_t)(DDPM_PER * B + 1) * sizeof(float), &hv));
+    VFM_TRY(ddpm_per_sample(hv, b->draws, B));
+    VFM_TRY(objective_put(&d.per, hv));
+    Tensor a = objective_slice(&d.per, 0, B), s = objective_slice(&d.per, B, B);
+    Tensor c_noise = objective_slice(&d.per, 2 * B, B), weight = objective_slice(&d.per, 3 * B, B);
+    Tensor coef = TENSOR((float *)d.per.data + 4 * B, DT_F32, b->device, B, DDPM_VB_NCOEF);
+    Tensor mse_loss = objective_slice(&d.stats, 0, 1), vb_loss = objective_slice(&d.stats, 1, 1);
+    Tensor mse_sum = objective_slice(&d.stats, 2, B), vb_sum = objective_slice(&d.stats, 2 + B, B);
+    Tensor count = objective_slice(&d.stats, 2 + 2 * B, B);
+    const Tensor *x0 = &b->pt->tokens, *noise = &b->noise, *t2s = &b->cond.tok2sample, *mask = &b->cond.mask;
+
+    VFM_TRY(op_noise_mix(&d.x_t32, x0, noise, &a, &s, t2s));
+    VFM_TRY(objective_convert(&d.x_t, &d.x_t32));
+    b->cond.in.x = &d.x_t;
+    b->cond.in.c_noise = &c_noise;
+    VFM_TRY(dit_reserve(model, d.S, p->n_text, B));
+    VFM_TRY(dit_forward(model, &b->cond.in, &d.F));
+    VFM_TRY(objective_convert(&d.F32, &d.F));
     /* ε̂ (and v): the first C channels of each position, then the next C */
-    const Tensor *eps = &w.F;
-    if (st == VFM_OK && learned) {
-        st = op_channel_halves_split(&w.eps, &w.v, &w.F, model->cfg.in_channels);
-        eps = &w.eps;
+    const Tensor *eps = &d.F32;
+    if (learned) {
+        VFM_TRY(op_channel_halves_split(&d.eps, &d.v, &d.F32, model->cfg.in_channels));
+        eps = &d.eps;
     }
-    if (st == VFM_OK)
-        st = op_weighted_mse_forward(&w.mse_loss, &w.mse_sum, &w.count, eps, &noise, &w.weight, &cond.mask,
-                                     &cond.tok2sample);
-    if (st == VFM_OK && learned)
-        st = op_ddpm_vb_forward(&w.vb_loss, &w.vb_sum, &w.v, eps, &w.x_t, &x0, &w.coef, &cond.mask, &cond.tok2sample);
-    if (st == VFM_OK) {
-        res->loss = (double)((float *)w.mse_loss.data)[0] + (double)((float *)w.vb_loss.data)[0];
-        res->n_samples = B;
-        const float *ms = w.mse_sum.data, *vs = w.vb_sum.data, *cnt = w.count.data;
-        for (int i = 0; res->sample_loss && i < B; i++)
-            res->sample_loss[i] = cnt[i] > 0 ? ((double)ms[i] + (double)vs[i]) / cnt[i] : 0.0;
+    VFM_TRY(op_weighted_mse_forward(&mse_loss, &mse_sum, &count, eps, noise, &weight, mask, t2s));
+    if (learned) VFM_TRY(op_ddpm_vb_forward(&vb_loss, &vb_sum, &d.v, eps, &d.x_t32, x0, &coef, mask, t2s));
+    if (grad_scale > 0) {
+        Tensor *deps = learned ? &d.deps : &d.dF32;
+        VFM_TRY(op_weighted_mse_backward(deps, grad_scale, eps, noise, &weight, mask, t2s));
+        if (learned) {
+            VFM_TRY(op_ddpm_vb_backward(&d.dv, grad_scale, &d.v, eps, &d.x_t32, x0, &coef, mask, t2s));
+            VFM_TRY(op_channel_halves_merge(&d.dF32, &d.deps, &d.dv, model->cfg.in_channels));
+        }
+        VFM_TRY(objective_convert(&d.dF, &d.dF32));
+        VFM_TRY(dit_backward(model, &b->cond.in, &d.dF));
     }
-    if (st == VFM_OK && grad_scale > 0) {
-        Tensor *deps = learned ? &w.deps : &w.dF;
-        st = op_weighted_mse_backward(deps, grad_scale, eps, &noise, &w.weight, &cond.mask, &cond.tok2sample);
-        if (st == VFM_OK && learned)
-            st = op_ddpm_vb_backward(&w.dv, grad_scale, &w.v, eps, &w.x_t, &x0, &w.coef, &cond.mask, &cond.tok2sample);
-        if (st == VFM_OK && learned) st = op_channel_halves_merge(&w.dF, &w.deps, &w.dv, model->cfg.in_channels);
-        if (st == VFM_OK) st = dit_backward(model, &cond.in, &w.dF);
-    }
-    if (st == VFM_OK && res->F) {
-        Tensor o = TF32(res->F, S, out);
-        st = op_copy(&o, &w.F);
-    }
-    pack_conditioning_free(&cond);
-    free(w.buf);
-    return st;
+    const float *st;
+    VFM_TRY(objective_fetch(b, &d.stats, &st));
+    /* without learned sigma the VB values are 0 (the stats' VB entries are not written) */
+    res->loss = (double)st[0] + (learned ? (double)st[1] : 0.0);
+    res->n_samples = B;
+    const float *ms = st + 2, *vs = st + 2 + B, *cnt = st + 2 + 2 * B;
+    for (int i = 0; res->sample_loss && i < B; i++)
+        res->sample_loss[i] = cnt[i] > 0 ? ((double)ms[i] + (learned ? (double)vs[i] : 0.0)) / cnt[i] : 0.0;
+    if (res->F) VFM_TRY(objective_get(res->F, &d.F32));
+    return VFM_OK;
 }
 
 vfm_status ddpm_reverse_sample(int n_steps, int ddim, int learned, EpsFn eps_fn, StepNoiseFn noise, void *ctx,

@@ -27,10 +27,6 @@ vfm_status ddpm_chain_init(DdpmChain *c, int steps);
 /* Posterior / VB coefficients of step i (layout: ops.h DDPM_VB_*). */
 void ddpm_vb_coef(const DdpmChain *c, int i, double coef[DDPM_VB_NCOEF]);
 
-/* The loss (and with grad_scale > 0 its gradient) with given draws (draws->t = timestep index). */
-vfm_status ddpm_loss_given(DiT *model, const Pack *pack, const DiffusionDraws *draws, double grad_scale,
-                           ObjectiveResult *res);
-
 /* ε (and v when the model learns the variance; v NULL otherwise) at x for original timestep t. */
 typedef vfm_status (*EpsFn)(void *ctx, const Tensor *x, int timestep, Tensor *eps, Tensor *v);
 /* Noise z for step i (standard normal, keyed by the caller's sample identities). */

@@ -13,9 +13,8 @@ typedef DiffusionDraws EdmDraws;
 typedef ObjectiveResult EdmStepResult;
 
 /* The loss, and when grad_scale > 0 its gradient (model->grads += grad_scale·∂loss/∂θ), with given
- * draws (golden tests, invariance tests, and objective.c). */
+ * draws (tests; objective_loss_given with an EDM objective). */
 vfm_status edm_loss_and_grad_given(DiT *model, float sigma_data, const Pack *pack, const EdmDraws *draws,
                                    double grad_scale, EdmStepResult *res);
-vfm_status edm_loss_given(DiT *model, float sigma_data, const Pack *pack, const EdmDraws *draws, EdmStepResult *res);
 
 #endif

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "diffusion/conditioning.h"
+#include "diffusion/objective_internal.h"
 
 double flow_shift_sigma(double sigma, double shift) { return shift * sigma / (1.0 + (shift - 1.0) * sigma); }
 
@@ -14,63 +14,80 @@ double flow_shift_for(const Objective *o, int64_t tokens) {
     return o->flow_shift * sqrt((double)tokens / (double)o->flow_shift_base);
 }
 
-vfm_status flow_loss_given(DiT *model, const Pack *p, const DiffusionDraws *draws, double grad_scale,
-                           ObjectiveResult *res) {
-    int64_t S = p->n_tokens, C = p->token_dim;
-    int B = p->n_samples;
-    if (dit_out_dim(&model->cfg) != C)
+/* The working tensors of one pack, carved from the objective's memory (slot OW_MAIN). */
+typedef struct FlowTensors {
+    int64_t S, C;
+    int B;
+    DType act;
+    Tensor x_t, F, dF;      /* [S, C] activation dtype: the network's input, output and its gradient */
+    Tensor F32, dF32;       /* [S, C] f32 twins of F and dF (the same tensors in f32) */
+    Tensor target;          /* [S, C] f32 */
+    Tensor per;             /* [5B] f32: a, s, c_noise, weight, minus_one */
+    Tensor stats;           /* [1 + 2B] f32: the loss, sample_sum [B], sample_count [B] */
+} FlowTensors;
+
+static void flow_layout(Carver *k, void *ctx) {
+    FlowTensors *f = ctx;
+    f->x_t = CARVE(k, f->act, f->S, f->C);
+    f->F = CARVE(k, f->act, f->S, f->C);
+    f->dF = CARVE(k, f->act, f->S, f->C);
+    f->F32 = objective_carve_f32_twin(k, &f->F);
+    f->dF32 = objective_carve_f32_twin(k, &f->dF);
+    f->target = CARVE(k, DT_F32, f->S, f->C);
+    f->per = CARVE(k, DT_F32, 5 * (int64_t)f->B);
+    f->stats = CARVE(k, DT_F32, 1 + 2 * (int64_t)f->B);
+}
+
+vfm_status flow_loss_batch(DiT *model, ObjectiveBatch *b, double grad_scale, ObjectiveResult *res) {
+    const Pack *p = b->pack;
+    FlowTensors f = {.S = p->n_tokens, .C = p->token_dim, .B = p->n_samples, .act = b->act};
+    int B = f.B;
+    if (dit_out_dim(&model->cfg) != f.C)
         return vfm_fail(VFM_ERR_USAGE, "flow matching needs out_channels == in_channels (model gives %d values per "
-                        "token, data %lld)", dit_out_dim(&model->cfg), (long long)C);
-    size_t floats = (size_t)(6 * S * C + 7 * B + 1);
-    float *buf = calloc(floats, sizeof(float));
-    if (!buf) return vfm_fail(VFM_ERR_NOMEM, "flow: %zu floats of working memory", floats);
-    float *f = buf;
-    Tensor x_t = TF32(f, S, C), target = TF32(f + S * C, S, C), F = TF32(f + 2 * S * C, S, C);
-    Tensor dF = TF32(f + 3 * S * C, S, C);
-    f += 6 * S * C;
-    Tensor a = TF32(f, B), s = TF32(f + B, B), c_noise = TF32(f + 2 * B, B), weight = TF32(f + 3 * B, B);
-    Tensor minus_one = TF32(f + 4 * B, B), sample_sum = TF32(f + 5 * B, B), sample_count = TF32(f + 6 * B, B);
-    Tensor loss = TF32(f + 7 * B, 1);
-    float *A = a.data, *Sg = s.data, *CN = c_noise.data, *W = weight.data, *M1 = minus_one.data;
+                        "token, data %lld)", dit_out_dim(&model->cfg), (long long)f.C);
+    VFM_TRY(carve_slot(b->work, b->device, OW_MAIN, flow_layout, &f));
+    void *hv;
+    VFM_TRY(objective_work_host(b->work, (size_t)(5 * B + 1) * sizeof(float), &hv));
+    float *A = hv, *Sg = A + B, *CN = Sg + B, *W = CN + B, *M1 = W + B;
     for (int i = 0; i < B; i++) {
-        double sigma = draws->t[i];
+        double sigma = b->draws->t[i];
         A[i] = (float)(1.0 - sigma);
         Sg[i] = (float)sigma;
         CN[i] = (float)(1000.0 * sigma);
         W[i] = 1.0f;
         M1[i] = -1.0f;
-        if (res->t) res->t[i] = draws->t[i];
-        if (res->dropped) res->dropped[i] = draws->drop[i];
     }
-    PackConditioning cond;
-    vfm_status st = pack_conditioning_build(&cond, p, draws->drop, draws->class_row);
-    Tensor x0 = TF32(p->tokens, S, C), noise = TF32(draws->noise, S, C);
+    VFM_TRY(objective_put(&f.per, hv));
+    Tensor a = objective_slice(&f.per, 0, B), s = objective_slice(&f.per, B, B);
+    Tensor c_noise = objective_slice(&f.per, 2 * B, B), weight = objective_slice(&f.per, 3 * B, B);
+    Tensor minus_one = objective_slice(&f.per, 4 * B, B);
+    Tensor loss = objective_slice(&f.stats, 0, 1), sample_sum = objective_slice(&f.stats, 1, B);
+    Tensor sample_count = objective_slice(&f.stats, 1 + B, B);
+    const Tensor *x0 = &b->pt->tokens, *t2s = &b->cond.tok2sample;
+
     /* x_σ = (1−σ)·x0 + σ·ε; target ε − x0 */
-    if (st == VFM_OK) st = op_noise_mix(&x_t, &x0, &noise, &a, &s, &cond.tok2sample);
-    if (st == VFM_OK) st = op_noise_mix(&target, &x0, &noise, &minus_one, &weight, &cond.tok2sample);
-    cond.in.x = &x_t;
-    cond.in.c_noise = &c_noise;
-    if (st == VFM_OK) st = dit_reserve(model, S, p->n_text, B);
-    if (st == VFM_OK) st = dit_forward(model, &cond.in, &F);
-    if (st == VFM_OK)
-        st = op_weighted_mse_forward(&loss, &sample_sum, &sample_count, &F, &target, &weight, &cond.mask, &cond.tok2sample);
-    if (st == VFM_OK) {
-        res->loss = ((float *)loss.data)[0];
-        res->n_samples = B;
-        const float *sum = sample_sum.data, *cnt = sample_count.data;
-        for (int i = 0; res->sample_loss && i < B; i++) res->sample_loss[i] = cnt[i] > 0 ? sum[i] / cnt[i] : 0.0;
+    VFM_TRY(op_noise_mix(&f.x_t, x0, &b->noise, &a, &s, t2s));
+    VFM_TRY(op_noise_mix(&f.target, x0, &b->noise, &minus_one, &weight, t2s));
+    b->cond.in.x = &f.x_t;
+    b->cond.in.c_noise = &c_noise;
+    VFM_TRY(dit_reserve(model, f.S, p->n_text, B));
+    VFM_TRY(dit_forward(model, &b->cond.in, &f.F));
+    VFM_TRY(objective_convert(&f.F32, &f.F));
+    VFM_TRY(op_weighted_mse_forward(&loss, &sample_sum, &sample_count, &f.F32, &f.target, &weight, &b->cond.mask,
+                                    t2s));
+    if (grad_scale > 0) {
+        VFM_TRY(op_weighted_mse_backward(&f.dF32, grad_scale, &f.F32, &f.target, &weight, &b->cond.mask, t2s));
+        VFM_TRY(objective_convert(&f.dF, &f.dF32));
+        VFM_TRY(dit_backward(model, &b->cond.in, &f.dF));
     }
-    if (st == VFM_OK && grad_scale > 0) {
-        st = op_weighted_mse_backward(&dF, grad_scale, &F, &target, &weight, &cond.mask, &cond.tok2sample);
-        if (st == VFM_OK) st = dit_backward(model, &cond.in, &dF);
-    }
-    if (st == VFM_OK && res->F) {
-        Tensor out = TF32(res->F, S, C);
-        st = op_copy(&out, &F);
-    }
-    pack_conditioning_free(&cond);
-    free(buf);
-    return st;
+    const float *st;
+    VFM_TRY(objective_fetch(b, &f.stats, &st));
+    res->loss = st[0];
+    res->n_samples = B;
+    const float *sum = st + 1, *cnt = st + 1 + B;
+    for (int i = 0; res->sample_loss && i < B; i++) res->sample_loss[i] = cnt[i] > 0 ? sum[i] / cnt[i] : 0.0;
+    if (res->F) VFM_TRY(objective_get(res->F, &f.F32));
+    return VFM_OK;
 }
 
 void flow_time_schedule(int n, int linear, double *sigma) {

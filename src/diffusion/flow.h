@@ -10,10 +10,6 @@
 
 #include "diffusion/objective.h"
 
-/* The loss (and with grad_scale > 0 its gradient) with given draws (draws->t = σ per sample). */
-vfm_status flow_loss_given(DiT *model, const Pack *pack, const DiffusionDraws *draws, double grad_scale,
-                           ObjectiveResult *res);
-
 /* σ' = sσ/(1 + (s−1)σ) (= s/(s + 1/σ − 1), DFM's form). */
 double flow_shift_sigma(double sigma, double shift);
 /* The shift of a sample of `tokens` tokens: flow_shift, or flow_shift·√(tokens/flow_shift_base). */

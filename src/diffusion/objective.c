@@ -12,6 +12,7 @@
 #include "diffusion/ddpm.h"
 #include "diffusion/edm.h"
 #include "diffusion/flow.h"
+#include "diffusion/objective_internal.h"
 
 const char *objective_name(ObjectiveKind kind) {
     return kind == OBJECTIVE_FLOW ? "flow" : kind == OBJECTIVE_DDPM ? "ddpm" : "edm";
@@ -102,34 +103,48 @@ int objective_draw_class_drop(const Objective *o, const DiTConfig *mc, uint32_t 
     return philox_uniform_at(o->seed, RNG_STREAM_CFG, step, uid, 1) < mc->class_dropout_prob;
 }
 
-vfm_status diffusion_pack_noise(float *noise, const Pack *pack, const DiTConfig *mc, uint64_t seed, uint32_t stream,
-                                uint32_t step) {
+vfm_status diffusion_pack_noise_on(Tensor *noise, const Pack *pack, const DiTConfig *mc, uint64_t seed,
+                                   uint32_t stream, uint32_t step, ObjectiveWork *w) {
     int d = pack->token_dim;
-    memset(noise, 0, (size_t)(pack->n_tokens * d) * sizeof(float));
+    Device dev = noise->device;
+    VFM_TRY(op_fill(noise, 0.0));
+    int64_t most = 0;
+    for (int i = 0; i < pack->n_samples; i++) {
+        const int32_t *ls = pack->samples[i].latent_shape;
+        int64_t n = (int64_t)ls[0] * ls[1] * ls[2] * ls[3];
+        if (n > most) most = n;
+    }
+    void *canon;
+    VFM_TRY(objective_work_slot(w, dev, OW_CANON, (size_t)most * sizeof(float), &canon));
     for (int i = 0; i < pack->n_samples; i++) {
         const PackSample *s = &pack->samples[i];
         const int32_t *ls = s->latent_shape;
-        int64_t n = (int64_t)ls[0] * ls[1] * ls[2] * ls[3];
-        float *canon = malloc((size_t)n * sizeof(float));
-        if (!canon) return vfm_fail(VFM_ERR_NOMEM, "diffusion: noise for %s", s->source);
-        Tensor c = TF32(canon, ls[0], ls[1], ls[2], ls[3]);
-        Tensor rows = TF32(noise + (int64_t)pack->cu_seqlens_padded[i] * d, s->tokens, d);
-        vfm_status st = op_randn_fill(&c, seed, stream, step, s->uid, 0, 1.0f);
-        if (st == VFM_OK) st = op_patchify(&rows, &c, mc->patch_temporal, mc->patch_spatial, mc->patch_spatial);
-        free(canon);
-        VFM_TRY(st);
+        Tensor c = TENSOR(canon, DT_F32, dev, ls[0], ls[1], ls[2], ls[3]);
+        Tensor rows = TENSOR((float *)noise->data + (int64_t)pack->cu_seqlens_padded[i] * d, DT_F32, dev, s->tokens, d);
+        VFM_TRY(op_randn_fill(&c, seed, stream, step, s->uid, 0, 1.0f));
+        VFM_TRY(op_patchify(&rows, &c, mc->patch_temporal, mc->patch_spatial, mc->patch_spatial));
     }
     return VFM_OK;
 }
 
-vfm_status objective_draw(const Objective *o, const DiTConfig *mc, const Pack *p, uint32_t step, DiffusionDraws *d) {
+vfm_status diffusion_pack_noise(float *noise, const Pack *pack, const DiTConfig *mc, uint64_t seed, uint32_t stream,
+                                uint32_t step) {
+    ObjectiveWork w;
+    memset(&w, 0, sizeof w);
+    Tensor t = TF32(noise, pack->n_tokens, pack->token_dim);
+    vfm_status s = diffusion_pack_noise_on(&t, pack, mc, seed, stream, step, &w);
+    objective_work_free(&w);
+    return s;
+}
+
+vfm_status objective_draw_times(const Objective *o, const DiTConfig *mc, const Pack *p, uint32_t step,
+                                DiffusionDraws *d) {
     int B = p->n_samples;
     memset(d, 0, sizeof *d);
-    d->t = malloc((size_t)B * sizeof(float));
-    d->drop = malloc((size_t)B * sizeof(int));
-    d->noise = malloc((size_t)(p->n_tokens * p->token_dim) * sizeof(float));
-    if (mc->num_classes > 0) d->class_row = malloc((size_t)B * sizeof(int32_t));
-    if (!d->t || !d->drop || !d->noise || (mc->num_classes > 0 && !d->class_row))
+    d->t = malloc((size_t)(B ? B : 1) * sizeof(float));
+    d->drop = malloc((size_t)(B ? B : 1) * sizeof(int));
+    if (mc->num_classes > 0) d->class_row = malloc((size_t)(B ? B : 1) * sizeof(int32_t));
+    if (!d->t || !d->drop || (mc->num_classes > 0 && !d->class_row))
         return vfm_fail(VFM_ERR_NOMEM, "diffusion: draws for %d samples", B);
     for (int i = 0; i < B; i++) {
         const PackSample *s = &p->samples[i];
@@ -143,6 +158,13 @@ vfm_status objective_draw(const Objective *o, const DiTConfig *mc, const Pack *p
                             "sample needs the null class: model.class_dropout_prob > 0)", s->source, s->class_label,
                             mc->num_classes);
     }
+    return VFM_OK;
+}
+
+vfm_status objective_draw(const Objective *o, const DiTConfig *mc, const Pack *p, uint32_t step, DiffusionDraws *d) {
+    VFM_TRY(objective_draw_times(o, mc, p, step, d));
+    d->noise = malloc((size_t)(p->n_tokens * p->token_dim > 0 ? p->n_tokens * p->token_dim : 1) * sizeof(float));
+    if (!d->noise) return vfm_fail(VFM_ERR_NOMEM, "diffusion: noise of %lld tokens", (long long)p->n_tokens);
     return diffusion_pack_noise(d->noise, p, mc, o->seed, RNG_STREAM_NOISE, step);
 }
 
@@ -154,23 +176,127 @@ void diffusion_draws_free(DiffusionDraws *d) {
     memset(d, 0, sizeof *d);
 }
 
-vfm_status objective_loss_given(DiT *model, const Objective *o, const Pack *pack, const DiffusionDraws *draws,
-                                double grad_scale, ObjectiveResult *res) {
+/* ---- one pack on the model's device ---- */
+
+vfm_status objective_put(Tensor *dst, const void *host) {
+    Tensor h = tensor_make((void *)host, dst->dtype, DEV_CPU, dst->ndim, dst->shape);
+    return tensor_copy(dst, &h);
+}
+
+vfm_status objective_get(void *host, const Tensor *src) {
+    Tensor h = tensor_make(host, src->dtype, DEV_CPU, src->ndim, src->shape);
+    return tensor_copy(&h, src);
+}
+
+Tensor objective_slice(const Tensor *t, int64_t at, int64_t n) {
+    return tensor_make((float *)t->data + at, DT_F32, t->device, 1, &n);
+}
+
+vfm_status objective_fetch(ObjectiveBatch *b, const Tensor *t, const float **host) {
+    if (t->device == DEV_CPU) {
+        *host = t->data;
+        return VFM_OK;
+    }
+    void *h;
+    VFM_TRY(objective_work_host(b->work, tensor_bytes(t), &h));
+    VFM_TRY(objective_get(h, t));
+    *host = h;
+    return VFM_OK;
+}
+
+vfm_status objective_output_to_host(ObjectiveResult *res, const Tensor *F, Tensor *scratch) {
+    if (!res->F) return VFM_OK;
+    const Tensor *f32 = F;
+    if (F->dtype != DT_F32) {
+        VFM_TRY(op_convert(scratch, F));
+        f32 = scratch;
+    }
+    return objective_get(res->F, f32);
+}
+
+Tensor objective_carve_f32_twin(Carver *k, const Tensor *t) {
+    return t->dtype == DT_F32 ? *t : carve(k, DT_F32, t->ndim, t->shape);
+}
+
+vfm_status objective_convert(Tensor *dst, const Tensor *src) {
+    return dst->data == src->data ? VFM_OK : op_convert(dst, src);
+}
+
+/* The pack's tensors (pt, or the pack copied or viewed), the noise (draws->noise copied or viewed,
+ * or drawn on the device at `step`) and the conditioning, on the model's device. */
+static vfm_status batch_begin(ObjectiveBatch *b, DiT *model, const Objective *o, const Pack *p, const PackTensors *pt,
+                              const DiffusionDraws *d, uint32_t step, ObjectiveWork *w, ObjectiveResult *res) {
+    memset(b, 0, sizeof *b);
+    b->pack = p;
+    b->draws = d;
+    b->work = w;
+    b->device = model->device;
+    b->act = model->act_dtype;
+    if (!pt) {
+        VFM_TRY(pack_tensors_upload(&w->pack, b->device, p, ops_stream()));
+        pt = &w->pack;
+    } else if (pt->device != b->device) {
+        return vfm_fail(VFM_ERR_INTERNAL, "objective: the pack's tensors are on the %s, the model on the %s",
+                        device_name(pt->device), device_name(b->device));
+    }
+    b->pt = pt;
+    int64_t S = p->n_tokens, C = p->token_dim;
+    if (d->noise && b->device == DEV_CPU) {
+        b->noise = TF32(d->noise, S, C);
+    } else {
+        void *nb;
+        VFM_TRY(objective_work_slot(w, b->device, OW_NOISE, (size_t)(S * C) * sizeof(float), &nb));
+        b->noise = TENSOR(nb, DT_F32, b->device, S, C);
+        if (d->noise) VFM_TRY(objective_put(&b->noise, d->noise));
+        else VFM_TRY(diffusion_pack_noise_on(&b->noise, p, &model->cfg, o->seed, RNG_STREAM_NOISE, step, w));
+    }
+    VFM_TRY(pack_conditioning_build_on(&b->cond, p, pt, b->act, d->drop, d->class_row, w));
+    for (int i = 0; i < p->n_samples; i++) {
+        if (res->t) res->t[i] = d->t[i];
+        if (res->dropped) res->dropped[i] = d->drop[i];
+    }
+    return VFM_OK;
+}
+
+static vfm_status run_batch(DiT *model, const Objective *o, ObjectiveBatch *b, double grad_scale, ObjectiveResult *res) {
     switch (o->kind) {
-    case OBJECTIVE_FLOW: return flow_loss_given(model, pack, draws, grad_scale, res);
-    case OBJECTIVE_DDPM: return ddpm_loss_given(model, pack, draws, grad_scale, res);
+    case OBJECTIVE_FLOW: return flow_loss_batch(model, b, grad_scale, res);
+    case OBJECTIVE_DDPM: return ddpm_loss_batch(model, b, grad_scale, res);
     case OBJECTIVE_EDM: break;
     }
-    return edm_loss_and_grad_given(model, o->sigma_data, pack, draws, grad_scale, res);
+    return edm_loss_batch(model, o->sigma_data, b, grad_scale, res);
+}
+
+vfm_status objective_loss_given(DiT *model, const Objective *o, const Pack *pack, const DiffusionDraws *draws,
+                                double grad_scale, ObjectiveResult *res) {
+    if (!draws->noise) return vfm_fail(VFM_ERR_INTERNAL, "objective_loss_given: the draws hold no noise");
+    ObjectiveWork w;
+    memset(&w, 0, sizeof w);
+    ObjectiveBatch b;
+    vfm_status s = batch_begin(&b, model, o, pack, NULL, draws, 0, &w, res);
+    if (s == VFM_OK) s = run_batch(model, o, &b, grad_scale, res);
+    objective_work_free(&w);
+    return s;
+}
+
+vfm_status objective_loss_and_grad_on(DiT *model, const Objective *o, const Pack *pack, const PackTensors *pt,
+                                      ObjectiveWork *work, uint32_t step, double grad_scale, ObjectiveResult *res) {
+    DiffusionDraws d;
+    ObjectiveWork tmp;
+    memset(&tmp, 0, sizeof tmp);
+    ObjectiveWork *w = work ? work : &tmp;
+    ObjectiveBatch b;
+    vfm_status s = objective_draw_times(o, &model->cfg, pack, step, &d);
+    if (s == VFM_OK) s = batch_begin(&b, model, o, pack, pt, &d, step, w, res);
+    if (s == VFM_OK) s = run_batch(model, o, &b, grad_scale, res);
+    diffusion_draws_free(&d);
+    if (!work) objective_work_free(&tmp);
+    return s;
 }
 
 vfm_status objective_loss_and_grad(DiT *model, const Objective *o, const Pack *pack, uint32_t step, double grad_scale,
                                    ObjectiveResult *res) {
-    DiffusionDraws d;
-    vfm_status s = objective_draw(o, &model->cfg, pack, step, &d);
-    if (s == VFM_OK) s = objective_loss_given(model, o, pack, &d, grad_scale, res);
-    diffusion_draws_free(&d);
-    return s;
+    return objective_loss_and_grad_on(model, o, pack, NULL, NULL, step, grad_scale, res);
 }
 
 vfm_status objective_loss(DiT *model, const Objective *o, const Pack *pack, uint32_t step, ObjectiveResult *res) {

@@ -8,13 +8,21 @@
  * Per sample of a pack (design §3): the time (σ or t), the text-drop coin, the class-drop coin and
  * the noise are pure functions of (rng.seed, stream, step, sample uid, element), so packing,
  * parallel layout and resume do not change them. A dropped prompt is one all-zero text row; a
- * dropped or missing class label is the null class `model.num_classes` (dit_class_row). */
+ * dropped or missing class label is the null class `model.num_classes` (dit_class_row).
+ * Where: on the model's device, through the op API. The draws of time and coins are made on the
+ * host (a few values per sample) and copied up; the noise is drawn by op_randn_fill on the device
+ * (the same bits on CPU and GPU); the pack comes as its tensors on the device (pack_tensors.h) or
+ * is copied up by the objective; the network input, F and dF are in the model's activation dtype
+ * (bf16 on a GPU), the rest of the objective's math in f32 (ops.h's mixed-precision contract). On
+ * the CPU everything is f32 in host memory, bit for bit as before the objectives moved. */
 #ifndef VFM_OBJECTIVE_H
 #define VFM_OBJECTIVE_H
 
 #include <stdint.h>
 
 #include "data/pack.h"
+#include "data/pack_tensors.h"
+#include "diffusion/objective_work.h"
 #include "model/dit.h"
 
 typedef struct Config Config;
@@ -62,7 +70,10 @@ float objective_draw_time(const Objective *o, uint32_t step, uint64_t uid, int64
 int objective_draw_text_drop(const Objective *o, uint32_t step, uint64_t uid);
 /* The class label's own CFG coin (element 1 of the CFG stream), probability model.class_dropout_prob. */
 int objective_draw_class_drop(const Objective *o, const DiTConfig *mc, uint32_t step, uint64_t uid);
-/* All draws of a pack at `step` (malloc'd; free with diffusion_draws_free). */
+/* The per-sample draws of a pack at `step`: t, drop, class_row (malloc'd; noise NULL). */
+vfm_status objective_draw_times(const Objective *o, const DiTConfig *mc, const Pack *p, uint32_t step,
+                                DiffusionDraws *d);
+/* All draws of a pack at `step`, the noise on the host (malloc'd; free with diffusion_draws_free). */
 vfm_status objective_draw(const Objective *o, const DiTConfig *mc, const Pack *p, uint32_t step, DiffusionDraws *d);
 void diffusion_draws_free(DiffusionDraws *d);
 
@@ -71,6 +82,10 @@ void diffusion_draws_free(DiffusionDraws *d);
  * its uid, then patchified. */
 vfm_status diffusion_pack_noise(float *noise, const Pack *pack, const DiTConfig *mc, uint64_t seed, uint32_t stream,
                                 uint32_t step);
+/* The same into noise [S, token_dim] f32 on any device (each sample's canonical noise in w's slot
+ * OW_CANON): bit for bit the host's values on a GPU. */
+vfm_status diffusion_pack_noise_on(Tensor *noise, const Pack *pack, const DiTConfig *mc, uint64_t seed,
+                                   uint32_t stream, uint32_t step, ObjectiveWork *w);
 
 typedef struct ObjectiveResult {
     double loss;         /* the pack's loss (mean over its real tokens) */
@@ -84,11 +99,17 @@ typedef struct ObjectiveResult {
     float *F;            /* [S, out_dim] the network output, or NULL */
 } ObjectiveResult;
 
-/* Loss of one pack with given draws; when grad_scale > 0 also adds grad_scale·∂loss/∂θ into
- * model->grads (grad_scale = 1/micro-batches so accumulated gradients average). */
+/* Loss of one pack with given draws (draws->noise required, host memory); when grad_scale > 0 also
+ * adds grad_scale·∂loss/∂θ into model->grads (grad_scale = 1/micro-batches so accumulated
+ * gradients average). A GPU model gets the pack and the draws copied up first. */
 vfm_status objective_loss_given(DiT *model, const Objective *o, const Pack *pack, const DiffusionDraws *draws,
                                 double grad_scale, ObjectiveResult *res);
-/* With the keyed draws of training step `step`. */
+/* With the keyed draws of training step `step` (the noise drawn on the model's device). pt: the
+ * pack's tensors on the model's device (pack_tensors.h; NULL: copied up, or viewed on the CPU,
+ * here); work: memory kept between calls (NULL: allocated and freed here). */
+vfm_status objective_loss_and_grad_on(DiT *model, const Objective *o, const Pack *pack, const PackTensors *pt,
+                                      ObjectiveWork *work, uint32_t step, double grad_scale, ObjectiveResult *res);
+/* objective_loss_and_grad_on without pt and work. */
 vfm_status objective_loss_and_grad(DiT *model, const Objective *o, const Pack *pack, uint32_t step, double grad_scale,
                                    ObjectiveResult *res);
 /* The loss without the backward (validation). */

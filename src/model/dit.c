@@ -291,30 +291,66 @@ static vfm_status check_inputs(const DiT *m, const DiTInputs *in, int64_t *S, in
     return VFM_OK;
 }
 
-vfm_status dit_forward(DiT *m, const DiTInputs *in, Tensor *out) {
-    const DiTConfig *c = &m->cfg;
+/* The chunk's ends: [b0, b1) inside [0, L), an input hidden state exactly when it is not the
+ * first chunk, an output one exactly when it is not the last; `h` names them (x/y or dy/dx). */
+static vfm_status check_chunk(const DiT *m, int b0, int b1, const Tensor *h_in, const Tensor *h_out, const char *h) {
+    int L = m->cfg.layers;
+    if (b0 < 0 || b1 > L || b0 >= b1)
+        return vfm_fail(VFM_ERR_INTERNAL, "dit chunk: blocks [%d, %d) of a %d-block model", b0, b1, L);
+    if ((b0 == 0) != (h_in == NULL) || (b1 == L) != (h_out == NULL))
+        return vfm_fail(VFM_ERR_INTERNAL, "dit chunk [%d, %d): %s must be given exactly for an inner end", b0, b1, h);
+    return VFM_OK;
+}
+
+vfm_status dit_hidden_rows(const DiT *m, const DiTInputs *in, int64_t *rows) {
+    Placement pl;
+    memset(&pl, 0, sizeof pl);
+    vfm_status s = dit_place_plan(m, in, &pl);
+    *rows = pl.Rl;
+    dit_place_free(&pl);
+    return s;
+}
+
+vfm_status dit_chunk_forward(DiT *m, DiTSaved *sv, const DiTInputs *in, int b0, int b1, const Tensor *x, Tensor *y,
+                             Tensor *out) {
     int64_t S, L;
     int B;
     VFM_TRY(check_inputs(m, in, &S, &L, &B));
-    Acts *a = m->saved;
+    VFM_TRY(check_chunk(m, b0, b1, x, y, "x/y"));
+    if (!sv) sv = m->saved;
+    Acts *a = &sv->a;
+    int last = b1 == m->cfg.layers;
+    sv->b1 = 0;
     dit_place_free(&a->pl);
     VFM_TRY(dit_place_plan(m, in, &a->pl));
-    arena_rewind(&m->arena, 0);
+    VFM_TRY(dit_saved_fit(m, sv));
+    arena_rewind(&sv->arena, 0);
     size_t bytes;
-    VFM_TRY(dit_carve_acts(m, &m->arena, &bytes, a, L, B));
-    VFM_TRY(dit_stage_inputs(m, a, &in, out)); /* host inputs of a GPU model: their device copies */
+    VFM_TRY(dit_carve_acts(m, &sv->arena, &bytes, a, L, B, b0, b1));
+    VFM_TRY(dit_stage_inputs(m, a, &in, last ? out : NULL)); /* host inputs of a GPU model: their device copies */
     VFM_TRY(dit_place_inputs(m, a, in));
+    m->running = sv;
     VFM_TRY(conditioning_forward(m, a, in));
-    VFM_TRY(patch_embedding_forward(m, a, &a->blocks[0].h0));
-    for (int l = 0; l < c->layers; l++) {
-        Tensor *h_out = l + 1 < c->layers ? &a->blocks[l + 1].h0 : &a->h_final;
-        VFM_TRY(dit_fsdp_forward_begin(m, l));
-        VFM_TRY(block_forward(m, l, &m->blocks[l], &a->blocks[l], a, in, h_out));
+    if (b0 == 0) VFM_TRY(patch_embedding_forward(m, a, &a->blocks[0].h0));
+    else VFM_TRY(op_copy(&a->blocks[b0].h0, x));
+    for (int l = b0; l < b1; l++) {
+        Tensor *h_out = l + 1 < b1 ? &a->blocks[l + 1].h0 : last ? &a->h_final : y;
+        VFM_TRY(dit_fsdp_forward_begin(m, l, l + 1 < b1 ? l + 1 : -1));
+        VFM_TRY(block_forward(m, l, dit_block(m, l), &a->blocks[l], a, in, h_out));
         VFM_TRY(dit_fsdp_forward_end(m, l));
     }
-    VFM_TRY(final_layer_forward(m, a, a->pl.identity ? dit_stage_out(a, out) : &a->out_local));
-    VFM_TRY(dit_stage_output(m, a, out));
-    return dit_gather_output(m, a, out);
+    if (last) {
+        VFM_TRY(final_layer_forward(m, a, a->pl.identity ? dit_stage_out(a, out) : &a->out_local));
+        VFM_TRY(dit_stage_output(m, a, out));
+        VFM_TRY(dit_gather_output(m, a, out));
+    }
+    m->running = NULL;
+    sv->b0 = b0, sv->b1 = b1;
+    return VFM_OK;
+}
+
+vfm_status dit_forward(DiT *m, const DiTInputs *in, Tensor *out) {
+    return dit_chunk_forward(m, NULL, in, 0, m->cfg.layers, NULL, NULL, out);
 }
 
 /* ---- backward ------------------------------------------------------------------------- */
@@ -447,29 +483,46 @@ static vfm_status conditioning_backward(const DiT *m, Acts *a, const DiTInputs *
     return VFM_OK;
 }
 
-vfm_status dit_backward(DiT *m, const DiTInputs *in, const Tensor *dout) {
-    const DiTConfig *c = &m->cfg;
-    Acts *a = m->saved;
-    if (!a || a->S != tensor_dim(in->x, 0)) return vfm_fail(VFM_ERR_INTERNAL, "dit_backward without a matching forward");
+vfm_status dit_chunk_backward(DiT *m, DiTSaved *sv, const DiTInputs *in, int b0, int b1, const Tensor *dy,
+                              Tensor *dx, const Tensor *dout) {
+    VFM_TRY(check_chunk(m, b0, b1, dx, dy, "dx/dy"));
+    if (!sv) sv = m->saved;
+    Acts *a = sv ? &sv->a : NULL;
+    if (!a || sv->b0 != b0 || sv->b1 != b1 || a->S != tensor_dim(in->x, 0))
+        return vfm_fail(VFM_ERR_INTERNAL, "dit_backward without a matching forward");
+    int last = b1 == m->cfg.layers;
     if (a->stage.on) { /* the forward staged these inputs: use its device copies */
         in = &a->stage.in;
-        VFM_TRY(dit_stage_dout(m, a, &dout));
+        if (last) VFM_TRY(dit_stage_dout(m, a, &dout));
     }
-    VFM_TRY(dit_scatter_dout(m, a, dout));
-    VFM_TRY(dit_fsdp_grads_begin(m, m->head_first));
-    VFM_TRY(final_layer_backward(m, a, a->pl.identity ? dout : &a->dout_local));
-    VFM_TRY(dit_fsdp_grads_end(m, m->head_first));
-    if (m->on_grads_final) m->on_grads_final(m->on_grads_final_ctx, m->head_first);
-    for (int l = c->layers - 1; l >= 0; l--) {
-        VFM_TRY(dit_fsdp_backward_begin(m, l));
-        VFM_TRY(block_backward(m, l, &m->blocks[l], &a->blocks[l], a, in));
+    m->running = sv;
+    if (last) {
+        VFM_TRY(dit_scatter_dout(m, a, dout));
+        VFM_TRY(dit_fsdp_grads_begin(m, m->head_first));
+        VFM_TRY(final_layer_backward(m, a, a->pl.identity ? dout : &a->dout_local));
+        VFM_TRY(dit_fsdp_grads_end(m, m->head_first));
+        if (m->on_grads_final) m->on_grads_final(m->on_grads_final_ctx, m->head_first);
+    } else {
+        VFM_TRY(op_copy(&a->d_res, dy));
+        VFM_TRY(op_fill(&a->d_cond_silu, 0.0));
+    }
+    for (int l = b1 - 1; l >= b0; l--) {
+        const DiTBlockParams *p = dit_block(m, l);
+        VFM_TRY(dit_fsdp_backward_begin(m, l, l > b0 ? l - 1 : -1));
+        VFM_TRY(block_backward(m, l, p, &a->blocks[l], a, in));
         VFM_TRY(dit_fsdp_backward_end(m, l));
-        if (m->on_grads_final) m->on_grads_final(m->on_grads_final_ctx, m->blocks[l].first_entry);
+        if (m->on_grads_final) m->on_grads_final(m->on_grads_final_ctx, p->first_entry);
     }
-    VFM_TRY(dit_fsdp_grads_begin(m, 0));
-    VFM_TRY(patch_embedding_backward(m, a));
+    VFM_TRY(dit_fsdp_grads_begin(m, 0)); /* the embedders: every chunk adds its conditioning's share */
+    if (b0 == 0) VFM_TRY(patch_embedding_backward(m, a));
+    else VFM_TRY(op_copy(dx, &a->d_res));
     VFM_TRY(conditioning_backward(m, a, in));
-    VFM_TRY(dit_fsdp_grads_end(m, 0));
-    if (m->on_grads_final) m->on_grads_final(m->on_grads_final_ctx, 0);
+    if (b0 == 0) VFM_TRY(dit_fsdp_grads_end(m, 0)); /* the first chunk's backward comes last */
+    if (m->on_grads_final && b0 == 0) m->on_grads_final(m->on_grads_final_ctx, 0);
+    m->running = NULL;
     return VFM_OK;
+}
+
+vfm_status dit_backward(DiT *m, const DiTInputs *in, const Tensor *dout) {
+    return dit_chunk_backward(m, NULL, in, 0, m->cfg.layers, NULL, NULL, dout);
 }

@@ -23,6 +23,8 @@
 #include "parallel/tp_shard.h"
 
 typedef struct Config Config;
+/* The activations one chunk forward keeps for its backward (opaque; dit_saved_create). */
+typedef struct DiTSaved DiTSaved;
 
 typedef enum { DIT_VARIANT_DFM, DIT_VARIANT_NEMO_ADALN, DIT_VARIANT_ADALN_ZERO } DiTVariant;
 typedef enum { DIT_POS_AUTO = 0, DIT_POS_SINCOS_3D, DIT_POS_SINCOS_2D } DiTPosEmbedding;
@@ -165,8 +167,9 @@ typedef struct DiT {
     int head_first;  /* first table entry after the blocks (the final layer's) */
     DiTBlockParams *blocks;
     int32_t *patch_perm; /* [token_dim] on the model's device: conv column order (conv_patch) */
-    Arena arena;   /* activations of the last forward */
-    void *saved;   /* internal: the activation tensors of the last forward */
+    DiTSaved *saved;    /* the activations of the last dit_forward (the default slot) */
+    DiTSaved *running;  /* internal: the slot of the chunk forward/backward under way (probes) */
+    size_t slot_bytes;  /* the arena of one slot (dit_reserve) */
     /* Optional: called during dit_backward each time the gradients of every table entry with
      * index >= first_entry are complete (after the final layer, after each block, then with 0),
      * so data parallelism can reduce those buckets while backward goes on. */
@@ -255,6 +258,28 @@ vfm_status dit_forward(DiT *m, const DiTInputs *in, Tensor *out);
 /* Accumulates parameter gradients (m->grads +=) for dout[S, out_dim] of the last forward.
  * The inputs must be those of that forward. */
 vfm_status dit_backward(DiT *m, const DiTInputs *in, const Tensor *dout);
+
+/* ---- chunks (pipeline parallelism, docs/parallel.md "Pipeline parallelism") ----
+ * dit_forward is the chunk of every block, [0, L). A chunk is the global blocks [b0, b1):
+ *  - every chunk runs the conditioning (t, fps, class embedders) itself from `in`;
+ *  - the first chunk (b0 = 0) starts from the pack: input placement and patch embedding (x NULL);
+ *    any other takes x[Rl, D], the hidden state this rank's rows (dit_hidden_rows) after block b0-1;
+ *  - the last chunk (b1 = L) ends in the final layer and writes out[S, out_dim] as dit_forward
+ *    (y NULL); any other writes y[Rl, D], the hidden state after block b1-1.
+ * The backward mirrors it: the last chunk starts from dout (dy NULL), any other from dy[Rl, D];
+ * the first chunk ends in the patch embedding (dx NULL), any other writes dx[Rl, D]; each chunk
+ * adds its blocks', its conditioning's (and the ends') gradients into m->grads. `saved` keeps the
+ * activations from a chunk forward to its backward (NULL: the model's own slot, m->saved); x may
+ * be reused by the caller once the forward returned. One chunk of every block gives dit_forward's
+ * and dit_backward's bits. */
+vfm_status dit_saved_create(DiT *m, DiTSaved **saved); /* a slot sized by dit_reserve (call it first) */
+void dit_saved_destroy(DiT *m, DiTSaved *saved);
+vfm_status dit_chunk_forward(DiT *m, DiTSaved *saved, const DiTInputs *in, int b0, int b1, const Tensor *x, Tensor *y,
+                             Tensor *out);
+vfm_status dit_chunk_backward(DiT *m, DiTSaved *saved, const DiTInputs *in, int b0, int b1, const Tensor *dy,
+                              Tensor *dx, const Tensor *dout);
+/* Rows [Rl] of this rank's hidden state for a pack (what travels between pipeline stages). */
+vfm_status dit_hidden_rows(const DiT *m, const DiTInputs *in, int64_t *rows);
 /* Collective over the model's TP and CP groups: whole[S, w] (the last forward's whole pack) from
  * every rank's rows[rows, w] of it (as the probe hands them out); padding rows are written 0. */
 vfm_status dit_gather_rows(DiT *m, const Tensor *rows, Tensor *whole);

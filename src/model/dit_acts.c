@@ -176,7 +176,7 @@ static vfm_status carve_conditioning(const DiT *m, Carver *cv, Acts *a, int64_t 
     return carve(cv, &a->d_t1, B, D);
 }
 
-vfm_status dit_carve_acts(const DiT *m, Arena *arena, size_t *bytes, Acts *a, int64_t L, int B) {
+vfm_status dit_carve_acts(const DiT *m, Arena *arena, size_t *bytes, Acts *a, int64_t L, int B, int b0, int b1) {
     const DiTConfig *c = &m->cfg;
     int64_t D = c->hidden, nD = (int64_t)c->f.n_chunks * D, hd = c->head_dim;
     int64_t Dq = (int64_t)m->heads_local * hd, Dkv = (int64_t)m->kv_heads_local * hd;
@@ -192,7 +192,7 @@ vfm_status dit_carve_acts(const DiT *m, Arena *arena, size_t *bytes, Acts *a, in
     VFM_TRY(carve_staging(m, &cv, a, L, B));
     VFM_TRY(carve_parallel(m, &cv, a));
     VFM_TRY(carve_conditioning(m, &cv, a, Rl, B));
-    for (int l = 0; l < c->layers; l++) VFM_TRY(carve_block(m, &cv, &a->blocks[l], R, Rl, L, B));
+    for (int l = b0; l < b1; l++) VFM_TRY(carve_block(m, &cv, &a->blocks[l], R, Rl, L, B));
     VFM_TRY(carve(&cv, &a->h_final, Rl, D));
     if (c->f.final_adaln) {
         VFM_TRY(carve(&cv, &a->fmod, B, 2 * D));
@@ -226,34 +226,66 @@ vfm_status dit_carve_acts(const DiT *m, Arena *arena, size_t *bytes, Acts *a, in
     return VFM_OK;
 }
 
-vfm_status dit_reserve(DiT *m, int64_t max_tokens, int64_t max_text, int max_samples) {
+/* Bytes of one slot for packs of up to these sizes and chunks of up to max_blocks blocks. */
+static vfm_status slot_bytes(const DiT *m, int64_t max_tokens, int64_t max_text, int max_samples, int max_blocks,
+                             size_t *bytes) {
     Acts probe;
     memset(&probe, 0, sizeof probe);
     probe.blocks = calloc((size_t)m->cfg.layers, sizeof *probe.blocks);
+    if (!probe.blocks) return vfm_fail(VFM_ERR_NOMEM, "dit: block activations");
     dit_place_bounds(m, max_tokens, max_samples, &probe.pl);
-    size_t bytes = 0;
-    vfm_status s = dit_carve_acts(m, NULL, &bytes, &probe, max_text, max_samples);
+    *bytes = 0;
+    vfm_status s = dit_carve_acts(m, NULL, bytes, &probe, max_text, max_samples, 0, max_blocks);
     free(probe.blocks);
-    VFM_TRY(s);
-    if (!m->saved) {
-        Acts *a = calloc(1, sizeof *a);
-        a->blocks = calloc((size_t)m->cfg.layers, sizeof *a->blocks);
-        m->saved = a;
+    return s;
+}
+
+/* A fresh arena is zeroed: rows no op writes (the attention operands' spare rows) must be finite. */
+vfm_status dit_saved_fit(DiT *m, DiTSaved *sv) {
+    if (sv->arena.base && sv->arena.size >= m->slot_bytes) return VFM_OK;
+    if (sv->arena.base) arena_destroy(&sv->arena);
+    VFM_TRY(arena_init(&sv->arena, m->device, m->slot_bytes));
+    return device_memset0(m->device, sv->arena.base, sv->arena.size);
+}
+
+vfm_status dit_saved_create(DiT *m, DiTSaved **out) {
+    *out = NULL;
+    if (!m->slot_bytes) return vfm_fail(VFM_ERR_INTERNAL, "dit_saved_create: call dit_reserve first");
+    DiTSaved *sv = calloc(1, sizeof *sv);
+    if (sv) sv->a.blocks = calloc((size_t)m->cfg.layers, sizeof *sv->a.blocks);
+    if (!sv || !sv->a.blocks) {
+        free(sv);
+        return vfm_fail(VFM_ERR_NOMEM, "dit: saved activations");
     }
-    if (m->arena.base && m->arena.size >= bytes) return VFM_OK;
-    if (m->arena.base) arena_destroy(&m->arena);
-    VFM_TRY(arena_init(&m->arena, m->device, bytes));
-    /* rows no op writes (the attention operands' spare rows) must be finite: start from zeros */
-    return device_memset0(m->device, m->arena.base, m->arena.size);
+    vfm_status s = dit_saved_fit(m, sv);
+    if (s != VFM_OK) {
+        dit_saved_destroy(m, sv);
+        return s;
+    }
+    *out = sv;
+    return VFM_OK;
+}
+
+void dit_saved_destroy(DiT *m, DiTSaved *sv) {
+    (void)m;
+    if (!sv) return;
+    if (sv->arena.base) arena_destroy(&sv->arena);
+    dit_place_free(&sv->a.pl);
+    free(sv->a.blocks);
+    free(sv);
+}
+
+vfm_status dit_reserve(DiT *m, int64_t max_tokens, int64_t max_text, int max_samples) {
+    size_t bytes;
+    VFM_TRY(slot_bytes(m, max_tokens, max_text, max_samples, dit_max_chunk_blocks(m), &bytes));
+    if (bytes > m->slot_bytes) m->slot_bytes = bytes;
+    if (!m->saved) VFM_TRY(dit_saved_create(m, &m->saved));
+    return dit_saved_fit(m, m->saved);
 }
 
 size_t dit_activation_bytes(const DiT *m, int64_t tokens, int64_t text, int samples) {
-    Acts probe;
-    memset(&probe, 0, sizeof probe);
-    probe.blocks = calloc((size_t)m->cfg.layers, sizeof *probe.blocks);
-    dit_place_bounds(m, tokens, samples, &probe.pl);
     size_t bytes = 0;
-    if (dit_carve_acts(m, NULL, &bytes, &probe, m->cfg.f.cross_attn ? text : 0, samples) != VFM_OK) bytes = 0;
-    free(probe.blocks);
+    if (slot_bytes(m, tokens, m->cfg.f.cross_attn ? text : 0, samples, dit_max_chunk_blocks(m), &bytes) != VFM_OK)
+        bytes = 0;
     return bytes;
 }

@@ -295,6 +295,10 @@ vfm_status dit_create_parallel(DiT *m, const DiTConfig *cfg, Device device, cons
     return m->cfg.f.conv_patch ? build_patch_perm(m) : VFM_OK;
 }
 
+int dit_max_chunk_blocks(const DiT *m) { return m->cfg.layers; }
+
+const DiTBlockParams *dit_block(const DiT *m, int l) { return &m->blocks[l]; }
+
 vfm_status dit_create(DiT *m, const DiTConfig *cfg, Device device) { return dit_create_parallel(m, cfg, device, NULL); }
 
 vfm_status dit_set_act_dtype(DiT *m, DType dt) {
@@ -349,12 +353,7 @@ void dit_destroy(DiT *m) {
     device_free(m->device, m->grads);
     device_free(m->device, m->patch_perm);
     free(m->fsdp_unit); /* the Fsdp itself is the caller's */
-    if (m->arena.base) arena_destroy(&m->arena);
-    if (m->saved) {
-        dit_place_free(&((Acts *)m->saved)->pl);
-        free(((Acts *)m->saved)->blocks);
-    }
-    free(m->saved);
+    dit_saved_destroy(m, m->saved);
     free(m->blocks);
     param_table_free(&m->table);
     if (m->shards) tp_shard_map_free(m->shards);

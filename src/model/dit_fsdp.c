@@ -9,7 +9,7 @@
 #include "parallel/fsdp.h"
 
 void dit_block_layout(const DiT *m, int *block_first, int *n_blocks, int *head_first) {
-    for (int l = 0; l < m->cfg.layers; l++) block_first[l] = m->blocks[l].first_entry;
+    for (int l = 0; l < m->cfg.layers; l++) block_first[l] = dit_block(m, l)->first_entry;
     *n_blocks = m->cfg.layers;
     *head_first = m->head_first;
 }
@@ -72,21 +72,21 @@ float *dit_grad_ptr(const DiT *m, int entry, int64_t at) {
     return m->grads + m->table.entries[entry].offset + at;
 }
 
-static int unit_of_block(const DiT *m, int l) { return m->fsdp_unit[m->blocks[l].first_entry]; }
+static int unit_of_block(const DiT *m, int l) { return m->fsdp_unit[dit_block(m, l)->first_entry]; }
 
-vfm_status dit_fsdp_forward_begin(DiT *m, int l) {
+vfm_status dit_fsdp_forward_begin(DiT *m, int l, int next) {
     if (!m->fsdp) return VFM_OK;
     VFM_TRY(fsdp_gather(m->fsdp, unit_of_block(m, l)));
-    return l + 1 < m->cfg.layers ? fsdp_prefetch(m->fsdp, unit_of_block(m, l + 1)) : VFM_OK;
+    return next >= 0 ? fsdp_prefetch(m->fsdp, unit_of_block(m, next)) : VFM_OK;
 }
 
 vfm_status dit_fsdp_forward_end(DiT *m, int l) { return m->fsdp ? fsdp_release(m->fsdp, unit_of_block(m, l)) : VFM_OK; }
 
-vfm_status dit_fsdp_backward_begin(DiT *m, int l) {
+vfm_status dit_fsdp_backward_begin(DiT *m, int l, int next) {
     if (!m->fsdp) return VFM_OK;
     int u = unit_of_block(m, l);
     VFM_TRY(fsdp_gather(m->fsdp, u));
-    if (l > 0) VFM_TRY(fsdp_prefetch(m->fsdp, unit_of_block(m, l - 1)));
+    if (next >= 0) VFM_TRY(fsdp_prefetch(m->fsdp, unit_of_block(m, next)));
     return fsdp_grad_begin(m->fsdp, u);
 }
 
@@ -98,7 +98,10 @@ vfm_status dit_fsdp_backward_end(DiT *m, int l) {
 }
 
 vfm_status dit_fsdp_grads_begin(DiT *m, int entry) {
-    return m->fsdp ? fsdp_grad_begin(m->fsdp, m->fsdp_unit[entry]) : VFM_OK;
+    if (!m->fsdp) return VFM_OK;
+    int u = m->fsdp_unit[entry];
+    if (m->fsdp->unit_grads[u]) return VFM_OK; /* an earlier chunk of this backward began it */
+    return fsdp_grad_begin(m->fsdp, u);
 }
 
 vfm_status dit_fsdp_grads_end(DiT *m, int entry) {

@@ -86,9 +86,24 @@ typedef struct Acts {
     Tensor d_cond_silu, d_cond, d_cond_raw, d_t1, d_f_emb, d_f1; /* [B,D] / [B,F] */
 } Acts;
 
-/* Lays out the activations of a pack (a->pl sized: S, R, Rl), L text rows and B samples. With
- * arena NULL only counts *bytes (what dit_reserve needs); otherwise carves from the arena. */
-vfm_status dit_carve_acts(const DiT *m, Arena *arena, size_t *bytes, Acts *a, int64_t L, int B);
+/* The saved activations of one chunk forward (dit.h "DiTSaved"): its tensors and their arena.
+ * a.blocks has an entry per global block; only the chunk's blocks [b0, b1) are carved. */
+struct DiTSaved {
+    Acts a;
+    Arena arena;
+    int b0, b1;      /* the chunk of the forward that filled it (b1 = 0: none yet) */
+};
+
+/* Lays out the activations of a pack (a->pl sized: S, R, Rl), L text rows and B samples, with
+ * the BlockActs of blocks [b0, b1) (a->blocks is indexed by global block). With arena NULL only
+ * counts *bytes (what dit_reserve needs); otherwise carves from the arena. */
+/* Sizes the slot's arena to m->slot_bytes when it is smaller (before carving a forward into it). */
+vfm_status dit_saved_fit(DiT *m, DiTSaved *sv);
+/* The most blocks a chunk of this rank holds (dit_reserve sizes a slot for it). */
+int dit_max_chunk_blocks(const DiT *m);
+/* The parameters of global block l (this rank must hold it). */
+const DiTBlockParams *dit_block(const DiT *m, int l);
+vfm_status dit_carve_acts(const DiT *m, Arena *arena, size_t *bytes, Acts *a, int64_t L, int B, int b0, int b1);
 
 /* ---- dit_fsdp.c: where the weights and gradients are, and the ZeRO-2/3 hooks ---- */
 /* Element `at` of entry i's weights as the ops read them (*dt: their dtype): the act-dtype copy or
@@ -97,15 +112,17 @@ void *dit_weight_ptr(const DiT *m, int entry, int64_t at, DType *dt);
 /* Element `at` of entry i's fp32 gradient: the model's buffer, or (m->fsdp) its unit's, between
  * dit_fsdp_grads_begin and _end. */
 float *dit_grad_ptr(const DiT *m, int entry, int64_t at);
-/* Around block l's forward: gather its unit (prefetch the next one); release it. */
-vfm_status dit_fsdp_forward_begin(DiT *m, int l);
+/* Around block l's forward: gather its unit (and prefetch block next's, when next >= 0: the next
+ * block of the chunk); release it. */
+vfm_status dit_fsdp_forward_begin(DiT *m, int l, int next);
 vfm_status dit_fsdp_forward_end(DiT *m, int l);
-/* Around block l's backward: gather (prefetch block l-1's unit), the unit's gradient buffer; then
- * release and reduce it. */
-vfm_status dit_fsdp_backward_begin(DiT *m, int l);
+/* Around block l's backward: gather (prefetch block next's unit: the chunk's block before it, or
+ * -1), the unit's gradient buffer; then release and reduce it. */
+vfm_status dit_fsdp_backward_begin(DiT *m, int l, int next);
 vfm_status dit_fsdp_backward_end(DiT *m, int l);
 /* The same for the unit holding `entry` outside the blocks (the embedders: 0, the final layer:
- * m->head_first), which is never sharded: the gradient buffer, then the reduction. */
+ * m->head_first), which is never sharded: the gradient buffer (kept when an earlier chunk of the
+ * same backward began it: every chunk adds to the embedders), then the reduction. */
 vfm_status dit_fsdp_grads_begin(DiT *m, int entry);
 vfm_status dit_fsdp_grads_end(DiT *m, int entry);
 

@@ -216,8 +216,9 @@ vfm_status dit_scatter_dout(DiT *m, Acts *a, const Tensor *dout) {
 }
 
 vfm_status dit_gather_rows(DiT *m, const Tensor *rows, Tensor *whole) {
-    Acts *a = m->saved;
-    if (!a) return vfm_fail(VFM_ERR_INTERNAL, "dit_gather_rows before any forward");
+    DiTSaved *sv = m->running ? m->running : m->saved;
+    if (!sv) return vfm_fail(VFM_ERR_INTERNAL, "dit_gather_rows before any forward");
+    Acts *a = &sv->a;
     const Placement *pl = &a->pl;
     int64_t w = tensor_numel(rows) / (pl->Rl > 0 ? pl->Rl : 1);
     if (tensor_dim(rows, 0) != pl->Rl || tensor_numel(whole) != pl->S_in * w)

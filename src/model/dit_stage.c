@@ -50,7 +50,7 @@ vfm_status dit_stage_inputs(DiT *m, Acts *a, const DiTInputs **in_p, const Tenso
     Staging *g = &a->stage;
     g->on = m->device == DEV_CUDA && on_host(in->x);
     if (!g->on) return VFM_OK;
-    if (!a->pl.identity)
+    if (!a->pl.identity || !out)
         return vfm_fail(VFM_ERR_INTERNAL, "dit: host inputs for a parallel GPU model (not supported)");
     if (!on_host(out) || out->dtype != DT_F32)
         return vfm_fail(VFM_ERR_SHAPE, "dit_forward: with host inputs the output must be host f32 too");

@@ -45,6 +45,9 @@ int ops_get_threads(void);
 /* The GPU libraries the CUDA ops load at run time (cuBLASLt, cuDNN), one line each: the file and
  * version loaded, or why not; "" in a build without CUDA. Tries to load them. */
 const char *ops_describe_libraries(void);
+/* The CUDA stream the ops are issued on (a cudaStream_t; NULL = the legacy default stream, and in a
+ * build without CUDA): what copies that overlap compute order themselves against, by events. */
+void *ops_stream(void);
 
 typedef enum { ACT_NONE = 0, ACT_GELU_ERF = 1, ACT_GELU_TANH = 2 } Activation;
 

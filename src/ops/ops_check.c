@@ -98,6 +98,14 @@ const char *ops_describe_libraries(void) {
 #endif
 }
 
+void *ops_stream(void) {
+#ifdef VFM_CUDA
+    return cuda_ops_get_stream();
+#else
+    return NULL;
+#endif
+}
+
 vfm_status ops_no_cuda(const char *op) {
     return vfm_fail(VFM_ERR_UNSUPPORTED, "op %s has no CUDA kernel in this build", op);
 }

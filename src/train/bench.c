@@ -389,7 +389,7 @@ static vfm_status bench_loop(Bench *b, const BenchOptions *o, BenchResult *r) {
     r->mfu = r->tflops / r->peak_tflops;
     r->mfu_no_attn = (flops - attn) / secs / 1e12 / r->peak_tflops;
     r->data_ms_per_step = 1e3 * data_s / (o->warmup + o->steps);
-    r->acts_bytes = b->model.arena.size;
+    r->acts_bytes = b->model.slot_bytes;
     VFM_TRY(device_memory(b->device, &r->mem));
     DeviceMemory host;
     VFM_TRY(device_memory(DEV_CPU, &host));

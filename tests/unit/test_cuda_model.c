@@ -5,7 +5,9 @@
  * the order of float sums differs) and in bf16 (the training precision: bounds from bf16
  * rounding, below). The GPU's backward is repeated and must give the same bits. Three variants:
  * dfm with EDM, nemo-adaln with flow matching, adaln-zero with classes and a learned variance
- * with DDPM. Skipped without a CUDA device.
+ * with DDPM. Skipped without a CUDA device. Also: the objective's own draws on the device (noise by
+ * op_randn_fill there) give the bits of the host's draws, and an ObjectiveWork kept from pack to
+ * pack (the trainer's) gives the bits of a fresh one — the latter on the CPU too.
  *
  * bf16 bounds: every activation is rounded to 8 significant bits once per op (relative error
  * 2^-9 ≈ 0.2%), through ~15 ops per block and 2 blocks, and the backward accumulates bf16
@@ -49,11 +51,11 @@ static Case make_case(int k) {
 
 /* Two samples: a 4x1x8x8 image (16 tokens) and a 4x2x4x4 video (8 tokens), slots padded to 8
  * rows... of 24 / 16 rows with pad multiple 12; text of 5 and 3 rows. */
-static vfm_status make_pack(Pack *p, const DiTConfig *c) {
+static vfm_status make_pack_of(Pack *p, const DiTConfig *c, int n_samples) {
     pack_init(p, dit_token_dim(c), c->d_text, 12, 1);
     const int32_t shapes[2][4] = {{4, 1, 8, 8}, {4, 2, 4, 4}};
     const int text_rows[2] = {5, 3};
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < n_samples; i++) {
         EncodedSample e;
         memset(&e, 0, sizeof e);
         memcpy(e.info.latent_shape, shapes[i], sizeof shapes[i]);
@@ -77,6 +79,8 @@ static vfm_status make_pack(Pack *p, const DiTConfig *c) {
     }
     return VFM_OK;
 }
+
+static vfm_status make_pack(Pack *p, const DiTConfig *c) { return make_pack_of(p, c, 2); }
 
 typedef struct Run {
     double loss;
@@ -207,4 +211,71 @@ TEST(cuda_model_weights_master_copy_and_host_round_trip) {
     free(copy);
     dit_destroy(&m);
     dit_destroy(&ref);
+}
+
+/* The loss and gradients of objective_loss_and_grad_on at step 3 for packs of 1 then 2 samples with
+ * one ObjectiveWork kept (it grows), against fresh work (objective_loss_and_grad) and, when
+ * host_draws, against objective_loss_given with the host's draws of step 3: the same bits. */
+static void kept_work_case(int k, Device dev, int host_draws) {
+    Case cs = make_case(k);
+    REQUIRE_OK(dit_config_resolve(&cs.cfg));
+    Objective o;
+    memset(&o, 0, sizeof o);
+    o.kind = cs.objective, o.seed = 5, o.sigma_data = 0.5f, o.p_mean = 0, o.p_std = 1, o.flow_shift = 1.0;
+    o.cfg_dropout = 0.5f;
+    DiT m;
+    REQUIRE_OK(dit_create(&m, &cs.cfg, dev));
+    if (dev == DEV_CUDA) REQUIRE_OK(dit_set_act_dtype(&m, DT_F32));
+    REQUIRE_OK(dit_init_weights(&m, 3));
+    int64_t n = m.table.total;
+    float *g[3];
+    for (int i = 0; i < 3; i++) REQUIRE((g[i] = malloc((size_t)n * sizeof(float))));
+    ObjectiveWork work;
+    memset(&work, 0, sizeof work);
+    for (int samples = 1; samples <= 2; samples++) {
+        Pack p;
+        memset(&p, 0, sizeof p);
+        REQUIRE_OK(make_pack_of(&p, &cs.cfg, samples));
+        double loss[3] = {0, 0, 0};
+        for (int way = 0; way < 3; way++) {
+            if (way == 2 && !host_draws) continue;
+            REQUIRE_OK(device_memset0(dev, m.grads, (size_t)n * sizeof(float)));
+            ObjectiveResult r;
+            memset(&r, 0, sizeof r);
+            if (way == 0) REQUIRE_OK(objective_loss_and_grad_on(&m, &o, &p, NULL, &work, 3, 0.5, &r));
+            if (way == 1) REQUIRE_OK(objective_loss_and_grad(&m, &o, &p, 3, 0.5, &r));
+            if (way == 2) {
+                DiffusionDraws d;
+                REQUIRE_OK(objective_draw(&o, &cs.cfg, &p, 3, &d));
+                REQUIRE_OK(objective_loss_given(&m, &o, &p, &d, 0.5, &r));
+                diffusion_draws_free(&d);
+            }
+            loss[way] = r.loss;
+            REQUIRE_OK(device_memcpy(g[way], DEV_CPU, m.grads, dev, (size_t)n * sizeof(float)));
+        }
+        CHECK_MSG(loss[0] > 0 && memcmp(&loss[0], &loss[1], sizeof(double)) == 0,
+                  "%s, %d samples: loss %.9g with kept work, %.9g fresh", cs.name, samples, loss[0], loss[1]);
+        CHECK_MSG(memcmp(g[0], g[1], (size_t)n * sizeof(float)) == 0, "%s, %d samples: kept work changes the gradients",
+                  cs.name, samples);
+        if (host_draws) {
+            CHECK_MSG(memcmp(&loss[0], &loss[2], sizeof(double)) == 0,
+                      "%s, %d samples: loss %.9g with the device's draws, %.9g with the host's", cs.name, samples,
+                      loss[0], loss[2]);
+            CHECK_MSG(memcmp(g[0], g[2], (size_t)n * sizeof(float)) == 0,
+                      "%s, %d samples: the device's draws change the gradients", cs.name, samples);
+        }
+        pack_free(&p);
+    }
+    objective_work_free(&work);
+    for (int i = 0; i < 3; i++) free(g[i]);
+    dit_destroy(&m);
+}
+
+TEST(objective_kept_work_gives_the_bits_of_fresh_work_cpu) {
+    for (int k = 0; k < 3; k++) kept_work_case(k, DEV_CPU, 1);
+}
+
+TEST(cuda_objective_device_draws_and_kept_work_give_the_host_draws_bits) {
+    if (device_cuda_count() == 0) SKIP("no CUDA device");
+    for (int k = 0; k < 3; k++) kept_work_case(k, DEV_CUDA, 1);
 }

@@ -125,6 +125,20 @@ __device__ __forceinline__ float block_max(float v) {
     return total;
 }
 
+// ---- masked per-row losses (defined in edm.cu; the weighted MSE and the DDPM VB term) -----------
+// A loss kernel first writes, per row s, term[s] (mask·w·mean_c of the row's values, in double; 0 on
+// padding and mask-0 rows, whose values are never read) and masks[s] (the row's mask, 0 on padding).
+#define ROW_TERMS_THREADS 1024
+// totals[0] = Σ term (0 when term is NULL), totals[1] = Σ masks: one block of ROW_TERMS_THREADS
+// threads, fixed order.
+__global__ void row_terms_total_kernel(const double *term, const double *masks, int64_t S, double *totals);
+// loss[0] = totals[0] / totals[1] (0 without a real row): <<<1, 1>>>.
+__global__ void row_terms_loss_kernel(float *loss, const double *totals);
+// One block per sample b (<<<B, CUDA_THREADS>>>): sample_sum[b] = Σ term and sample_count[b] = Σ masks
+// over the rows mapped to it, in a fixed order; either output may be NULL, term may be NULL.
+__global__ void row_terms_sample_kernel(float *sample_sum, float *sample_count, const double *term,
+                                        const double *masks, const int32_t *t2s, int64_t S);
+
 // ---- column sums over rows (deterministic) -----------------------------------------------------
 // out[b, c] += Σ over the rows r of sample b of term(r, c), for up to two outputs at once: the
 // per-sample gradients (dshift, dscale, dgate: tok2sample given, B samples) and the sums over all

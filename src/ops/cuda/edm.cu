@@ -69,8 +69,8 @@ __global__ void mse_row_kernel(double *term, double *masks, const float *pred, c
     }
 }
 
-// totals[0] = Σ term (when term), totals[1] = Σ masks: one block, fixed order.
-__global__ void mse_total_kernel(const double *term, const double *masks, int64_t S, double *totals) {
+// The row-term reductions (cuda_common.h "masked per-row losses"), shared with the DDPM VB term.
+__global__ void row_terms_total_kernel(const double *term, const double *masks, int64_t S, double *totals) {
     double t = 0, m = 0;
     for (int64_t s = threadIdx.x; s < S; s += blockDim.x) {
         if (term) t += term[s];
@@ -84,18 +84,17 @@ __global__ void mse_total_kernel(const double *term, const double *masks, int64_
     }
 }
 
-__global__ void mse_loss_kernel(float *loss, const double *totals) {
+__global__ void row_terms_loss_kernel(float *loss, const double *totals) {
     loss[0] = totals[1] != 0 ? (float)(totals[0] / totals[1]) : 0.f;
 }
 
-// One block per sample: its Σ term and Σ mask over the rows mapped to it, fixed order.
-__global__ void mse_sample_kernel(float *sample_sum, float *sample_count, const double *term, const double *masks,
-                                  const int32_t *t2s, int64_t S) {
+__global__ void row_terms_sample_kernel(float *sample_sum, float *sample_count, const double *term,
+                                        const double *masks, const int32_t *t2s, int64_t S) {
     int b = blockIdx.x;
     double t = 0, m = 0;
     for (int64_t s = threadIdx.x; s < S; s += blockDim.x) {
         if (t2s[s] != b) continue;
-        t += term[s];
+        if (term) t += term[s];
         m += masks[s];
     }
     t = block_sum<double>(t);
@@ -182,7 +181,7 @@ static vfm_status mse_sums(const char *op, double **term, double **masks, double
     if (S > 0)
         mse_row_kernel<<<cuda_blocks(S), CUDA_THREADS, 0, st>>>(*term, *masks, CF32(pred), CF32(target), CF32(weight),
                                                                CF32(mask), T2S(tok2sample), S, C, want_terms);
-    mse_total_kernel<<<1, 1024, 0, st>>>(want_terms ? *term : NULL, *masks, S, *totals);
+    row_terms_total_kernel<<<1, ROW_TERMS_THREADS, 0, st>>>(want_terms ? *term : NULL, *masks, S, *totals);
     return cuda_check_launch(op, pred);
 }
 
@@ -193,11 +192,11 @@ extern "C" vfm_status cuda_weighted_mse_forward(Tensor *loss, Tensor *sample_sum
     double *term, *masks, *totals;
     VFM_TRY(mse_sums(op, &term, &masks, &totals, pred, target, weight, mask, tok2sample, 1));
     cudaStream_t st = cuda_stream();
-    mse_loss_kernel<<<1, 1, 0, st>>>(F32(loss), totals);
+    row_terms_loss_kernel<<<1, 1, 0, st>>>(F32(loss), totals);
     int64_t B = tensor_dim(weight, 0), S = tensor_dim(pred, 0);
     if ((sample_sum || sample_count) && B > 0)
-        mse_sample_kernel<<<(unsigned)B, CUDA_THREADS, 0, st>>>(F32(sample_sum), F32(sample_count), term, masks,
-                                                                 T2S(tok2sample), S);
+        row_terms_sample_kernel<<<(unsigned)B, CUDA_THREADS, 0, st>>>(F32(sample_sum), F32(sample_count), term, masks,
+                                                                       T2S(tok2sample), S);
     return cuda_check_launch(op, pred);
 }
 

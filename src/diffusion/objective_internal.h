@@ -1,0 +1,46 @@
+/* Internal to src/diffusion: one pack ready for an objective's loss on the model's device — the
+ * pack's tensors, the noise, the conditioning and the working memory — and the helpers the three
+ * losses share (objective.c). */
+#ifndef VFM_OBJECTIVE_INTERNAL_H
+#define VFM_OBJECTIVE_INTERNAL_H
+
+#include "diffusion/conditioning.h"
+#include "diffusion/objective.h"
+
+typedef struct ObjectiveBatch {
+    const Pack *pack;            /* the host side: samples, offsets */
+    const PackTensors *pt;       /* the pack's arrays on the model's device */
+    const DiffusionDraws *draws; /* host: t, drop, class_row (the noise is `noise`) */
+    Tensor noise;                /* [S, token_dim] f32 on the model's device */
+    PackConditioning cond;       /* on the model's device, text in its activation dtype */
+    ObjectiveWork *work;
+    Device device;
+    DType act;                   /* the model's activation dtype: net input, F, dF */
+} ObjectiveBatch;
+
+/* The losses of one batch (edm.c, flow.c, ddpm.c): the loss into res (and the per-sample losses,
+ * F), and with grad_scale > 0 the gradient added into model->grads. */
+vfm_status edm_loss_batch(DiT *model, float sigma_data, ObjectiveBatch *b, double grad_scale, ObjectiveResult *res);
+vfm_status flow_loss_batch(DiT *model, ObjectiveBatch *b, double grad_scale, ObjectiveResult *res);
+vfm_status ddpm_loss_batch(DiT *model, ObjectiveBatch *b, double grad_scale, ObjectiveResult *res);
+
+/* dst (a device tensor, f32 or i32) := n host values (the per-sample inputs of a loss). */
+vfm_status objective_put(Tensor *dst, const void *host);
+/* host[numel] := the values of a small device tensor (f32 or i32); waits for the device. */
+vfm_status objective_get(void *host, const Tensor *src);
+/* [n] view of the 1-D f32 tensor t from element `at` (several small results in one tensor, fetched
+ * with one copy). */
+Tensor objective_slice(const Tensor *t, int64_t at, int64_t n);
+/* *host = t's values (a small f32 tensor) in host memory: t's own data on the CPU, else a copy in
+ * b->work's host buffer (valid until the next use of it); waits for the device. */
+vfm_status objective_fetch(ObjectiveBatch *b, const Tensor *t, const float **host);
+/* res->F (host f32 [S, w]) from the network output F (activation dtype); scratch: an f32 tensor of
+ * F's size used when F is bf16. A no-op when res->F is NULL. */
+vfm_status objective_output_to_host(ObjectiveResult *res, const Tensor *F, Tensor *scratch);
+/* *f32 := an f32 twin of the activation-dtype tensor t: t itself when act is f32 (the CPU), else a
+ * tensor carved next (for the layouts of edm.c, flow.c, ddpm.c). */
+Tensor objective_carve_f32_twin(Carver *k, const Tensor *t);
+/* dst := src converted, skipped when they are one tensor (an f32 twin). */
+vfm_status objective_convert(Tensor *dst, const Tensor *src);
+
+#endif
