@@ -9,7 +9,8 @@
 # default accumulation (a reduce-scatter per micro-batch: another float order) stays within 1e-6
 # of ZeRO-1 after 4 steps and differs in the last bits (so the bitwise checks can fail). A checkpoint saved under ZeRO-3 resumes under ZeRO-1 and one saved
 # under ZeRO-1 resumes under ZeRO-3, both reaching the straight run's bits. Contradictory key pairs
-# exit 2 with one line naming the keys, through the real CLI (vfm train under mpirun).
+# exit 2 with one line naming the keys, through the real CLI (vfm train under mpirun). A NaN
+# gradient under ZeRO-3 is skipped on every rank.
 cd "$(dirname "$0")/../.." || exit 1
 . tests/e2e/common.inc
 T=$(mktemp -d /tmp/vfm_mpi_fsdp.XXXXXX)
@@ -76,6 +77,16 @@ train re_13 2 $Z3 $EXACT --resume auto logger.level=info
 check "ZeRO-1's checkpoint resumes under ZeRO-3" grep -q "resumed from $T/re_13/iter_0000002 (step 2)" $T/re_13.log
 check "and ends on the straight run, bit for bit" sh -c \
     "$VFM checkpoint diff $T/z1_plain $T/re_13 --atol 0 --quiet > /dev/null && $VFM checkpoint diff $T/z1_plain $T/re_13 --atol 0 --quiet --ema > /dev/null"
+
+# a non-finite gradient under ZeRO-3 (test hook: every rank poisons its flat shard) is skipped on every rank
+MPIRUN_PLAIN=$MPIRUN
+MPIRUN="$MPIRUN -x VFM_TEST_INJECT_NAN"
+export VFM_TEST_INJECT_NAN=1
+train nan_z3 2 $Z3 train.train_iters=3 logger.level=info
+unset VFM_TEST_INJECT_NAN
+MPIRUN=$MPIRUN_PLAIN
+check "ZeRO-3: a NaN gradient at step 1 is skipped on both ranks, the run goes on" sh -c \
+    "test \$(grep -c 'step 1: non-finite gradient' $T/nan_z3.log) = 2 && test -f $T/nan_z3/iter_0000003/DONE && test \$(grep -c '\"skipped\": true' $T/nan_z3/metrics.jsonl) = 1"
 
 # contradictory key pairs: exit 2, one line naming the keys, no run directory
 bad() {
