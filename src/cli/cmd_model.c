@@ -76,7 +76,7 @@ static vfm_status print_per_rank(const DiTConfig *c, const TrainLayout *lp, DpSh
     int64_t local = m.table.total, full = m.full_table->total, tp_summed = 0;
     for (int i = 0; i < m.table.count; i++)
         if (dp_entry_reduces_over_tp(&m.table.entries[i], l.sp)) tp_summed += m.table.entries[i].numel;
-    int *first = malloc((size_t)(c->layers > 0 ? c->layers : 1) * sizeof *first);
+    int *first = malloc((size_t)(m.n_blocks > 0 ? m.n_blocks : 1) * sizeof *first);
     if (!first) {
         dit_destroy(&m);
         return vfm_fail(VFM_ERR_NOMEM, "model info: %d blocks", c->layers);

@@ -216,6 +216,11 @@ extern "C" vfm_status vfm_cuda_stream_wait_event(void *stream, void *event) {
     return e == cudaSuccess ? VFM_OK : cuda_fail(e, "cudaStreamWaitEvent");
 }
 
+extern "C" vfm_status vfm_cuda_stream_synchronize(void *stream) {
+    cudaError_t e = cudaStreamSynchronize((cudaStream_t)stream);
+    return e == cudaSuccess ? VFM_OK : cuda_fail(e, "cudaStreamSynchronize");
+}
+
 extern "C" vfm_status vfm_cuda_event_synchronize(void *event) {
     cudaError_t e = cudaEventSynchronize((cudaEvent_t)event);
     return e == cudaSuccess ? VFM_OK : cuda_fail(e, "cudaEventSynchronize");

@@ -48,6 +48,8 @@ void vfm_cuda_event_destroy(void *event);
 vfm_status vfm_cuda_event_record(void *event, void *stream);
 /* Work issued on `stream` after this call waits until `event` has completed (the host does not wait). */
 vfm_status vfm_cuda_stream_wait_event(void *stream, void *event);
+/* The host waits until the work issued on `stream` is done. */
+vfm_status vfm_cuda_stream_synchronize(void *stream);
 /* The host waits until `event` has completed (a never-recorded event has). */
 vfm_status vfm_cuda_event_synchronize(void *event);
 /* cudaMemcpyAsync on `stream`: asynchronous to the host when the host side is page-locked. */

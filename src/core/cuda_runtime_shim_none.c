@@ -33,6 +33,7 @@ void vfm_cuda_event_destroy(void *event) { (void)event; }
 vfm_status vfm_cuda_event_record(void *event, void *stream) { (void)event; (void)stream; return no_cuda(); }
 vfm_status vfm_cuda_stream_wait_event(void *stream, void *event) { (void)stream; (void)event; return no_cuda(); }
 vfm_status vfm_cuda_event_synchronize(void *event) { (void)event; return VFM_OK; }
+vfm_status vfm_cuda_stream_synchronize(void *stream) { (void)stream; return VFM_OK; }
 vfm_status vfm_cuda_memcpy_async(void *dst, int dst_on_gpu, const void *src, int src_on_gpu, size_t bytes,
                                  void *stream) {
     (void)dst; (void)dst_on_gpu; (void)src; (void)src_on_gpu; (void)bytes; (void)stream;

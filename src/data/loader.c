@@ -49,6 +49,7 @@ typedef struct OpenShard {
 } OpenShard;
 
 typedef struct Loader {
+    PackSource *src;    /* the source this loader implements (its pin_packs) */
     EncodeConfig ec;
     EncodeConfig *leaf_ec; /* [n_leaves] ec with each leaf dataset's name (sample uids) */
     PlanConfig pc;
@@ -199,6 +200,7 @@ static vfm_status load_sample(Loader *L, int64_t u, int64_t epoch, EncodedSample
 
 static vfm_status build_pack(Loader *L, const int64_t *items, const int64_t *epochs, int n, Pack *p, int *dropped) {
     pack_clear(p);
+    VFM_TRY(pack_set_pinned(p, pack_source_pinned(L->src))); /* a GPU run: page-locked, its copy overlaps compute */
     p->pad_multiple = L->ec.pad_multiple;
     p->text_pad_multiple = 1;
     *dropped = 0;
@@ -598,6 +600,7 @@ vfm_status webdataset_source_open(PackSource **out, const Config *cfg, const cha
     pthread_cond_init(&L->ready, NULL);
     pthread_cond_init(&L->space, NULL);
     src->impl = L;
+    L->src = src;
     src->kind = "webdataset";
     src->next = wds_next;
     src->get_state = wds_get_state;

@@ -93,6 +93,7 @@ static vfm_status mock_next(PackSource *src, Pack *out) {
     Mock *m = src->impl;
     seek_pack(m, m->consumed + m->rank); /* replica r of R takes packs r, r+R, ... */
     pack_clear(out);
+    VFM_TRY(pack_set_pinned(out, pack_source_pinned(src)));
     int n = pack_size_at(m, m->cursor_sample);
     for (int i = 0; i < n; i++) {
         EncodedSample s;

@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/cuda_runtime_shim.h"
+
 void pack_init(Pack *p, int token_dim, int text_dim, int pad_multiple, int text_pad_multiple) {
     memset(p, 0, sizeof *p);
     p->token_dim = token_dim;
@@ -17,16 +19,21 @@ void pack_init(Pack *p, int token_dim, int text_dim, int pad_multiple, int text_
     p->cu_text_padded = calloc(1, sizeof(int32_t));
 }
 
+/* The arrays of a pack whose storage may be page-locked (samples is always malloc'd: it never goes
+ * to a GPU), with their row sizes and capacity fields. */
+#define PACK_ARRAYS(p) {(void **)&(p)->tokens, (void **)&(p)->text, (void **)&(p)->cu_seqlens, \
+                        (void **)&(p)->cu_seqlens_padded, (void **)&(p)->cu_text, (void **)&(p)->cu_text_padded, \
+                        (void **)&(p)->token_sample, (void **)&(p)->token_pos, (void **)&(p)->loss_mask}
+enum { PACK_N_ARRAYS = 9 };
+
+static void array_free(void *q, int pinned) {
+    if (pinned) vfm_cuda_host_free(q);
+    else free(q);
+}
+
 void pack_free(Pack *p) {
-    free(p->tokens);
-    free(p->text);
-    free(p->cu_seqlens);
-    free(p->cu_seqlens_padded);
-    free(p->cu_text);
-    free(p->cu_text_padded);
-    free(p->token_sample);
-    free(p->token_pos);
-    free(p->loss_mask);
+    void **arrays[PACK_N_ARRAYS] = PACK_ARRAYS(p);
+    for (int i = 0; i < PACK_N_ARRAYS; i++) array_free(*arrays[i], p->pinned);
     free(p->samples);
     memset(p, 0, sizeof *p);
 }
@@ -35,6 +42,38 @@ void pack_clear(Pack *p) {
     p->n_samples = 0;
     p->n_tokens = 0;
     p->n_text = 0;
+}
+
+vfm_status pack_set_pinned(Pack *p, int pinned) {
+    pinned = pinned != 0;
+    if (p->pinned == pinned) return VFM_OK;
+    int64_t offsets = p->cap_samples ? p->cap_samples + 1 : 1;
+    int64_t rows[PACK_N_ARRAYS] = {p->cap_tokens, p->cap_text, offsets, offsets, offsets, offsets, p->cap_tokens,
+                                   p->cap_tokens, p->cap_tokens};
+    size_t row_bytes[PACK_N_ARRAYS] = {(size_t)p->token_dim * sizeof(float), (size_t)p->text_dim * sizeof(float),
+                                       sizeof(int32_t), sizeof(int32_t), sizeof(int32_t), sizeof(int32_t),
+                                       sizeof(int32_t), 3 * sizeof(int32_t), sizeof(float)};
+    void **arrays[PACK_N_ARRAYS] = PACK_ARRAYS(p);
+    void *moved[PACK_N_ARRAYS] = {0};
+    vfm_status s = VFM_OK;
+    for (int i = 0; i < PACK_N_ARRAYS && s == VFM_OK; i++) {
+        if (!*arrays[i]) continue;
+        size_t bytes = (size_t)(rows[i] > 0 ? rows[i] : 1) * row_bytes[i];
+        if (pinned) s = vfm_cuda_host_alloc(bytes, &moved[i]);
+        else if (!(moved[i] = malloc(bytes))) s = vfm_fail(VFM_ERR_NOMEM, "pack: %zu bytes", bytes);
+        if (s == VFM_OK) memcpy(moved[i], *arrays[i], (size_t)(rows[i] > 0 ? rows[i] : 0) * row_bytes[i]);
+    }
+    for (int i = 0; i < PACK_N_ARRAYS; i++) {
+        if (s != VFM_OK) {
+            array_free(moved[i], pinned);
+            continue;
+        }
+        if (!*arrays[i]) continue;
+        array_free(*arrays[i], p->pinned);
+        *arrays[i] = moved[i];
+    }
+    if (s == VFM_OK) p->pinned = pinned;
+    return s;
 }
 
 int64_t pack_padded_len(int64_t tokens, int pad_multiple) {
@@ -48,6 +87,22 @@ static int64_t grown_capacity(int64_t cap, int64_t need) {
     return c;
 }
 
+/* *ptr (old_rows rows, their contents kept) grown to rows rows of row_bytes; page-locked when pinned. */
+static vfm_status resize_in(void **ptr, int pinned, int64_t old_rows, int64_t rows, size_t row_bytes) {
+    if (!pinned) {
+        void *q = realloc(*ptr, (size_t)rows * row_bytes);
+        if (!q) return vfm_fail(VFM_ERR_NOMEM, "pack: cannot grow to %lld rows", (long long)rows);
+        *ptr = q;
+        return VFM_OK;
+    }
+    void *q = NULL;
+    VFM_TRY(vfm_cuda_host_alloc((size_t)rows * row_bytes, &q));
+    if (*ptr && old_rows > 0) memcpy(q, *ptr, (size_t)(old_rows < rows ? old_rows : rows) * row_bytes);
+    vfm_cuda_host_free(*ptr);
+    *ptr = q;
+    return VFM_OK;
+}
+
 static vfm_status resize(void **ptr, int64_t rows, size_t row_bytes) {
     void *q = realloc(*ptr, (size_t)rows * row_bytes);
     if (!q) return vfm_fail(VFM_ERR_NOMEM, "pack: cannot grow to %lld rows", (long long)rows);
@@ -56,27 +111,30 @@ static vfm_status resize(void **ptr, int64_t rows, size_t row_bytes) {
 }
 
 static vfm_status reserve(Pack *p, int n, int64_t tokens, int64_t text) {
+    int pin = p->pinned;
     if (n + 1 > p->cap_samples) {
         int cap = p->cap_samples ? p->cap_samples : 8;
         while (cap < n + 1) cap *= 2;
+        /* the offsets hold cap_samples + 1 entries once grown (1 after pack_init) */
+        int64_t old = p->cap_samples ? p->cap_samples + 1 : 1;
         VFM_TRY(resize((void **)&p->samples, cap, sizeof *p->samples));
-        VFM_TRY(resize((void **)&p->cu_seqlens, cap + 1, sizeof(int32_t)));
-        VFM_TRY(resize((void **)&p->cu_seqlens_padded, cap + 1, sizeof(int32_t)));
-        VFM_TRY(resize((void **)&p->cu_text, cap + 1, sizeof(int32_t)));
-        VFM_TRY(resize((void **)&p->cu_text_padded, cap + 1, sizeof(int32_t)));
+        VFM_TRY(resize_in((void **)&p->cu_seqlens, pin, old, cap + 1, sizeof(int32_t)));
+        VFM_TRY(resize_in((void **)&p->cu_seqlens_padded, pin, old, cap + 1, sizeof(int32_t)));
+        VFM_TRY(resize_in((void **)&p->cu_text, pin, old, cap + 1, sizeof(int32_t)));
+        VFM_TRY(resize_in((void **)&p->cu_text_padded, pin, old, cap + 1, sizeof(int32_t)));
         p->cap_samples = cap;
     }
     if (tokens > p->cap_tokens) {
-        int64_t cap = grown_capacity(p->cap_tokens, tokens);
-        VFM_TRY(resize((void **)&p->tokens, cap, (size_t)p->token_dim * sizeof(float)));
-        VFM_TRY(resize((void **)&p->token_sample, cap, sizeof(int32_t)));
-        VFM_TRY(resize((void **)&p->token_pos, cap, 3 * sizeof(int32_t)));
-        VFM_TRY(resize((void **)&p->loss_mask, cap, sizeof(float)));
+        int64_t cap = grown_capacity(p->cap_tokens, tokens), old = p->cap_tokens;
+        VFM_TRY(resize_in((void **)&p->tokens, pin, old, cap, (size_t)p->token_dim * sizeof(float)));
+        VFM_TRY(resize_in((void **)&p->token_sample, pin, old, cap, sizeof(int32_t)));
+        VFM_TRY(resize_in((void **)&p->token_pos, pin, old, cap, 3 * sizeof(int32_t)));
+        VFM_TRY(resize_in((void **)&p->loss_mask, pin, old, cap, sizeof(float)));
         p->cap_tokens = cap;
     }
     if (text > p->cap_text) {
         int64_t cap = grown_capacity(p->cap_text, text);
-        VFM_TRY(resize((void **)&p->text, cap, (size_t)p->text_dim * sizeof(float)));
+        VFM_TRY(resize_in((void **)&p->text, pin, p->cap_text, cap, (size_t)p->text_dim * sizeof(float)));
         p->cap_text = cap;
     }
     return VFM_OK;

@@ -53,11 +53,15 @@ typedef struct Pack {
     /* allocation sizes */
     int cap_samples;
     int64_t cap_tokens, cap_text;
+    int pinned;                /* the arrays (not `samples`) are page-locked host memory (cudaMallocHost) */
 } Pack;
 
 void pack_init(Pack *p, int token_dim, int text_dim, int pad_multiple, int text_pad_multiple);
 void pack_free(Pack *p);
 void pack_clear(Pack *p);
+/* Moves the pack's arrays (contents kept) into page-locked host memory (pinned = 1; needs a CUDA
+ * device) or back into malloc'd memory; later growth stays in that kind. A no-op when already so. */
+vfm_status pack_set_pinned(Pack *p, int pinned);
 /* Padded token count a sample of `tokens` real tokens takes in a pack. */
 int64_t pack_padded_len(int64_t tokens, int pad_multiple);
 /* Appends a sample: copies its tokens and text, pads both, fills the maps and grid positions. */

@@ -32,6 +32,9 @@ struct PackSource {
      * text embeddings (e.g. "vfm-hashed-words-v1"). Owned by the source. */
     const char *pixel_space_json;
     const char *text_encoder;
+    /* 1: build packs in page-locked host memory (pack_set_pinned), set by pack_source_pin when the
+     * run is on a GPU; packs built before it was set stay in ordinary memory. */
+    int pin_packs;
     /* Fills `out` (cleared first) with this replica's next pack. */
     vfm_status (*next)(PackSource *s, Pack *out);
     /* The consumed position as JSON (malloc'd) / restores it. */
@@ -60,6 +63,10 @@ vfm_status pack_source_create(PackSource **out, const Config *cfg, int rank, int
  * and noise never coincide with training samples; any other name is VFM_ERR_USAGE. */
 vfm_status pack_source_create_split(PackSource **out, const Config *cfg, const char *split, int rank, int world);
 void pack_source_destroy(PackSource *s);
+/* Asks the source to build its packs in page-locked memory from now on (its reader threads read it). */
+void pack_source_pin(PackSource *s, int on);
+/* What a source reads: the current pin_packs (safe from any thread). */
+int pack_source_pinned(const PackSource *s);
 
 /* The mock dataset (research/dfm.md §3.4; `dataset.mock: true`): standard-normal latents of the
  * configured shapes and random text embeddings, packed greedily up to the token budget.

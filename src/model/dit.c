@@ -297,6 +297,9 @@ static vfm_status check_chunk(const DiT *m, int b0, int b1, const Tensor *h_in, 
     int L = m->cfg.layers;
     if (b0 < 0 || b1 > L || b0 >= b1)
         return vfm_fail(VFM_ERR_INTERNAL, "dit chunk: blocks [%d, %d) of a %d-block model", b0, b1, L);
+    for (int l = b0; l < b1; l++)
+        if (m->block_local[l] < 0)
+            return vfm_fail(VFM_ERR_INTERNAL, "dit chunk [%d, %d): block %d is on another pipeline stage", b0, b1, l);
     if ((b0 == 0) != (h_in == NULL) || (b1 == L) != (h_out == NULL))
         return vfm_fail(VFM_ERR_INTERNAL, "dit chunk [%d, %d): %s must be given exactly for an inner end", b0, b1, h);
     return VFM_OK;

@@ -126,6 +126,9 @@ typedef struct DiTParallel {
     int cp, cp_rank;          /* model.context_parallel_size and this rank's place (= its chunk) */
     Comm *cp_comm;            /* the CP group, for the output gather (NULL when cp = 1) */
     CpAttention cpa;          /* the self-attention's CP mode and comms (cp > 1) */
+    int pp, pp_rank;          /* model.pipeline_model_parallel_size (0 or 1: none) and this rank's stage */
+    int vp;                   /* model.virtual_pipeline_model_parallel_size: chunks per stage (0 or 1: one) */
+    Comm *pp_comm;            /* the PP group (the caller's pipeline runner uses it; NULL when pp = 1) */
     /* Tests only: k >= 1 skips the TP reduction that closes block k-1's self-attention (a broken
      * variant the equivalence tests must catch). */
     int test_skip_tp_reduce;
@@ -147,7 +150,8 @@ const char *dit_group_name(int group);
 
 typedef struct DiT {
     DiTConfig cfg;
-    ParamTable table;   /* this rank's entries: the single-rank shapes at TP 1, the TP shards otherwise */
+    ParamTable table;   /* this rank's entries: the single-rank shapes at TP 1, the TP shards otherwise;
+                         * under PP only the stage's entries (pp_stage.h), in the whole table's order */
     Device device;
     float *params; /* [table.total] fp32 master weights, on the model's device */
     float *grads;  /* [table.total] fp32, accumulated by dit_backward, on the model's device */
@@ -159,13 +163,18 @@ typedef struct DiT {
     void *wcopy;   /* [table.total] act_dtype copy of params, or NULL (the ops read params) */
     DiTParallel par;    /* tp = cp = 1 for a one-rank model */
     int heads_local, kv_heads_local, ffn_local; /* per TP rank: heads/TP, kv_heads/TP, ffn/TP */
-    ParamTable *full_table; /* the single-rank table (names and shapes of the checkpoint files) */
-    TpShardMap *shards;     /* where this rank's entries sit in the full tensors (identity at TP 1) */
+    ParamTable *full_table; /* the single-rank table of the whole model (names and shapes of the checkpoint files) */
+    TpShardMap *shards;     /* where this rank's entries sit in the full tensors (identity at TP 1); under
+                             * PP it shards the stage's table and maps its entries into full_table */
     DiTLinear x_embed, t_l1, t_l2, f_l1, f_l2, final_ada, final_out; /* final_ada.w = -1 without */
     int y_table;     /* class table [N(+1), D] or -1 */
     int cond_norm_w; /* [D] or -1 */
     int head_first;  /* first table entry after the blocks (the final layer's) */
-    DiTBlockParams *blocks;
+    DiTBlockParams *blocks; /* [n_blocks]: this rank's blocks (all L without PP), in global order */
+    int n_blocks;
+    int *block_ids;         /* [n_blocks]: their global numbers (names and keyed draws use these) */
+    int *block_local;       /* [L]: global block → index in blocks, -1 when another stage holds it */
+    struct PpStageMap *stage; /* PP: this stage's entries in the whole model's table, or NULL */
     int32_t *patch_perm; /* [token_dim] on the model's device: conv column order (conv_patch) */
     DiTSaved *saved;    /* the activations of the last dit_forward (the default slot) */
     DiTSaved *running;  /* internal: the slot of the chunk forward/backward under way (probes) */
@@ -278,6 +287,9 @@ vfm_status dit_chunk_forward(DiT *m, DiTSaved *saved, const DiTInputs *in, int b
                              Tensor *out);
 vfm_status dit_chunk_backward(DiT *m, DiTSaved *saved, const DiTInputs *in, int b0, int b1, const Tensor *dy,
                               Tensor *dx, const Tensor *dout);
+/* Global blocks [*b0, *b1) of this rank's local chunk `chunk` (pipeline stage pp_rank, chunk v of
+ * vp; pp_schedule.h's split); without PP chunk 0 is every block. */
+void dit_chunk_blocks(const DiT *m, int chunk, int *b0, int *b1);
 /* Rows [Rl] of this rank's hidden state for a pack (what travels between pipeline stages). */
 vfm_status dit_hidden_rows(const DiT *m, const DiTInputs *in, int64_t *rows);
 /* Collective over the model's TP and CP groups: whole[S, w] (the last forward's whole pack) from
@@ -287,8 +299,8 @@ vfm_status dit_gather_rows(DiT *m, const Tensor *rows, Tensor *whole);
 /* ---- ZeRO-2 / ZeRO-3 (dit_fsdp.c) ---- */
 struct Fsdp;
 struct FsdpConfig;
-/* The blocks' first table entries (block_first[cfg.layers], the caller's) as parallel/pp_stage.h's
- * PpBlocks wants them (fsdp_init, dp_memory_bytes). */
+/* This rank's blocks' first table entries (block_first[n_blocks], the caller's) as
+ * parallel/pp_stage.h's PpBlocks wants them (fsdp_init, dp_memory_bytes). */
 void dit_block_layout(const DiT *m, int *block_first, int *n_blocks, int *head_first);
 /* Collective over comm (DP×CP): f = FSDP over this rank's table (one unit per block, the
  * embedders, the final layer), filled with the model's current weights; the model's own params and

@@ -7,6 +7,8 @@
 #include <string.h>
 
 #include "model/dit_internal.h"
+#include "parallel/pp_schedule.h"
+#include "parallel/pp_stage.h"
 
 /* How one linear layer's weight and bias are initialised and distributed. */
 typedef struct LinearSpec {
@@ -207,6 +209,10 @@ void dit_describe(DiT *m, const DiTConfig *cfg) {
     m->cfg = *cfg;
     if (!m->cfg.f.n_chunks) dit_config_resolve(&m->cfg); /* filled by hand: derive the features */
     m->blocks = calloc((size_t)cfg->layers, sizeof *m->blocks);
+    m->block_ids = calloc((size_t)cfg->layers, sizeof *m->block_ids);
+    m->block_local = calloc((size_t)cfg->layers, sizeof *m->block_local);
+    m->n_blocks = cfg->layers;
+    for (int l = 0; l < cfg->layers; l++) m->block_ids[l] = m->block_local[l] = l;
     param_table_init(&m->table);
     build_table(m);
     m->par.tp = m->par.cp = 1;
@@ -242,17 +248,80 @@ static void localize(const DiT *m, DiTLinear *l) {
     l->row0 /= m->par.tp;
 }
 
+static int pp_on(const DiT *m) { return m->par.pp > 1; }
+static int vp_of(const DiT *m) { return m->par.vp > 1 ? m->par.vp : 1; }
+
+static void remap_linear(DiTLinear *l, const int *to) {
+    if (l->w >= 0) l->w = to[l->w];
+    if (l->b >= 0) l->b = to[l->b];
+}
+static void remap_entry(int *e, const int *to) {
+    if (*e >= 0) *e = to[*e];
+}
+
+/* PP: this stage's entries of the whole table (pp_stage.h) and its blocks; every entry index the
+ * model keeps moves to the stage table (-1 for what another stage holds). */
+static vfm_status stage_table(DiT *m) {
+    int L = m->cfg.layers;
+    VFM_TRY(pp_check_layers(L, m->par.pp, vp_of(m)));
+    int *first = malloc((size_t)L * sizeof *first), *to = malloc((size_t)m->full_table->count * sizeof *to);
+    m->stage = calloc(1, sizeof *m->stage);
+    if (!first || !to || !m->stage) {
+        free(first), free(to);
+        return vfm_fail(VFM_ERR_NOMEM, "dit: stage map");
+    }
+    for (int l = 0; l < L; l++) first[l] = m->blocks[l].first_entry;
+    PpBlocks pb = {first, L, m->head_first};
+    vfm_status s = pp_stage_map_init(m->stage, m->full_table, &pb, m->par.pp, vp_of(m), m->par.pp_rank);
+    free(first);
+    if (s != VFM_OK) {
+        free(to);
+        return s;
+    }
+    PpStageMap *st = m->stage;
+    for (int i = 0; i < m->full_table->count; i++) to[i] = -1;
+    for (int i = 0; i < st->local.count; i++) to[st->full_entry[i]] = i;
+    DiTLinear *ls[] = {&m->x_embed, &m->t_l1, &m->t_l2, &m->f_l1, &m->f_l2, &m->final_ada, &m->final_out};
+    for (size_t i = 0; i < sizeof ls / sizeof ls[0]; i++) remap_linear(ls[i], to);
+    remap_entry(&m->y_table, to);
+    remap_entry(&m->cond_norm_w, to);
+    m->head_first = st->head_first;
+    for (int l = 0; l < L; l++) m->block_local[l] = -1;
+    for (int k = 0; k < st->n_blocks; k++) {
+        int l = st->block_index[k];
+        DiTBlockParams b = m->blocks[l];
+        DiTLinear *bl[] = {&b.ada_down, &b.ada_up, &b.sa_q, &b.sa_k, &b.sa_v, &b.sa_proj,
+                           &b.ca_q, &b.ca_k, &b.ca_v, &b.ca_proj, &b.fc1, &b.fc2};
+        for (size_t i = 0; i < sizeof bl / sizeof bl[0]; i++) remap_linear(bl[i], to);
+        int *ids[] = {&b.sa_qn, &b.sa_kn, &b.ca_qn, &b.ca_kn};
+        for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++) remap_entry(ids[i], to);
+        b.first_entry = st->block_first[k];
+        m->blocks[k] = b; /* k <= l: stage blocks in global order move down */
+        m->block_ids[k] = l;
+        m->block_local[l] = k;
+    }
+    m->n_blocks = st->n_blocks;
+    free(to);
+    return VFM_OK;
+}
+
 static vfm_status shard_table(DiT *m) {
     m->full_table = calloc(1, sizeof *m->full_table);
     m->shards = calloc(1, sizeof *m->shards);
     if (!m->full_table || !m->shards) return vfm_fail(VFM_ERR_NOMEM, "dit: shard map");
     *m->full_table = m->table; /* the single-rank table moves; the model's table becomes this rank's */
     param_table_init(&m->table);
-    VFM_TRY(tp_shard_map_init(m->shards, m->full_table, m->par.tp, m->par.tp_rank));
+    const ParamTable *split = m->full_table;
+    if (pp_on(m)) {
+        VFM_TRY(stage_table(m));
+        split = &m->stage->local;
+    }
+    VFM_TRY(tp_shard_map_init(m->shards, split, m->par.tp, m->par.tp_rank));
+    if (pp_on(m)) m->shards->file = m->full_table, m->shards->file_entry = m->stage->full_entry;
     VFM_TRY(param_table_copy(&m->table, &m->shards->local));
     DiTLinear *ls[] = {&m->x_embed, &m->t_l1, &m->t_l2, &m->f_l1, &m->f_l2, &m->final_ada, &m->final_out};
     for (size_t i = 0; i < sizeof ls / sizeof ls[0]; i++) localize(m, ls[i]);
-    for (int l = 0; l < m->cfg.layers; l++) {
+    for (int l = 0; l < m->n_blocks; l++) {
         DiTBlockParams *b = &m->blocks[l];
         DiTLinear *bl[] = {&b->ada_down, &b->ada_up, &b->sa_q, &b->sa_k, &b->sa_v, &b->sa_proj,
                            &b->ca_q, &b->ca_k, &b->ca_v, &b->ca_proj, &b->fc1, &b->fc2};
@@ -272,6 +341,10 @@ vfm_status dit_describe_parallel(DiT *m, const DiTConfig *cfg, const DiTParallel
     DiTParallel one = {.tp = 1, .cp = 1};
     if (!par) par = &one;
     VFM_TRY(dit_check_parallel(&resolved, par->tp, par->sequence_parallel, par->cp, par->cpa.type, par->cpa.A));
+    if (par->pp > 1) VFM_TRY(pp_check_layers(resolved.layers, par->pp, par->vp > 1 ? par->vp : 1));
+    else if (par->vp > 1)
+        return vfm_fail(VFM_ERR_USAGE, "model.virtual_pipeline_model_parallel_size (%d) needs "
+                        "model.pipeline_model_parallel_size > 1", par->vp);
     dit_describe(m, &resolved);
     m->par = *par;
     return shard_table(m);
@@ -295,9 +368,24 @@ vfm_status dit_create_parallel(DiT *m, const DiTConfig *cfg, Device device, cons
     return m->cfg.f.conv_patch ? build_patch_perm(m) : VFM_OK;
 }
 
-int dit_max_chunk_blocks(const DiT *m) { return m->cfg.layers; }
+int dit_max_chunk_blocks(const DiT *m) {
+    if (!pp_on(m)) return m->cfg.layers;
+    int most = 0;
+    for (int v = 0; v < vp_of(m); v++) {
+        int first, count;
+        pp_chunk_blocks(m->cfg.layers, m->par.pp, vp_of(m), m->par.pp_rank, v, &first, &count);
+        if (count > most) most = count;
+    }
+    return most;
+}
 
-const DiTBlockParams *dit_block(const DiT *m, int l) { return &m->blocks[l]; }
+const DiTBlockParams *dit_block(const DiT *m, int l) { return &m->blocks[m->block_local[l]]; }
+
+void dit_chunk_blocks(const DiT *m, int chunk, int *b0, int *b1) {
+    int first = 0, count = m->cfg.layers;
+    if (pp_on(m)) pp_chunk_blocks(m->cfg.layers, m->par.pp, vp_of(m), m->par.pp_rank, chunk, &first, &count);
+    *b0 = first, *b1 = first + count;
+}
 
 vfm_status dit_create(DiT *m, const DiTConfig *cfg, Device device) { return dit_create_parallel(m, cfg, device, NULL); }
 
@@ -355,6 +443,10 @@ void dit_destroy(DiT *m) {
     free(m->fsdp_unit); /* the Fsdp itself is the caller's */
     dit_saved_destroy(m, m->saved);
     free(m->blocks);
+    free(m->block_ids);
+    free(m->block_local);
+    if (m->stage) pp_stage_map_free(m->stage);
+    free(m->stage);
     param_table_free(&m->table);
     if (m->shards) tp_shard_map_free(m->shards);
     free(m->shards);

@@ -9,8 +9,8 @@
 #include "parallel/fsdp.h"
 
 void dit_block_layout(const DiT *m, int *block_first, int *n_blocks, int *head_first) {
-    for (int l = 0; l < m->cfg.layers; l++) block_first[l] = dit_block(m, l)->first_entry;
-    *n_blocks = m->cfg.layers;
+    for (int k = 0; k < m->n_blocks; k++) block_first[k] = m->blocks[k].first_entry;
+    *n_blocks = m->n_blocks;
     *head_first = m->head_first;
 }
 
@@ -19,7 +19,7 @@ vfm_status dit_fsdp_create(DiT *m, Fsdp *f, const FsdpConfig *cfg, Comm *comm, C
     if (m->wcopy)
         return vfm_fail(VFM_ERR_UNSUPPORTED, "dit: ZeRO-2/3 keeps fp32 weights in its units: set f32 activations "
                         "(dit_set_act_dtype) first");
-    int *first = malloc((size_t)(m->cfg.layers > 0 ? m->cfg.layers : 1) * sizeof *first);
+    int *first = malloc((size_t)(m->n_blocks > 0 ? m->n_blocks : 1) * sizeof *first);
     m->fsdp_unit = malloc((size_t)(m->table.count > 0 ? m->table.count : 1) * sizeof *m->fsdp_unit);
     if (!first || !m->fsdp_unit) {
         free(first);

@@ -32,7 +32,7 @@ static void header_free(Header *h) {
 static vfm_status build_header(Header *h, const TpShardMap *m, const ShardedSet *sets, int n_sets,
                                const char *const *meta) {
     memset(h, 0, sizeof *h);
-    const ParamTable *t = m->full;
+    const ParamTable *t = m->file ? m->file : m->full;
     h->offset = malloc((size_t)(n_sets * t->count + 1) * sizeof *h->offset);
     json_t *hdr = json_object();
     if (!h->offset || !hdr) {
@@ -175,7 +175,9 @@ static vfm_status io_slices(int fd, const char *path, int writing, const TpShard
             const ParamEntry *e = &l->entries[i];
             int64_t a = e->offset > lo ? e->offset : lo, b = e->offset + e->numel < hi ? e->offset + e->numel : hi;
             if (a >= b) continue;
-            RunCtx c = {fd, writing, path, pos[k * l->count + i], sets[k].buf + (e->offset - lo)};
+            const ParamTable *ft = m->file ? m->file : m->full;
+            int fe = m->file_entry ? m->file_entry[i] : i;
+            RunCtx c = {fd, writing, path, pos[k * ft->count + fe], sets[k].buf + (e->offset - lo)};
             VFM_TRY(tp_shard_runs(m, i, a - e->offset, b - e->offset, io_run, &c));
         }
     return VFM_OK;
@@ -211,11 +213,12 @@ vfm_status sharded_safetensors_write(const char *path, Comm *comm, const TpShard
     }
     s = agree(comm, s, path);
     if (s == VFM_OK && hi > lo) { /* every rank's slices */
-        uint64_t *pos = malloc((size_t)(n_sets * m->full->count + 1) * sizeof *pos);
+        const ParamTable *ft = m->file ? m->file : m->full;
+        uint64_t *pos = malloc((size_t)(n_sets * ft->count + 1) * sizeof *pos);
         int fd = open(tmp, O_WRONLY);
         if (!pos) s = vfm_fail(VFM_ERR_NOMEM, "%s: positions", path);
         else if (fd < 0) s = vfm_fail(VFM_ERR_IO, "%s: cannot open: %s", tmp, strerror(errno));
-        for (int i = 0; s == VFM_OK && i < n_sets * m->full->count; i++) pos[i] = start + h.offset[i];
+        for (int i = 0; s == VFM_OK && i < n_sets * ft->count; i++) pos[i] = start + h.offset[i];
         if (s == VFM_OK) s = io_slices(fd, tmp, 1, m, sets, n_sets, lo, hi, pos);
         if (s == VFM_OK && fsync(fd) != 0) s = vfm_fail(VFM_ERR_IO, "%s: fsync: %s", tmp, strerror(errno));
         if (fd >= 0) close(fd);
@@ -236,7 +239,7 @@ vfm_status sharded_safetensors_read(const char *path, const TpShardMap *m, const
                                     int64_t hi) {
     StFile f;
     VFM_TRY(st_open(&f, path));
-    const ParamTable *t = m->full;
+    const ParamTable *t = m->file ? m->file : m->full;
     uint64_t *pos = malloc((size_t)(n_sets * t->count + 1) * sizeof *pos);
     vfm_status s = pos ? VFM_OK : vfm_fail(VFM_ERR_NOMEM, "%s: positions", path);
     for (int k = 0; k < n_sets && s == VFM_OK; k++)

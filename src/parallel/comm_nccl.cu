@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/cuda_runtime_shim.h"
 #include "parallel/comm_internal.h"
 #include "parallel/launch.h"
 
@@ -25,6 +26,7 @@ extern "C" vfm_status comm_bind_gpu(int local_rank, int *device) {
     if (e != cudaSuccess)
         return vfm_fail(VFM_ERR_UNSUPPORTED, "cudaSetDevice(%d) for local rank %d: %s", d, local_rank, cudaGetErrorString(e));
     *device = d;
+    vfm_cuda_set_process_device(d);  // the loader's reader threads allocate page-locked memory for this GPU
     return VFM_OK;
 }
 

@@ -40,6 +40,11 @@ typedef struct TpShardMap {
     ParamTable local;       /* this rank's table */
     TpShard *shards;        /* [full->count] */
     int tp, rank;
+    /* Checkpoint files (ckpt_shard.h) hold the tensors of `file` (NULL: full) and local entry i is
+     * file entry file_entry[i] (NULL: i). Pipeline parallelism: full is the stage's table, file the
+     * whole model's (not owned). */
+    const ParamTable *file;
+    const int *file_entry;
 } TpShardMap;
 
 /* VFM_ERR_USAGE naming the entry, the dimension and TP when a split dimension (or each of its

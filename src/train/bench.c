@@ -135,6 +135,8 @@ typedef struct Bench {
     int have_opt;
     PackSource *source;
     Pack *packs;      /* [accum] the packs of one step */
+    PackTensors *pts; /* [accum] their tensors on the model's device (copied up with the fetch) */
+    ObjectiveWork work;
     int64_t accum;
     Device device;
     double lr;
@@ -279,7 +281,8 @@ static vfm_status bench_setup(Bench *b, const BenchOptions *o, BenchResult *r) {
         return vfm_fail_at(VFM_ERR_USAGE, NULL, "dataset.context_embeddings_dim", NULL,
                            "the mock text is %d wide but model.crossattn_emb_size is %d", b->source->text_dim, mc.d_text);
     b->packs = calloc((size_t)b->accum, sizeof *b->packs);
-    if (!b->packs) return vfm_fail(VFM_ERR_NOMEM, "bench: %lld packs", (long long)b->accum);
+    b->pts = calloc((size_t)b->accum, sizeof *b->pts);
+    if (!b->packs || !b->pts) return vfm_fail(VFM_ERR_NOMEM, "bench: %lld packs", (long long)b->accum);
     for (int64_t k = 0; k < b->accum; k++) pack_init(&b->packs[k], b->source->token_dim, b->source->text_dim, 1, 1);
 
     VFM_TRY(dit_create(&b->model, &mc, b->device));
@@ -301,6 +304,9 @@ static vfm_status bench_setup(Bench *b, const BenchOptions *o, BenchResult *r) {
 }
 
 static void bench_teardown(Bench *b) {
+    objective_work_free(&b->work);
+    for (int64_t k = 0; b->pts && k < b->accum; k++) pack_tensors_free(&b->pts[k]);
+    free(b->pts);
     for (int64_t k = 0; b->packs && k < b->accum; k++) pack_free(&b->packs[k]);
     free(b->packs);
     if (b->source) pack_source_destroy(b->source);
@@ -319,7 +325,8 @@ static vfm_status bench_step(Bench *b, uint32_t step, double *loss) {
     for (int64_t k = 0; k < b->accum; k++) {
         ObjectiveResult res;
         memset(&res, 0, sizeof res);
-        VFM_TRY(objective_loss_and_grad(m, &b->obj, &b->packs[k], step, 1.0 / (double)b->accum, &res));
+        VFM_TRY(objective_loss_and_grad_on(m, &b->obj, &b->packs[k], &b->pts[k], &b->work, step,
+                                           1.0 / (double)b->accum, &res));
         sum += res.loss;
     }
     double norm;
@@ -340,6 +347,7 @@ static vfm_status fetch_packs(Bench *b, BenchResult *r, double *seconds) {
     for (int64_t k = 0; k < b->accum; k++) {
         Pack *p = &b->packs[k];
         VFM_TRY(b->source->next(b->source, p));
+        VFM_TRY(pack_tensors_upload(&b->pts[k], b->device, p, ops_stream()));
         r->samples_per_step += p->n_samples;
         r->tokens_per_step += p->cu_seqlens[p->n_samples];
         r->padded_tokens_per_step += p->n_tokens;

@@ -11,7 +11,8 @@
 #include "core/log.h"
 #include "parallel/ckpt_shard.h"
 
-enum { MADE_WORLD = 1, MADE_GRAD = 2, MADE_TP = 4, MADE_CP = 8, MADE_A2A = 16, MADE_RING = 32, MADE_GRAD_GPU = 64 };
+enum { MADE_WORLD = 1, MADE_GRAD = 2, MADE_TP = 4, MADE_CP = 8, MADE_A2A = 16, MADE_RING = 32, MADE_GRAD_GPU = 64,
+       MADE_PP = 128 };
 
 vfm_status train_layout_from(TrainLayout *l, const Config *cfg, int warn) {
     memset(l, 0, sizeof *l);
@@ -69,8 +70,8 @@ void train_layout_describe(const TrainLayout *l, int dp, char *out, size_t n) {
 }
 
 void train_parallel_free(TrainParallel *p) {
-    Comm *comms[] = {&p->world, &p->grad, &p->tp, &p->cp, &p->a2a, &p->ring, &p->grad_gpu};
-    for (int i = 0; i < 7; i++)
+    Comm *comms[] = {&p->world, &p->grad, &p->tp, &p->cp, &p->a2a, &p->ring, &p->grad_gpu, &p->pp};
+    for (int i = 0; i < 8; i++)
         if (p->made & (1u << i)) comm_free(comms[i]);
     p->made = 0;
 }
@@ -99,6 +100,7 @@ vfm_status train_parallel_init(TrainParallel *p, const TrainLayout *keys, int wo
     VFM_TRY(make_group(p, &p->grad, MADE_GRAD, GROUP_DP_CP));
     VFM_TRY(make_group(p, &p->tp, MADE_TP, GROUP_TP));
     VFM_TRY(make_group(p, &p->cp, MADE_CP, GROUP_CP));
+    VFM_TRY(make_group(p, &p->pp, MADE_PP, GROUP_PP));
     if (keys->cp > 1 && keys->cp_type == CP_COMM_A2A_P2P) {
         VFM_TRY(make_cp_subgroup(p, &p->a2a, MADE_A2A, 0));
         VFM_TRY(make_cp_subgroup(p, &p->ring, MADE_RING, 1));
@@ -109,6 +111,8 @@ vfm_status train_parallel_init(TrainParallel *p, const TrainLayout *keys, int wo
     d->cp = keys->cp, d->cp_rank = p->layout.cp_rank;
     d->cp_comm = keys->cp > 1 ? &p->cp : NULL;
     d->cpa.type = keys->cp_type, d->cpa.A = keys->a2a_size;
+    d->pp = keys->pp, d->pp_rank = p->layout.pp_rank, d->vp = keys->vp > 1 ? keys->vp : 1;
+    d->pp_comm = keys->pp > 1 ? &p->pp : NULL;
     if (keys->cp > 1)
         VFM_TRY(cp_attention_init(&d->cpa, keys->cp_type, &p->cp, (p->made & MADE_A2A) ? &p->a2a : NULL,
                                   (p->made & MADE_RING) ? &p->ring : NULL));
@@ -145,7 +149,7 @@ vfm_status train_parallel_gpu(TrainParallel *p, const LaunchInfo *launch, char *
 
 vfm_status train_parallel_dp_init(TrainParallel *p, DataParallel *dp, const DiT *m, double bucket_mb, int zero1) {
     DpConfig dc = {bucket_mb, zero1, p->layout.tp_rank, p->layout.pp_rank, p->keys.cp};
-    VFM_TRY(dp_init(dp, &m->table, &dc, &p->grad, p->keys.tp > 1 ? &p->tp : NULL, NULL));
+    VFM_TRY(dp_init(dp, &m->table, &dc, &p->grad, p->keys.tp > 1 ? &p->tp : NULL, p->keys.pp > 1 ? &p->pp : NULL));
     dp_set_sequence_parallel(dp, p->keys.sp);
     dp_set_device(dp, m->device, p->grad_dev);
     return VFM_OK;

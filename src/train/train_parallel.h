@@ -22,6 +22,7 @@ typedef struct TrainLayout {
     int sp;                /* model.sequence_parallel (0 when TP = 1: nothing to split) */
     CpCommType cp_type;    /* model.cp_comm_type */
     int a2a_size;          /* a2a+p2p: model.hierarchical_context_parallel_sizes[0] */
+    int vp;                /* model.virtual_pipeline_model_parallel_size (0 or 1: one chunk per stage) */
 } TrainLayout;
 
 /* The keys alone: PP > 1 refused (not in this version), cp_comm_type parsed, the hierarchical
@@ -38,6 +39,7 @@ typedef struct TrainParallel {
     TrainLayout keys;
     ParallelLayout layout;
     Comm world, grad, tp, cp, a2a, ring; /* grad: DP×CP (gradient reduction, ZeRO-1) */
+    Comm pp;                              /* the pipeline stages of this rank's replica */
     Comm grad_gpu;                        /* NCCL over DP×CP for GPU gradients (train_parallel_gpu) */
     Comm *grad_dev;                       /* the comm for GPU buffers: &grad_gpu, or NULL (grad stages them) */
     unsigned made;                        /* which comms exist (bit per comm) */
@@ -53,7 +55,8 @@ void train_parallel_free(TrainParallel *p);
  * stages GPU buffers through host memory (two ranks sharing one GPU). *how: one line for the log. */
 vfm_status train_parallel_gpu(TrainParallel *p, const LaunchInfo *launch, char *how, size_t how_n);
 /* dp_init for this layout: gradients summed over CP and averaged over DP (DpConfig.cp), the TP
- * group for the REDUCE_TP_* entries, sequence parallelism set. */
+ * group for the REDUCE_TP_* entries, sequence parallelism set, and under PP the PP group for the
+ * REDUCE_PP entries (summed over the stages before the DP×CP reduction). */
 vfm_status train_parallel_dp_init(TrainParallel *p, DataParallel *dp, const DiT *m, double bucket_mb, int zero1);
 
 /* Collective over the world: <stage>/model.safetensors, ema.safetensors (ema may be NULL; on the

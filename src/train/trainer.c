@@ -15,6 +15,7 @@
 #include "core/log.h"
 #include "core/timer.h"
 #include "data/image_io.h"
+#include "data/pack_feed.h"
 #include "data/source.h"
 #include "diffusion/objective.h"
 #include "model/dit.h"
@@ -60,7 +61,9 @@ typedef struct Trainer {
     Validator val;
     int64_t step, train_iters, accum, consumed_samples;
     int save_interval, keep, log_interval, max_nonfinite;
-    Pack pack;
+    PackFeed feed;            /* the packs, one ahead on a GPU (data/pack_feed.h) */
+    const Pack *pack;         /* the current micro-batch's pack (the feed's) */
+    ObjectiveWork work;       /* the objective's memory, kept for the run */
     char *data_info; /* JSON: kind, an example latent shape, pixel space, text encoder */
 } Trainer;
 
@@ -177,7 +180,7 @@ static vfm_status trainer_setup(Trainer *t, const TrainOptions *opt) {
     if (t->source->text_dim != mc.d_text)
         return vfm_fail(VFM_ERR_USAGE, "the data's text embeddings have width %d but model.crossattn_emb_size is %d",
                         t->source->text_dim, mc.d_text);
-    pack_init(&t->pack, t->source->token_dim, t->source->text_dim, 1, 1);
+    VFM_TRY(pack_feed_init(&t->feed, t->source, t->device, ops_stream()));
 
     VFM_TRY(dit_create_parallel(&t->model, &mc, t->device, &t->par.model));
     VFM_TRY(dit_init_weights(&t->model, (uint64_t)cfg_int(cfg, "rng.seed")));
@@ -295,8 +298,9 @@ static void trainer_teardown(Trainer *t) {
     if (t->have_dp) dp_free(&t->dp);
     if (t->have_fsdp) fsdp_free(&t->fsdp);
     if (t->have_comms) train_parallel_free(&t->par);
+    pack_feed_free(&t->feed);
+    objective_work_free(&t->work);
     pack_source_destroy(t->source);
-    pack_free(&t->pack);
     optimizer_free(&t->opt);
     device_free(t->device, t->ema);
     free(t->data_info);
@@ -308,7 +312,7 @@ static void trainer_teardown(Trainer *t) {
 
 /* What `vfm sample` needs to know about the data, taken from the first pack. */
 static void record_data_info(Trainer *t) {
-    const PackSample *s = &t->pack.samples[0];
+    const PackSample *s = &t->pack->samples[0];
     json_error_t err;
     json_t *pixel = t->source->pixel_space_json ? json_loads(t->source->pixel_space_json, 0, &err) : NULL;
     json_t *info = json_pack("{s:s,s:[iiii],s:f,s:o,s:o}", "kind", t->source->kind, "example_latent_shape",
@@ -336,7 +340,7 @@ static vfm_status save_checkpoint(Trainer *t) {
     double t0 = time_now();
     char stage[1536];
     checkpoint_stage_dir(t->run_dir, t->step, stage, sizeof stage);
-    vfm_status s = t->source->get_state(t->source, &st.loader_state);
+    vfm_status s = pack_feed_get_state(&t->feed, &st.loader_state);
     st.data_info = t->data_info ? strdup(t->data_info) : NULL;
     if (s == VFM_OK) s = config_to_yaml_string(t->cfg, &st.config_yaml);
     if (s == VFM_OK && t->rank == 0) s = checkpoint_begin(t->run_dir, t->step);
@@ -483,9 +487,8 @@ static vfm_status train_step(Trainer *t, Window *w, int *consecutive_bad, int *s
         VFM_TRY(op_fill(&all, 0.0));
     }
     for (int64_t k = 0; k < t->accum; k++) {
-        double wait0 = time_now();
-        VFM_TRY(t->source->next(t->source, &t->pack));
-        w->wait += time_now() - wait0;
+        const PackTensors *pt;
+        VFM_TRY(pack_feed_next(&t->feed, &t->pack, &pt, &w->wait));
         if (!t->data_info) record_data_info(t);
         ObjectiveResult r;
         memset(&r, 0, sizeof r);
@@ -495,16 +498,17 @@ static vfm_status train_step(Trainer *t, Window *w, int *consecutive_bad, int *s
         m->on_grads_final = last && t->overlap && !t->have_fsdp ? grads_final : NULL;
         m->on_grads_final_ctx = t;
         m->fsdp_last_microbatch = last;
-        vfm_status s = objective_loss_and_grad(m, &t->objective, &t->pack, (uint32_t)t->step, 1.0 / (double)t->accum, &r);
+        vfm_status s = objective_loss_and_grad_on(m, &t->objective, t->pack, pt, &t->work, (uint32_t)t->step,
+                                                  1.0 / (double)t->accum, &r);
         m->on_grads_final = NULL;
         VFM_TRY(s);
         VFM_TRY(t->bucket_status);
         loss_sum += r.loss;
-        w->samples += t->pack.n_samples;
-        w->tokens += t->pack.cu_seqlens[t->pack.n_samples];
+        w->samples += t->pack->n_samples;
+        w->tokens += t->pack->cu_seqlens[t->pack->n_samples];
         w->capacity += t->source->max_tokens;
-        w->flops += 3.0 * dit_forward_flops(&m->cfg, t->pack.n_samples, t->pack.cu_seqlens, t->pack.cu_text);
-        t->consumed_samples += t->pack.n_samples;
+        w->flops += 3.0 * dit_forward_flops(&m->cfg, t->pack->n_samples, t->pack->cu_seqlens, t->pack->cu_text);
+        t->consumed_samples += t->pack->n_samples;
     }
     double loss = loss_sum / (double)t->accum, norm = 0;
     int64_t bad = 0;

@@ -2,7 +2,7 @@
 # Multi-rank tests (picked up by tests/run_all.sh):
 #  1. build/vfm_mpi_tests as one plain process: no launcher, so MPI must stay untouched (checked
 #     by Open MPI's session directory: MPI_Init would create ompi.* under TMPDIR);
-#  2. the same binary under mpirun at 1, 2, 3 and 4 ranks;
+#  2. the same binary under mpirun at 1, 2, 3 and 4 ranks, and at 8 for dit_pp_world8 alone;
 #  3. a rank that dies (exit 3, SIGKILL, launch_abort) while the others wait in collectives: the
 #     job must end non-zero within the timeout, with a message naming the cause;
 #  4. `vfm version` without launcher variables: no MPI output, no MPI session, start-up time shown.
@@ -58,6 +58,9 @@ for np in 1 2 3 4; do
     out=$(plain timeout 180 $MPIRUN -np $np $BIN 2>&1); rc=$?
     add_counts "np $np" "$out" $rc
 done
+# eight ranks for the one layout that needs them (CP2 × TP2+SP × PP2, the smallest shapes)
+out=$(plain timeout 180 $MPIRUN -np 8 $BIN dit_pp_world8 2>&1); rc=$?
+add_counts "np 8" "$out" $rc
 
 # 3. a dying rank ends the job
 for mode in exit kill abort; do
