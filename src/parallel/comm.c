@@ -87,6 +87,7 @@ vfm_status nccl_exchange_start(Comm *c, const CommP2P *o, int n, void **p) { (vo
 vfm_status nccl_wait(Comm *c, void *p) { (void)p; NO_NCCL(); }
 vfm_status nccl_all_gather_v_start(Comm *c, const void *s, void *r, const int64_t *n, DType dt, void **p) { (void)s, (void)r, (void)n, (void)dt, (void)p; NO_NCCL(); }
 vfm_status nccl_reduce_scatter_v_start(Comm *c, const void *s, void *r, const int64_t *n, DType dt, CommOp op, void **p) { (void)s, (void)r, (void)n, (void)dt, (void)op, (void)p; NO_NCCL(); }
+vfm_status nccl_all_reduce_start(Comm *c, void *b, int64_t n, DType dt, CommOp op, void **p) { (void)b, (void)n, (void)dt, (void)op, (void)p; NO_NCCL(); }
 vfm_status nccl_sum_rows_ordered(void *d, const void *r, int n, int64_t k, DType dt) {
     (void)d, (void)r, (void)n, (void)k, (void)dt;
     return nccl_backend_load();
@@ -425,18 +426,35 @@ vfm_status comm_all_gather_start(Comm *c, const void *send, void *recv, int64_t 
     return s;
 }
 
-vfm_status comm_reduce_scatter_start(Comm *c, const void *send, void *recv, int64_t count, DType dt, CommOp op,
-                                     CommRequest *req) {
+vfm_status comm_reduce_scatter_v_start(Comm *c, const void *send, void *recv, const int64_t *counts, DType dt,
+                                       CommOp op, CommRequest *req) {
     req->comm = c;
     req->pending = NULL;
-    if (c->backend != COMM_BACKEND_NCCL) return comm_reduce_scatter(c, send, recv, count, dt, op);
-    int64_t *counts;
+    if (c->backend != COMM_BACKEND_NCCL) return comm_reduce_scatter_v(c, send, recv, counts, dt, op);
+    int64_t total;
     VFM_TRY(check_dtype(c, "reduce_scatter", dt, 1));
-    VFM_TRY(check_buf(c, "reduce_scatter", send, count * c->size));
-    VFM_TRY(check_buf(c, "reduce_scatter", recv, count));
-    if (count == 0) return VFM_OK;
+    VFM_TRY(check_counts(c, "reduce_scatter", counts, &total));
+    VFM_TRY(check_buf(c, "reduce_scatter", send, total));
+    VFM_TRY(check_buf(c, "reduce_scatter", recv, counts[c->rank]));
+    if (total == 0) return VFM_OK;
+    return nccl_reduce_scatter_v_start(c, send, recv, counts, dt, op, &req->pending);
+}
+
+vfm_status comm_reduce_scatter_start(Comm *c, const void *send, void *recv, int64_t count, DType dt, CommOp op,
+                                     CommRequest *req) {
+    int64_t *counts;
     VFM_TRY(equal_counts(c, count, &counts));
-    vfm_status s = nccl_reduce_scatter_v_start(c, send, recv, counts, dt, op, &req->pending);
+    vfm_status s = comm_reduce_scatter_v_start(c, send, recv, counts, dt, op, req);
     free(counts);
     return s;
+}
+
+vfm_status comm_all_reduce_start(Comm *c, void *buf, int64_t count, DType dt, CommOp op, CommRequest *req) {
+    req->comm = c;
+    req->pending = NULL;
+    if (c->backend != COMM_BACKEND_NCCL) return comm_all_reduce(c, buf, count, dt, op);
+    VFM_TRY(check_dtype(c, "all_reduce", dt, 1));
+    VFM_TRY(check_buf(c, "all_reduce", buf, count));
+    if (count == 0) return VFM_OK;
+    return nccl_all_reduce_start(c, buf, count, dt, op, &req->pending);
 }

@@ -128,13 +128,20 @@ vfm_status comm_sendrecv(Comm *c, const void *send, int64_t send_count, int dst,
 
 /* ---- non-blocking collectives ------------------------------------------------------------- */
 /* comm_all_gather / comm_reduce_scatter (equal pieces) posted without waiting, completed by
- * comm_wait: the prefetch of FSDP units. NCCL: enqueued on the comm's stream, an event recorded
- * behind them (ops of one comm run in posting order, so later ops on it wait for these). MPI: the
+ * comm_wait: the prefetch of FSDP units. NCCL: enqueued on the comm's stream after the work issued
+ * so far on the ops' stream (ops_stream(); an event orders them), an event recorded behind them
+ * (ops of one comm run in posting order, so later ops on it wait for these); the ops' stream does
+ * not wait for them — comm_wait before touching the buffers. MPI: the
  * host has no separate engine to overlap with, so the call completes at once and leaves nothing
  * pending. Buffers as for comm_exchange_start. */
 vfm_status comm_all_gather_start(Comm *c, const void *send, void *recv, int64_t count, DType dt, CommRequest *req);
 vfm_status comm_reduce_scatter_start(Comm *c, const void *send, void *recv, int64_t count, DType dt, CommOp op,
                                      CommRequest *req);
+/* comm_reduce_scatter_v and comm_all_reduce posted the same way: the data-parallel gradient buckets,
+ * reduced on the comm's stream while the backward goes on (NCCL). */
+vfm_status comm_reduce_scatter_v_start(Comm *c, const void *send, void *recv, const int64_t *counts, DType dt,
+                                       CommOp op, CommRequest *req);
+vfm_status comm_all_reduce_start(Comm *c, void *buf, int64_t count, DType dt, CommOp op, CommRequest *req);
 
 /* Makes GPU launch_gpu_for_local_rank(local_rank, count) current for this process (before any
  * NCCL comm is created); *device receives it. VFM_ERR_UNSUPPORTED without CUDA or a device. */

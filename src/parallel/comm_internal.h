@@ -90,6 +90,7 @@ vfm_status nccl_wait(Comm *c, void *pending);
 vfm_status nccl_all_gather_v_start(Comm *c, const void *send, void *recv, const int64_t *counts, DType dt, void **pending);
 vfm_status nccl_reduce_scatter_v_start(Comm *c, const void *send, void *recv, const int64_t *counts, DType dt, CommOp op,
                                        void **pending);
+vfm_status nccl_all_reduce_start(Comm *c, void *buf, int64_t count, DType dt, CommOp op, void **pending);
 /* The GPU twin of comm_sum_rows_ordered (device pointers; same bits): exposed for its test. */
 vfm_status nccl_sum_rows_ordered(void *dst, const void *rows, int n_rows, int64_t count, DType dt);
 

@@ -1,6 +1,8 @@
 // NCCL backend of comm.h and the GPU binding: buffers live on the current GPU; each comm has one
-// ncclComm and one CUDA stream (a blocking stream, so it orders after work on the legacy default
-// stream); every call waits for its stream, so results are in place on return. libnccl.so.2 is
+// ncclComm and one CUDA stream of its own (non-blocking: the ops' stream does not wait for it, so
+// a reduction posted during the backward overlaps it); every call first makes that stream wait for
+// the work issued so far on the ops' stream (an event), and the blocking calls wait for their
+// stream, so results are in place on return; the _start calls leave it running (comm_wait). libnccl.so.2 is
 // loaded on first use (dlopen; VFM_NCCL_LIB names another file), so binaries built here still start
 // on machines without NCCL and CPU runs never load it.
 #include <cuda_bf16.h>
@@ -11,6 +13,7 @@
 #include <string.h>
 
 #include "core/cuda_runtime_shim.h"
+#include "ops/ops.h"
 #include "parallel/comm_internal.h"
 #include "parallel/launch.h"
 
@@ -90,6 +93,7 @@ extern "C" vfm_status nccl_backend_load(void) {
 struct NcclState {
     ncclComm_t comm;
     cudaStream_t stream;
+    cudaEvent_t compute; // recorded on the ops' stream before each call's work (follow_compute)
     void *scratch; // device scratch for ordered sums
     size_t scratch_bytes;
 };
@@ -145,6 +149,14 @@ static vfm_status device_scratch(Comm *c, size_t bytes, void **out) {
     return VFM_OK;
 }
 
+// The comm's stream waits for the work issued so far on the ops' stream (the buffers' producers).
+static vfm_status follow_compute(Comm *c, const char *op) {
+    NcclState *st = state(c);
+    CUDA_TRY(op, cudaEventRecord(st->compute, (cudaStream_t)ops_stream()));
+    CUDA_TRY(op, cudaStreamWaitEvent(st->stream, st->compute, 0));
+    return VFM_OK;
+}
+
 static vfm_status finish(Comm *c, const char *op) {
     CUDA_TRY(op, cudaStreamSynchronize(state(c)->stream));
     return VFM_OK;
@@ -195,7 +207,11 @@ extern "C" vfm_status nccl_comm_open(Comm *c, const unsigned char id[COMM_NCCL_I
     VFM_TRY(nccl_backend_load());
     NcclState *st = (NcclState *)calloc(1, sizeof *st);
     if (!st) return vfm_fail(VFM_ERR_NOMEM, "comm %s", c->name);
-    cudaError_t e = cudaStreamCreate(&st->stream);
+    cudaError_t e = cudaStreamCreateWithFlags(&st->stream, cudaStreamNonBlocking);
+    if (e == cudaSuccess) {
+        e = cudaEventCreateWithFlags(&st->compute, cudaEventDisableTiming);
+        if (e != cudaSuccess) cudaStreamDestroy(st->stream);
+    }
     if (e != cudaSuccess) {
         free(st);
         return cuda_error(c, "create", e);
@@ -204,6 +220,7 @@ extern "C" vfm_status nccl_comm_open(Comm *c, const unsigned char id[COMM_NCCL_I
     memcpy(&u, id, sizeof u);
     ncclResult_t r = api.CommInitRank(&st->comm, c->size, u, c->rank);
     if (r != ncclSuccess) {
+        cudaEventDestroy(st->compute);
         cudaStreamDestroy(st->stream);
         free(st);
         return nccl_error(c, "create", r);
@@ -217,6 +234,7 @@ extern "C" void nccl_comm_close(Comm *c) {
     if (!st) return;
     cudaStreamSynchronize(st->stream);
     api.CommDestroy(st->comm);
+    cudaEventDestroy(st->compute);
     cudaStreamDestroy(st->stream);
     cudaFree(st->scratch);
     free(st);
@@ -225,11 +243,15 @@ extern "C" void nccl_comm_close(Comm *c) {
 
 // ---- collectives ----------------------------------------------------------------------------
 
-extern "C" vfm_status nccl_all_reduce(Comm *c, void *buf, int64_t count, DType dt, CommOp op) {
+static vfm_status enqueue_reduce_scatter_v(Comm *c, const void *send, void *recv, const int64_t *counts, DType dt, CommOp op);
+static vfm_status enqueue_all_gather_v(Comm *c, const void *send, void *recv, const int64_t *counts, DType dt);
+
+static vfm_status enqueue_all_reduce(Comm *c, void *buf, int64_t count, DType dt, CommOp op) {
     NcclState *st = state(c);
+    VFM_TRY(follow_compute(c, "all_reduce"));
     if (op != COMM_SUM_ORDERED) {
         NCCL_TRY("all_reduce", api.AllReduce(buf, buf, (size_t)count, ntype(dt), op == COMM_MAX ? ncclMax : ncclSum, st->comm, st->stream));
-        return finish(c, "all_reduce");
+        return VFM_OK;
     }
     if (count <= ORDERED_GATHER_MAX) {
         /* small: every rank gathers everything and sums (one collective) */
@@ -237,19 +259,24 @@ extern "C" vfm_status nccl_all_reduce(Comm *c, void *buf, int64_t count, DType d
         VFM_TRY(device_scratch(c, (size_t)c->size * (size_t)count * dtype_size(dt), &rows));
         NCCL_TRY("all_reduce", api.AllGather(buf, rows, (size_t)count, ntype(dt), st->comm, st->stream));
         CUDA_TRY("all_reduce", launch_sum_rows(buf, rows, c->size, count, dt, st->stream));
-        return finish(c, "all_reduce");
+        return VFM_OK;
     }
     /* large: rank p sums part p of every rank's buffer, then the parts are all-gathered (the bytes of
-     * a ring all-reduce, scratch of one part per rank) */
+     * a ring all-reduce, scratch of one part per rank), one after the other on the comm's stream */
     int n = c->size;
     int64_t *parts = (int64_t *)malloc((size_t)n * sizeof *parts);
     if (!parts) return vfm_fail(VFM_ERR_NOMEM, "all_reduce over %s: parts", c->name);
     for (int p = 0; p < n; p++) parts[p] = count * (p + 1) / n - count * p / n;
     char *mine = (char *)buf + (size_t)(count * c->rank / n) * dtype_size(dt);
-    vfm_status s = nccl_reduce_scatter_v(c, buf, mine, parts, dt, COMM_SUM_ORDERED);
-    if (s == VFM_OK) s = nccl_all_gather_v(c, mine, buf, parts, dt);
+    vfm_status s = enqueue_reduce_scatter_v(c, buf, mine, parts, dt, COMM_SUM_ORDERED);
+    if (s == VFM_OK) s = enqueue_all_gather_v(c, mine, buf, parts, dt);
     free(parts);
     return s;
+}
+
+extern "C" vfm_status nccl_all_reduce(Comm *c, void *buf, int64_t count, DType dt, CommOp op) {
+    VFM_TRY(enqueue_all_reduce(c, buf, count, dt, op));
+    return finish(c, "all_reduce");
 }
 
 static int all_equal(const Comm *c, const int64_t *counts) {
@@ -260,6 +287,7 @@ static int all_equal(const Comm *c, const int64_t *counts) {
 
 static vfm_status enqueue_reduce_scatter_v(Comm *c, const void *send, void *recv, const int64_t *counts, DType dt, CommOp op) {
     NcclState *st = state(c);
+    VFM_TRY(follow_compute(c, "reduce_scatter"));
     size_t es = dtype_size(dt);
     int64_t mine = counts[c->rank], total = 0, at = 0;
     for (int j = 0; j < c->size; j++) total += counts[j];
@@ -298,6 +326,7 @@ static vfm_status enqueue_reduce_scatter_v(Comm *c, const void *send, void *recv
 
 static vfm_status enqueue_all_gather_v(Comm *c, const void *send, void *recv, const int64_t *counts, DType dt) {
     NcclState *st = state(c);
+    VFM_TRY(follow_compute(c, "all_gather"));
     size_t es = dtype_size(dt);
     if (all_equal(c, counts)) {
         NCCL_TRY("all_gather", api.AllGather(send, recv, (size_t)counts[0], ntype(dt), st->comm, st->stream));
@@ -326,6 +355,11 @@ static vfm_status record_pending(Comm *c, const char *op, void **pending) {
     return VFM_OK;
 }
 
+extern "C" vfm_status nccl_all_reduce_start(Comm *c, void *buf, int64_t count, DType dt, CommOp op, void **pending) {
+    VFM_TRY(enqueue_all_reduce(c, buf, count, dt, op));
+    return record_pending(c, "all_reduce", pending);
+}
+
 extern "C" vfm_status nccl_reduce_scatter_v(Comm *c, const void *send, void *recv, const int64_t *counts, DType dt, CommOp op) {
     VFM_TRY(enqueue_reduce_scatter_v(c, send, recv, counts, dt, op));
     return finish(c, "reduce_scatter");
@@ -350,18 +384,21 @@ extern "C" vfm_status nccl_all_gather_v_start(Comm *c, const void *send, void *r
 
 extern "C" vfm_status nccl_broadcast(Comm *c, void *buf, int64_t count, DType dt, int root) {
     NcclState *st = state(c);
+    VFM_TRY(follow_compute(c, "broadcast"));
     NCCL_TRY("broadcast", api.Broadcast(buf, buf, (size_t)count, ntype(dt), root, st->comm, st->stream));
     return finish(c, "broadcast");
 }
 
 extern "C" vfm_status nccl_send(Comm *c, const void *buf, int64_t count, DType dt, int peer) {
     NcclState *st = state(c);
+    VFM_TRY(follow_compute(c, "send"));
     NCCL_TRY("send", api.Send(buf, (size_t)count, ntype(dt), peer, st->comm, st->stream));
     return finish(c, "send");
 }
 
 extern "C" vfm_status nccl_recv(Comm *c, void *buf, int64_t count, DType dt, int peer) {
     NcclState *st = state(c);
+    VFM_TRY(follow_compute(c, "recv"));
     NCCL_TRY("recv", api.Recv(buf, (size_t)count, ntype(dt), peer, st->comm, st->stream));
     return finish(c, "recv");
 }
@@ -370,6 +407,7 @@ extern "C" vfm_status nccl_all_to_all_v(Comm *c, const void *send, const int64_t
                                         void *recv, const int64_t *recv_counts, const int64_t *recv_displs, DType dt) {
     NcclState *st = state(c);
     size_t es = dtype_size(dt);
+    VFM_TRY(follow_compute(c, "all_to_all"));
     NCCL_TRY("all_to_all", api.GroupStart());
     for (int j = 0; j < c->size; j++) {
         if (send_counts[j] > 0) NCCL_TRY("all_to_all", api.Send((const char *)send + send_displs[j] * es, (size_t)send_counts[j], ntype(dt), j, st->comm, st->stream));
@@ -380,10 +418,11 @@ extern "C" vfm_status nccl_all_to_all_v(Comm *c, const void *send, const int64_t
 }
 
 // An exchange in flight is an event recorded on the comm's stream after its group; waiting
-// synchronises the host with it. (Overlap on the GPU needs the compute on another non-blocking
-// stream; the CUDA backend then makes its stream wait for this event instead.)
+// synchronises the host with it. The comm's stream is non-blocking, so compute issued on the ops'
+// stream meanwhile overlaps it.
 extern "C" vfm_status nccl_exchange_start(Comm *c, const CommP2P *ops, int n, void **pending) {
     NcclState *st = state(c);
+    VFM_TRY(follow_compute(c, "exchange"));
     NCCL_TRY("exchange", api.GroupStart());
     for (int i = 0; i < n; i++) {
         if (ops[i].count == 0) continue;
@@ -406,6 +445,7 @@ extern "C" vfm_status nccl_barrier(Comm *c) {
     NcclState *st = state(c);
     void *one = nullptr;
     VFM_TRY(device_scratch(c, sizeof(float), &one));
+    VFM_TRY(follow_compute(c, "barrier"));
     NCCL_TRY("barrier", api.AllReduce(one, one, 1, ncclFloat32, ncclSum, st->comm, st->stream));
     return finish(c, "barrier");
 }

@@ -100,7 +100,17 @@ void dp_set_device(DataParallel *dp, Device device, Comm *dev_comm) {
 /* The comm for gradient and parameter buffers. */
 static Comm *buffers_comm(const DataParallel *dp) { return dp->dev_comm ? dp->dev_comm : dp->grad_comm; }
 
-static vfm_status reduce_bucket(DataParallel *dp, float *grads, const DpBucket *b) {
+/* Completes bucket b's posted reduction and applies its 1/DP scaling (once). */
+static vfm_status complete_bucket(DataParallel *dp, float *grads, DpBucket *b) {
+    VFM_TRY(comm_wait(&b->req));
+    int n = group_n(dp->grad_comm), cp = dp->cfg.cp > 1 ? dp->cfg.cp : 1;
+    int64_t at = b->scale_at, count = b->scale_n;
+    b->scale_n = 0;
+    return scale_range(dp, grads + at, count, 1.0 / (n / cp));
+}
+
+/* Posts bucket b's reduction (b->req); its 1/DP scaling is left to complete_bucket. */
+static vfm_status reduce_bucket(DataParallel *dp, float *grads, DpBucket *b) {
     const ParamTable *t = dp->table;
     /* 1. model-parallel sums of the entries that need them: TP (design §3's two rules) per entry;
      * PP once for every REDUCE_PP entry of the table, at the first bucket holding one (stage tables
@@ -113,16 +123,20 @@ static vfm_status reduce_bucket(DataParallel *dp, float *grads, const DpBucket *
             VFM_TRY(comm_all_reduce(dp->tp_comm, grads + e->offset, e->numel, DT_F32, COMM_SUM_ORDERED));
     }
     if (pp_here && !dp->pp_summed) {
+        /* the buckets before this one are done first (their DP mean before the PP sum, as always) */
+        for (DpBucket *e = dp->buckets; e < b; e++) VFM_TRY(complete_bucket(dp, grads, e));
         VFM_TRY(pp_reduce_replicated_grads(dp->pp_comm, t, grads, 0, 0, t->count, dp->device));
         dp->pp_summed = 1;
     }
     /* 2. sum over CP, mean over DP */
-    int n = group_n(dp->grad_comm), cp = dp->cfg.cp > 1 ? dp->cfg.cp : 1;
+    int n = group_n(dp->grad_comm);
+    b->scale_n = 0;
     if (n == 1) return VFM_OK;
-    double inv = 1.0 / (n / cp);
     if (!dp->cfg.zero1) {
-        VFM_TRY(comm_all_reduce(buffers_comm(dp), grads + b->begin, b->end - b->begin, DT_F32, COMM_SUM_ORDERED));
-        return scale_range(dp, grads + b->begin, b->end - b->begin, inv);
+        b->scale_at = b->begin;
+        b->scale_n = b->end - b->begin;
+        return comm_all_reduce_start(buffers_comm(dp), grads + b->begin, b->end - b->begin, DT_F32, COMM_SUM_ORDERED,
+                                     &b->req);
     }
     int64_t *counts = malloc((size_t)n * sizeof *counts);
     if (!counts) return vfm_fail(VFM_ERR_NOMEM, "dp: counts");
@@ -135,11 +149,12 @@ static vfm_status reduce_bucket(DataParallel *dp, float *grads, const DpBucket *
     }
     int me = group_rank(dp->grad_comm);
     int64_t mine_at = dp->own_begin > b->begin ? dp->own_begin : b->begin, mine = counts[me];
-    vfm_status s = comm_reduce_scatter_v(buffers_comm(dp), grads + b->begin, grads + mine_at, counts, DT_F32,
-                                         COMM_SUM_ORDERED);
+    vfm_status s = comm_reduce_scatter_v_start(buffers_comm(dp), grads + b->begin, grads + mine_at, counts, DT_F32,
+                                               COMM_SUM_ORDERED, &b->req);
     free(counts);
-    VFM_TRY(s);
-    return scale_range(dp, grads + mine_at, mine, inv);
+    b->scale_at = mine_at;
+    b->scale_n = mine;
+    return s;
 }
 
 static vfm_status issue_ready(DataParallel *dp, float *grads, int all) {
@@ -159,6 +174,16 @@ vfm_status dp_grad_bucket_ready(DataParallel *dp, float *grads, int bucket) {
 
 vfm_status dp_grad_sync_finish(DataParallel *dp, float *grads) {
     vfm_status s = issue_ready(dp, grads, 1);
+    /* every posted reduction completed and scaled (after a failure still waited for: nothing may stay
+     * in flight) */
+    for (int i = 0; i < dp->n_buckets; i++) {
+        if (s == VFM_OK) {
+            s = complete_bucket(dp, grads, &dp->buckets[i]);
+        } else {
+            comm_wait(&dp->buckets[i].req);
+            dp->buckets[i].scale_n = 0;
+        }
+    }
     dp->next_bucket = 0;
     dp->pp_summed = 0;
     memset(dp->ready, 0, (size_t)dp->n_buckets);

@@ -9,9 +9,14 @@
  * Backward calls dp_grad_bucket_ready(b) when bucket b's gradients are complete; buckets are
  * issued strictly in index order (a bucket waits until all lower-numbered ones are ready), so
  * every rank issues the same collectives in the same order whatever the completion order.
- * dp_grad_sync_finish issues what is left and returns when every bucket is reduced. On the CPU
- * backend each issue is a blocking collective; the split lets a GPU backend run them on a comm
- * stream, overlapped with the rest of backward. With gradient accumulation, call
+ * dp_grad_sync_finish issues what is left and returns when every bucket is reduced. An issue posts
+ * the bucket's sum (comm_all_reduce_start / comm_reduce_scatter_v_start): on the MPI backend (and
+ * GPU memory staged through it) a blocking collective; on a GPU's NCCL comm it runs on the comm's
+ * stream, overlapped with the rest of backward on the ops' stream. The 1/DP scaling of every
+ * bucket runs when its sum is complete — in dp_grad_sync_finish, or before the PP sum of
+ * replicated entries for the buckets issued before it — so the bits are those of one blocking
+ * reduction after another. The bucket's values are final only after dp_grad_sync_finish. With
+ * gradient accumulation, call
  * dp_grad_bucket_ready only during the last micro-batch (or call only dp_grad_sync_finish).
  *
  * One bucket's reduction, in order:
@@ -70,6 +75,11 @@ typedef struct DpConfig {
 typedef struct DpBucket {
     int64_t begin, end;           /* [begin, end) of the flat buffer */
     int first_entry, last_entry;  /* table entries in it (first <= last) */
+    /* this step's reduction of the bucket, posted (comm_*_start: on a GPU's NCCL comm it runs on
+     * the comm's stream while the backward goes on) and completed by dp_grad_sync_finish, which
+     * then scales [scale_at, scale_at + scale_n) by 1/DP (the mean after the sum, as before) */
+    CommRequest req;
+    int64_t scale_at, scale_n;
 } DpBucket;
 
 typedef struct DataParallel {

@@ -441,7 +441,8 @@ static void grads_final(void *ctx, int first_entry) {
  * gradients (the whole buffer, or under ZeRO-2/3 its flat shard). */
 static vfm_status finish_gradients(Trainer *t, Tensor *grads, double *norm) {
     DiT *m = &t->model;
-    int poison = env_step_listed("VFM_TEST_INJECT_NAN", t->step); /* test hook: every rank poisons its gradient */
+    /* test hook: every rank poisons its reduced gradient, so all skip together */
+    int poison = env_step_listed("VFM_TEST_INJECT_NAN", t->step);
     if (t->have_fsdp) {
         VFM_TRY(fsdp_grad_finish(&t->fsdp));
         *grads = TENSOR(t->fsdp.flat_grads, DT_F32, m->device, t->fsdp.dp.own_end - t->fsdp.dp.own_begin);
@@ -452,11 +453,11 @@ static vfm_status finish_gradients(Trainer *t, Tensor *grads, double *norm) {
         return fsdp_grad_norm(&t->fsdp, norm);
     }
     *grads = TENSOR(m->grads, DT_F32, m->device, m->table.total);
-    if (poison) {
+    VFM_TRY(dp_grad_sync_finish(&t->dp, m->grads));
+    if (poison) { /* after the posted bucket reductions are complete */
         Tensor first = TENSOR(m->grads, DT_F32, m->device, 1);
         VFM_TRY(op_fill(&first, NAN));
     }
-    VFM_TRY(dp_grad_sync_finish(&t->dp, m->grads));
     return dp_grad_norm(&t->dp, m->grads, norm);
 }
 

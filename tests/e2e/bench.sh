@@ -29,10 +29,10 @@ check "--profile: per-op table with linear_forward and attention_backward" \
 check "--check writes model, check and bench.json" \
     sh -c "test -s $T/check/model.safetensors && test -s $T/check/check.safetensors && grep -q '\"flops_per_step\"' $T/check/bench.json"
 
-$VFM bench --config configs/tiny-mock.yaml --warmup 0 --steps 1 train.threads=1 > $T/cfg.txt 2>&1
+$VFM bench --config configs/tiny-mock.yaml --warmup 0 --steps 1 train.threads=1 train.device=cpu > $T/cfg.txt 2>&1
 check "bench --config tiny-mock (2 packs per step) runs" sh -c "grep -q '^step: *2 packs' $T/cfg.txt && grep -q '^bench-json' $T/cfg.txt"
 
-$VFM bench --preset tiny --seq 64 --check $T/only --check-only train.threads=1 > $T/only.txt 2>&1
+$VFM bench --preset tiny --seq 64 --check $T/only --check-only train.threads=1 train.device=cpu > $T/only.txt 2>&1
 check "--check-only writes the check and times nothing" \
     sh -c "test -s $T/only/bench.json && grep -q 'nothing timed' $T/only.txt && ! grep -q '^bench-json' $T/only.txt"
 

@@ -25,7 +25,7 @@ splits:
         path: b
 EOF
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
-ARGS="--config configs/demo.yaml dataset.path=$T/blend.yaml train.train_iters=12 train.global_batch_size=2 checkpoint.save_interval=6 train.threads=1 dataset.task_encoder_seq_length=256 model.num_layers=2 logger.level=warn"
+ARGS="train.device=cpu --config configs/demo.yaml dataset.path=$T/blend.yaml train.train_iters=12 train.global_batch_size=2 checkpoint.save_interval=6 train.threads=1 dataset.task_encoder_seq_length=256 model.num_layers=2 logger.level=warn"
 
 $VFM train $ARGS checkpoint.save=$T/straight logger.level=info > $T/straight.log 2>&1
 check "straight run of 12 steps on the blend" test -f $T/straight/iter_0000012/DONE

@@ -11,7 +11,7 @@ trap 'rm -rf "$T"' EXIT
 # A copy: the length index is cached beside the shards, and fixtures stay untouched.
 DATA=$T/data/prepared
 mkdir -p $T/data && cp -r tests/fixtures/energon/prepared $T/data/
-ARGS="--config configs/tiny-mock.yaml dataset.mock=false train.train_iters=2 train.eval_interval=2 train.eval_iters=1
+ARGS="train.device=cpu --config configs/tiny-mock.yaml dataset.mock=false train.train_iters=2 train.eval_interval=2 train.eval_iters=1
       optimizer.lr=0 optimizer.min_lr=0 scheduler.lr_warmup_iters=0 checkpoint.save_interval=0 logger.log_interval=1 train.threads=1"
 val_loss() { grep -o '"val_loss": [^,}]*' "$1/metrics.jsonl" | head -1 | sed 's/.*: //'; }
 

@@ -14,7 +14,7 @@ fi
 T=$(mktemp -d /tmp/vfm_e2e_prepare.XXXXXX)
 trap 'rm -rf "$T"' EXIT
 FF="ffmpeg -hide_banner -loglevel error -nostdin"
-TRAIN="--config configs/demo.yaml train.train_iters=3 checkpoint.save_interval=3 train.threads=1 logger.level=warn
+TRAIN="train.device=cpu --config configs/demo.yaml train.train_iters=3 checkpoint.save_interval=3 train.threads=1 logger.level=warn
        dataset.task_encoder_seq_length=512 dataset.num_workers=1"
 
 # ---- pictures: 5 sizes x 40 PNGs, each with a caption (every tenth in a .json with a class) ----
@@ -48,7 +48,7 @@ check "inspect: parts, dtypes and shapes" sh -c "grep -q '    latent.npy  200 sa
 check "inspect: samples per shard" grep -q "  shards: 4; samples per shard: min 8, median 64, max 64" $T/img_inspect.log
 $VFM train $TRAIN dataset.path=$T/img checkpoint.save=$T/img_run > $T/img_train.log 2>&1
 check "train on the pictures (3 steps)" sh -c "test -f $T/img_run/iter_0000003/DONE && test \$(wc -l < $T/img_run/metrics.jsonl) = 3"
-$VFM sample --checkpoint $T/img_run --out $T/img_samples --prompt "a test pattern" --steps 3 --threads 1 > $T/img_sample.log 2>&1
+$VFM sample --device cpu --checkpoint $T/img_run --out $T/img_samples --prompt "a test pattern" --steps 3 --threads 1 > $T/img_sample.log 2>&1
 check "sample a picture" sh -c "test -f $T/img_samples/sample_000.png && test -f $T/img_samples/grid.png"
 
 # ---- videos ----
@@ -66,7 +66,7 @@ $VFM data inspect $T/vid --config configs/demo.yaml > $T/vid_inspect.log 2>&1
 check "inspect: video latent shapes" sh -c "grep -q '    latent.npy  3 samples  npy  float32  shapes \[3,6,24,16\] x2, \[3,4,16,16\] x1' $T/vid_inspect.log"
 $VFM train $TRAIN dataset.path=$T/vid checkpoint.save=$T/vid_run > $T/vid_train.log 2>&1
 check "train on the videos (3 steps)" test -f $T/vid_run/iter_0000003/DONE
-$VFM sample --checkpoint $T/vid_run --out $T/vid_samples --prompt "a moving test pattern" --steps 3 --threads 1 > $T/vid_sample.log 2>&1
+$VFM sample --device cpu --checkpoint $T/vid_run --out $T/vid_samples --prompt "a moving test pattern" --steps 3 --threads 1 > $T/vid_sample.log 2>&1
 check "sample a video: GIF and MP4" sh -c "test -f $T/vid_samples/sample_000.gif && test -f $T/vid_samples/sample_000.mp4"
 probe=$(ffprobe -v error -select_streams v:0 -count_frames -show_entries stream=codec_name,nb_read_frames,r_frame_rate \
         -of csv=p=0 $T/vid_samples/sample_000.mp4)

@@ -7,7 +7,7 @@ cd "$(dirname "$0")/../.." || exit 1
 . tests/e2e/common.inc
 T=$(mktemp -d /tmp/vfm_e2e_resume.XXXXXX)
 trap 'rm -rf "$T"' EXIT
-ARGS="--config configs/tiny-mock.yaml train.train_iters=20 checkpoint.save_interval=10 train.threads=2 logger.level=warn"
+ARGS="train.device=cpu --config configs/tiny-mock.yaml train.train_iters=20 checkpoint.save_interval=10 train.threads=2 logger.level=warn"
 
 $VFM train $ARGS checkpoint.save=$T/straight > $T/straight.log 2>&1
 check "straight run of 20 steps" test -f $T/straight/iter_0000020/DONE
@@ -31,7 +31,7 @@ for phase in files rename; do
     check "and the run still ends bitwise equal ($phase)" cmp -s $T/straight/iter_0000020/model.safetensors $T/cut_$phase/iter_0000020/model.safetensors
 done
 
-$VFM sample --checkpoint $T/killed --out $T/samples --steps 6 --frames 2 --height 8 --width 12 --num 2 > $T/sample.log 2>&1
+$VFM sample --device cpu --checkpoint $T/killed --out $T/samples --steps 6 --frames 2 --height 8 --width 12 --num 2 > $T/sample.log 2>&1
 check "vfm sample runs from the checkpoint and finds every value finite" grep -q "wrote 2 samples" $T/sample.log
 check "the latent has the requested shape" sh -c "head -c 128 $T/samples/sample_001.npy | grep -q \"'shape': (4, 2, 8, 12)\""
 

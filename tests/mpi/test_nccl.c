@@ -9,6 +9,7 @@
 
 #include "core/cuda_runtime_shim.h"
 #include "mpi_test.h"
+#include "ops/ops.h"
 #include "parallel/comm_internal.h"
 
 /* The same answer on every rank: 1 when every rank has a GPU (one_each: a GPU of its own, as
@@ -192,5 +193,58 @@ TEST(nccl_nonblocking_collectives_match_mpi) {
     CHECK_SAME_BITS("reduce_scatter_start on the GPU", got, host_r, k);
     vfm_cuda_free(din), vfm_cuda_free(dg), vfm_cuda_free(dr);
     free(in), free(host_g), free(host_r), free(got);
+    comm_free(&g);
+}
+
+/* The data-parallel buckets' posting (dp.c): each buffer is written by a kernel on the ops' stream
+ * (op_scale ×2) just before comm_all_reduce_start (ordered sum, gather and scatter paths) or
+ * comm_reduce_scatter_v_start (unequal pieces) is posted, with no host wait between: the comm's
+ * non-blocking stream must still see the kernel's values (its event ordering), and the results
+ * must be the MPI backend's bits for the doubled data. */
+TEST(nccl_posted_bucket_reductions_follow_the_ops_stream) {
+    char why[256];
+    if (!gpus_ready(why, sizeof why, 1)) SKIP("%s", why);
+    int device = -1;
+    REQUIRE_OK(comm_bind_gpu(mt_launch()->local_rank, &device));
+    int n = mt_world(), r = mt_rank(), *everyone = malloc((size_t)n * sizeof *everyone);
+    for (int j = 0; j < n; j++) everyone[j] = j;
+    Comm g;
+    vfm_status s = comm_create(&g, "world-gpu", COMM_BACKEND_NCCL, everyone, n);
+    free(everyone);
+    REQUIRE_OK(s);
+    const int64_t sizes[2] = {100, 1500};
+    for (int k = 0; k < 2; k++) {
+        int64_t m = sizes[k];
+        float *in = malloc((size_t)m * sizeof *in), *want = malloc((size_t)m * sizeof *in), *got = malloc((size_t)m * sizeof *in);
+        order_sensitive(in, m, 700 + (uint64_t)(r + 10 * k));
+        void *d = to_gpu(in, (size_t)m * sizeof *in);
+        REQUIRE(d);
+        Tensor t = TENSOR(d, DT_F32, DEV_CUDA, m);
+        CHECK_OK(op_scale(&t, 2.0));
+        CommRequest req;
+        CHECK_OK(comm_all_reduce_start(&g, d, m, DT_F32, COMM_SUM_ORDERED, &req));
+        CHECK_OK(comm_wait(&req));
+        for (int64_t i = 0; i < m; i++) want[i] = 2.0f * in[i];
+        CHECK_OK(comm_all_reduce(mt_world_comm(), want, m, DT_F32, COMM_SUM_ORDERED));
+        from_gpu(got, d, (size_t)m * sizeof *got);
+        CHECK_SAME_BITS(k ? "all_reduce_start (scatter path)" : "all_reduce_start (gather path)", got, want, m);
+
+        /* unequal pieces, recv inside send (ZeRO-1's bucket) */
+        int64_t *counts = malloc((size_t)n * sizeof *counts), at = 0;
+        for (int j = 0; j < n; j++) counts[j] = m * (j + 1) * (j + 1) / (n * n) - m * j * j / (n * n);
+        for (int j = 0; j < r; j++) at += counts[j];
+        CHECK_OK(device_memcpy(d, DEV_CUDA, in, DEV_CPU, (size_t)m * sizeof *in));
+        CHECK_OK(op_scale(&t, 2.0));
+        CHECK_OK(comm_reduce_scatter_v_start(&g, d, (float *)d + at, counts, DT_F32, COMM_SUM_ORDERED, &req));
+        CHECK_OK(comm_wait(&req));
+        for (int64_t i = 0; i < m; i++) want[i] = 2.0f * in[i];
+        CHECK_OK(comm_reduce_scatter_v(mt_world_comm(), want, got, counts, DT_F32, COMM_SUM_ORDERED));
+        float *mine = malloc((size_t)(counts[r] > 0 ? counts[r] : 1) * sizeof *mine);
+        from_gpu(mine, (float *)d + at, (size_t)counts[r] * sizeof *mine);
+        CHECK_SAME_BITS("reduce_scatter_v_start", mine, got, counts[r]);
+        free(mine), free(counts);
+        vfm_cuda_free(d);
+        free(in), free(want), free(got);
+    }
     comm_free(&g);
 }

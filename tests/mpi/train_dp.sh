@@ -15,7 +15,7 @@ fi
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 # The README's launch line (sizes aside): root in a container, oversubscribed cores.
 MPIRUN="mpirun --allow-run-as-root --oversubscribe --bind-to none --mca btl self,vader --mca btl_vader_single_copy_mechanism none --mca mpi_yield_when_idle 1 -x OMP_NUM_THREADS -x OPENBLAS_NUM_THREADS"
-ARGS="--config configs/tiny-mock.yaml train.train_iters=20 train.global_batch_size=4 checkpoint.save_interval=10 train.threads=1 logger.level=warn"
+ARGS="train.device=cpu --config configs/tiny-mock.yaml train.train_iters=20 train.global_batch_size=4 checkpoint.save_interval=10 train.threads=1 logger.level=warn"
 
 $VFM train $ARGS checkpoint.save=$T/dp1 > $T/dp1.log 2>&1
 check "single rank, 20 steps" test -f $T/dp1/iter_0000020/DONE

@@ -24,7 +24,7 @@ if ! command -v mpirun >/dev/null 2>&1; then
 fi
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 MPIRUN="mpirun --allow-run-as-root --oversubscribe --bind-to none --mca btl self,vader --mca btl_vader_single_copy_mechanism none --mca mpi_yield_when_idle 1 -x OMP_NUM_THREADS -x OPENBLAS_NUM_THREADS"
-ARGS="--config configs/tiny-mock.yaml train.train_iters=20 train.global_batch_size=2 checkpoint.save_interval=0 train.threads=1 logger.level=warn dataset.mock_shapes=[4x3x6x10,4x1x8x10,4x1x2x2,4x2x4x6] ema.enabled=true ema.decay=0.9"
+ARGS="train.device=cpu --config configs/tiny-mock.yaml train.train_iters=20 train.global_batch_size=2 checkpoint.save_interval=0 train.threads=1 logger.level=warn dataset.mock_shapes=[4x3x6x10,4x1x8x10,4x1x2x2,4x2x4x6] ema.enabled=true ema.decay=0.9"
 GQA="model.num_query_groups=2"
 BOUND=1e-5
 
@@ -87,7 +87,7 @@ train re_dp2 4 $GQA model.tensor_model_parallel_size=2 model.sequence_parallel=t
 check "DP2 × TP2+SP resumes it" grep -q "resumed from $T/re_dp2/iter_0000010 (step 10)" $T/re_dp2.log
 check "and reaches the straight run within $BOUND" close $T/one $T/re_dp2 $BOUND
 
-$VFM sample --checkpoint $T/tp2_sp_cp2 --out $T/samples --steps 2 > $T/sample.log 2>&1
+$VFM sample --device cpu --checkpoint $T/tp2_sp_cp2 --out $T/samples --steps 2 > $T/sample.log 2>&1
 check "vfm sample reads the TP2+SP × CP2 checkpoint on one rank" test -f $T/samples/sample_000.npy
 
 # DFM's recipe as it is, with the layout set (its data and model size replaced by tiny mock ones)

@@ -118,7 +118,7 @@ static vfm_status train_dfm(const char *data, const char *run, int iters, const 
     snprintf(save, sizeof save, "checkpoint.save=%s", run);
     snprintf(it, sizeof it, "train.train_iters=%d", iters);
     const char *ov[32] = {DFM_OVERRIDES, path, save, it, "train.global_batch_size=1", "checkpoint.save_interval=0",
-                          "train.threads=1", "dataset.num_workers=1", "logger.level=warn"};
+                          "train.threads=1", "dataset.num_workers=1", "logger.level=warn", "train.device=cpu"};
     int n = 0;
     while (n < 32 && ov[n]) n++;
     for (int i = 0; i < n_extra && n < 32; i++) ov[n++] = extra[i];

@@ -143,8 +143,8 @@ TEST(trainer_checkpoint_save_null_writes_nothing) {
     REQUIRE(realpath(test_fixture("../../configs/tiny-mock.yaml"), config));
     REQUIRE(chdir(dir) == 0); /* a forked test: the old default runs/default would appear here */
     const char *ov[] = {"checkpoint.save=null", "logger.level=error", "train.threads=1", "train.train_iters=3",
-                        "train.eval_interval=2", "train.eval_iters=1", "model.val_generation_num_steps=2"};
-    TrainOptions opt = {config, ov, 7, NULL, NULL};
+                        "train.eval_interval=2", "train.eval_iters=1", "model.val_generation_num_steps=2", "train.device=cpu"};
+    TrainOptions opt = {config, ov, 8, NULL, NULL};
     REQUIRE_OK(train_run(&opt));
     DIR *d = opendir(".");
     REQUIRE(d);
@@ -152,7 +152,7 @@ TEST(trainer_checkpoint_save_null_writes_nothing) {
     for (struct dirent *e; (e = readdir(d));) entries += strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
     closedir(d);
     CHECK_MSG(entries == 0, "%d files or directories written with checkpoint.save null", entries);
-    TrainOptions resume = {config, ov, 7, "auto", NULL};
+    TrainOptions resume = {config, ov, 8, "auto", NULL};
     CHECK(train_run(&resume) == VFM_ERR_USAGE);
     CHECK_MSG(strstr(vfm_last_error(), "checkpoint.save") != NULL, "%s", vfm_last_error());
 }
@@ -189,8 +189,8 @@ TEST(trainer_webdataset_validation_reads_the_val_split) {
     const char *ov[] = {"model.preset=tiny", "model.crossattn_emb_size=16", data, save, "dataset.task_encoder_seq_length=512",
                         "dataset.num_workers=1", "train.train_iters=4", "train.global_batch_size=1", "train.threads=1",
                         "logger.level=error", "train.eval_interval=2", "train.eval_iters=1",
-                        "model.val_generation_num_steps=2", NULL};
-    TrainOptions opt = {NULL, ov, 13, NULL, NULL};
+                        "train.device=cpu", "model.val_generation_num_steps=2", NULL};
+    TrainOptions opt = {NULL, ov, 14, NULL, NULL};
     /* no split.yaml: every shard is train, the val split is empty — a usage error naming the ways out */
     path_join(run, sizeof run, test_tmpdir(), "nosplit");
     snprintf(save, sizeof save, "checkpoint.save=%s", run);
@@ -199,8 +199,8 @@ TEST(trainer_webdataset_validation_reads_the_val_split) {
     /* validating on the train split, as DFM */
     path_join(run, sizeof run, test_tmpdir(), "trainsplit");
     snprintf(save, sizeof save, "checkpoint.save=%s", run);
-    ov[13] = "dataset.use_train_split_for_val=true";
-    opt.n_overrides = 14;
+    ov[14] = "dataset.use_train_split_for_val=true";
+    opt.n_overrides = 15;
     REQUIRE_OK(train_run(&opt));
     char f[1400];
     snprintf(f, sizeof f, "%s/validation_generation/step=4_rank=0.npy", run);
@@ -212,7 +212,7 @@ TEST(trainer_webdataset_validation_reads_the_val_split) {
     free(out), free(err);
     path_join(run, sizeof run, test_tmpdir(), "valsplit");
     snprintf(save, sizeof save, "checkpoint.save=%s", run);
-    opt.n_overrides = 13;
+    opt.n_overrides = 14;
     REQUIRE_OK(train_run(&opt));
     snprintf(f, sizeof f, "%s/validation_generation/step=2_rank=0.npy", run);
     CHECK_MSG(path_exists(f), "missing %s", f);
