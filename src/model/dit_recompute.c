@@ -9,7 +9,8 @@
  * same computation on the same inputs: the block has no random draws (σ, noise and the CFG drop
  * are drawn by the objective before the model, keyed by sample uid) and every op is deterministic,
  * so outputs and gradients are bitwise those without recomputation. Under TP/SP/CP the replay
- * runs the block's collectives again, on every rank of the group alike. */
+ * runs the block's collectives again, on every rank of the group alike; under ZeRO-3 it gathers
+ * each block's unit around its replay (dit_fsdp_forward_begin/_end), as the forward does. */
 #include <string.h>
 
 #include "model/dit_internal.h"
@@ -47,8 +48,12 @@ vfm_status dit_recompute_backward_begin(DiT *m, Acts *a, const DiTInputs *in, in
     void (*probe)(void *, const char *, int, const Tensor *) = m->probe;
     m->probe = NULL; /* the probes saw this forward once */
     vfm_status s = VFM_OK;
-    for (int j = p.group_first; j < p.group_end && s == VFM_OK; j++)
-        s = dit_block_forward(m, j, a, in, j + 1 < p.group_end ? &a->blocks[j + 1].h0 : &a->rc_sink);
+    for (int j = p.group_first; j < p.group_end && s == VFM_OK; j++) {
+        /* ZeRO-3: each block's unit gathered around its replay, as in the forward */
+        s = dit_fsdp_forward_begin(m, j, j + 1 < p.group_end ? j + 1 : -1);
+        if (s == VFM_OK) s = dit_block_forward(m, j, a, in, j + 1 < p.group_end ? &a->blocks[j + 1].h0 : &a->rc_sink);
+        if (s == VFM_OK) s = dit_fsdp_forward_end(m, j);
+    }
     m->probe = probe;
     return s;
 }
