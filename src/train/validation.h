@@ -5,9 +5,9 @@
  * step, so the number is comparable across steps. As DFM does, each rank then generates one
  * sample from the first validation sample's prompt (model.val_generation_num_steps /
  * model.val_generation_guidance, the run's sampler settings) into
- * <run>/validation_generation/step=<k>_rank=<r>.png|gif (pixel-space data) or .npy. (Under TP or CP
- * every rank of a replica generates, the model being collective; the trainer gives a run directory
- * only to the rank with tp = cp = 0.)
+ * <run>/validation_generation/step=<k>_rank=<r>.png|gif (pixel-space data) or .npy. (Under TP, CP
+ * or PP every rank of a replica generates, the model being collective; the trainer gives a run
+ * directory only to the rank with tp = cp = pp = 0.)
  * Validation never touches the training state: its own data source, pack and RNG keys, no
  * gradients, no optimizer — weights are bit for bit those of a run without it.
  *
