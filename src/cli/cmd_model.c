@@ -10,6 +10,7 @@
 #include "core/config.h"
 #include "model/dit.h"
 #include "parallel/dp.h"
+#include "parallel/sharding.h"
 #include "train/train_parallel.h"
 
 /* The DiT paper's setting for adaln-zero (references.md B5): 4 latent channels, 1000 classes,
@@ -59,10 +60,10 @@ static void print_info(const Config *cfg, const DiTConfig *c, const ParamTable *
 
 static double mb(double bytes) { return bytes / 1e6; }
 
-/* Per rank at the layout of the config's parallel keys (and `world` ranks): parameters, memory,
- * bytes sent per micro-batch and per step. */
-/* One rank's share (stage `stage` under PP): parameters, memory and what it sends. */
-static vfm_status print_rank(const DiTConfig *c, const TrainLayout *l, int stage, int n, int zero1, int seq, int text) {
+/* One rank's share (stage `stage` under PP) at layout l with n = DP×CP ranks: parameters, memory under
+ * the sharding strategy, bytes sent per micro-batch and per step. */
+static vfm_status print_rank(const DiTConfig *c, const TrainLayout *l, int stage, int n, DpSharding sharding, int seq,
+                             int text) {
     DiTParallel par = {.tp = l->tp, .sequence_parallel = l->sp, .cp = l->cp, .pp = l->pp, .pp_rank = stage, .vp = l->vp};
     par.cpa.type = l->cp_type;
     par.cpa.A = l->cp_type == CP_COMM_A2A ? l->cp : l->a2a_size;
@@ -72,6 +73,22 @@ static vfm_status print_rank(const DiTConfig *c, const TrainLayout *l, int stage
     for (int i = 0; i < m.table.count; i++) {
         if (dp_entry_reduces_over_tp(&m.table.entries[i], l->sp)) tp_summed += m.table.entries[i].numel;
         if (m.table.entries[i].reduce_groups & REDUCE_PP) pp_summed += m.table.entries[i].numel;
+    }
+    int *first = malloc((size_t)(m.n_blocks > 0 ? m.n_blocks : 1) * sizeof *first);
+    if (!first) {
+        dit_destroy(&m);
+        return vfm_fail(VFM_ERR_NOMEM, "model info: %d blocks", c->layers);
+    }
+    PpBlocks blocks = {first, 0, 0};
+    dit_block_layout(&m, first, &blocks.n_blocks, &blocks.head_first);
+    int64_t block_elems = 0; /* what ZeRO-3 gathers */
+    for (int i = blocks.n_blocks ? first[0] : 0; i < blocks.head_first; i++) block_elems += m.table.entries[i].numel;
+    DpMemory mem;
+    vfm_status s = dp_memory_bytes(sharding, &m.table, &blocks, n, DEV_CPU, &mem);
+    free(first);
+    if (s != VFM_OK) {
+        dit_destroy(&m);
+        return s;
     }
     const char *in = l->pp > 1 ? "    " : "  ";
     if (l->pp > 1) {
@@ -83,12 +100,15 @@ static vfm_status print_rank(const DiTConfig *c, const TrainLayout *l, int stage
         }
         printf(")%s%s\n", stage == 0 ? ", patch embedder" : "", stage == l->pp - 1 ? ", final layer and loss" : "");
     }
-    double adam = 8.0 * (double)local / (zero1 ? n : 1);
+    static const char *const zero[] = {"plain DP", "ZeRO-1", "ZeRO-2", "ZeRO-3"};
+    int sharded = sharding != DP_SHARD_NO_SHARD;
     printf("%sparameters: %lld of %lld (%.1f%%)\n", in, (long long)local, (long long)full,
            100.0 * (double)local / (double)full);
-    printf("%smemory: weights %.1f MB and gradients %.1f MB (f32), Adam moments %.1f MB%s, activations of one "
-           "micro-batch %.1f MB (f32, this CPU implementation)\n", in, mb(4.0 * local), mb(4.0 * local), mb(adam),
-           zero1 && n > 1 ? " (ZeRO-1 over DP×CP)" : "", mb((double)dit_activation_bytes(&m, seq, text, 1)));
+    printf("%smemory, %s (%s) over DP×CP = %d rank%s (f32, this CPU implementation): parameters %.1f MB, gradients "
+           "%.1f MB, optimizer state %.1f MB (Adam m, v%s), transient %.1f MB; activations of one micro-batch %.1f MB\n",
+           in, dp_sharding_name(sharding), zero[sharding], n, n > 1 ? "s" : "", mb((double)mem.params),
+           mb((double)mem.grads), mb((double)mem.optimizer), sharding == DP_SHARD_OPTIM_GRADS_PARAMS ? ", fp32 master" : "",
+           mb((double)mem.transient), mb((double)dit_activation_bytes(&m, seq, text, 1)));
     DiTCommBytes cb;
     dit_comm_bytes(&m, seq, text, 2, &cb);
     printf("%ssent per micro-batch (one sample of %d tokens, bf16 activations): TP regions %.1f MB forward + %.1f MB "
@@ -100,20 +120,24 @@ static vfm_status print_rank(const DiTConfig *c, const TrainLayout *l, int stage
     double pshare = l->pp > 1 ? 2.0 * (l->pp - 1) / l->pp : 0;
     printf("%ssent per step (f32 gradients): DP×CP reduction over %d rank%s %.1f MB%s, TP sums of replicated weights "
            "%.1f MB", in, n, n > 1 ? "s" : "", mb(share * 4.0 * local),
-           zero1 && n > 1 ? " (reduce-scatter + parameter all-gather)" : "", mb(tshare * 4.0 * tp_summed));
+           sharded && n > 1 ? " (reduce-scatter + parameter all-gather)" : "", mb(tshare * 4.0 * tp_summed));
     if (l->pp > 1) printf(", PP sum of the replicated embedders %.1f MB", mb(pshare * 4.0 * pp_summed));
     printf("\n");
+    if (sharding == DP_SHARD_OPTIM_GRADS_PARAMS && n > 1)
+        printf("%sZeRO-3 also gathers every block's parameters twice per micro-batch (forward, backward): %.1f MB\n", in,
+               mb(2.0 * (n - 1) / n * 4.0 * (double)block_elems));
     dit_destroy(&m);
     return VFM_OK;
 }
 
-static vfm_status print_per_rank(const Config *cfg, const DiTConfig *c, const TrainLayout *l, int world, int seq,
+/* Per rank at the layout of the config's parallel keys (and `world` ranks), stage by stage under PP. */
+static vfm_status print_per_rank(const DiTConfig *c, const TrainLayout *l, DpSharding sharding, int world, int seq,
                                  int text) {
-    int dp = world / (l->tp * l->pp * l->cp), n = dp * l->cp, zero1 = cfg_bool(cfg, "ddp.use_distributed_optimizer");
+    int dp = world / (l->tp * l->pp * l->cp), n = dp * l->cp;
     char name[128];
     train_layout_describe(l, dp, name, sizeof name);
     printf("per rank at %s (%d rank%s)%s:\n", name, world, world > 1 ? "s" : "", l->pp > 1 ? ", by pipeline stage" : "");
-    for (int p = 0; p < l->pp; p++) VFM_TRY(print_rank(c, l, p, n, zero1, seq, text));
+    for (int p = 0; p < l->pp; p++) VFM_TRY(print_rank(c, l, p, n, sharding, seq, text));
     return VFM_OK;
 }
 
@@ -203,8 +227,10 @@ int cmd_model(int argc, char **argv) {
                         "info: the parameter count (total and by group), the variant's structure, and the FLOPs of\n"
                         "one sample of N tokens: forward, and a training step (forward + backward = 3x the forward's\n"
                         "matmul FLOPs), also per token. With parallel keys (model.tensor_model_parallel_size,\n"
-                        "model.sequence_parallel, model.context_parallel_size, model.cp_comm_type, ...) or --world:\n"
-                        "per rank, the parameters, memory, and bytes sent per micro-batch and per step.\n"
+                        "model.sequence_parallel, model.context_parallel_size, model.cp_comm_type, ...), sharding keys\n"
+                        "(ddp.use_megatron_fsdp, ddp.data_parallel_sharding_strategy) or --world: per rank, the\n"
+                        "parameters, the bytes of parameters, gradients and optimizer state under the resolved\n"
+                        "sharding strategy, and bytes sent per micro-batch and per step.\n"
                         "presets: the trainable parameters of every preset in every variant.\n"
                         "forward: one call of a checkpoint's network on one latent (to compare implementations).",
                         flags, nflags);
@@ -247,9 +273,12 @@ int cmd_model(int argc, char **argv) {
     /* the layout first: a bad one is refused before anything is printed */
     int world = atoi(args_value(flags, nflags, "--world", "0"));
     int per_rank = world > 0 || cfg_int(cfg, "model.tensor_model_parallel_size") > 1 ||
-                   cfg_int(cfg, "model.context_parallel_size") > 1 || cfg_int(cfg, "model.pipeline_model_parallel_size") > 1;
+                   cfg_int(cfg, "model.context_parallel_size") > 1 || cfg_int(cfg, "model.pipeline_model_parallel_size") > 1 ||
+                   cfg_is_set(cfg, "ddp.use_megatron_fsdp") || cfg_is_set(cfg, "ddp.data_parallel_sharding_strategy");
     TrainLayout l;
-    if (per_rank && (s = train_layout_from(&l, cfg, 1)) == VFM_OK) {
+    DpSharding sharding = DP_SHARD_OPTIM;
+    s = dp_sharding_from_config(cfg, &sharding); /* contradictory keys: exit 2 */
+    if (s == VFM_OK && per_rank && (s = train_layout_from(&l, cfg, 1)) == VFM_OK) {
         if (world <= 0) world = l.tp * l.pp * l.cp;
         s = train_layout_check(&l, &c, world);
     }
@@ -262,7 +291,7 @@ int cmd_model(int argc, char **argv) {
     print_info(cfg, &m.cfg, &m.table, seq, text);
     if (args_flag(flags, nflags, "--list")->present) print_list(&m.table);
     dit_destroy(&m);
-    if (per_rank) s = print_per_rank(cfg, &c, &l, world, seq, text);
+    if (per_rank) s = print_per_rank(&c, &l, sharding, world, seq, text);
     config_free(cfg);
     return s == VFM_OK ? 0 : cli_report(s);
 }

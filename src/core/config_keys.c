@@ -212,8 +212,10 @@ const CfgKeyDef cfg_key_defs[] = {
     KCHOICE("ddp.data_parallel_sharding_strategy", "null",
             CHOICES("", "no_shard", "optim", "optim_grads", "optim_grads_params", "MODEL_AND_OPTIMIZER_STATES"),
             "what data parallelism shards: no_shard, optim (ZeRO-1), optim_grads (ZeRO-2), optim_grads_params (ZeRO-3; "
-            "alias MODEL_AND_OPTIMIZER_STATES); unset: from use_distributed_optimizer / use_megatron_fsdp; the trainer "
-            "refuses ZeRO-2/3 until FSDP is wired in"),
+            "alias MODEL_AND_OPTIMIZER_STATES); unset: from use_distributed_optimizer / use_megatron_fsdp"),
+    KBOOL("ddp.fsdp_unsharded_accumulation", "false",
+          "ZeRO-2/3 with several micro-batches: accumulate each unit's gradient unsharded and reduce it once per step "
+          "(ZeRO-1's bits, ZeRO-1's gradient memory), else reduce-scatter every micro-batch (1/n gradient memory)"),
     XSTR("mixed_precision", "bf16_mixed", "DFM: precision recipe (not used by vfm)"),
     XSTR("tokenizer.tokenizer_type", "NullTokenizer", "DFM: tokenizer (not used by vfm)"),
     XINT("tokenizer.vocab_size", "0", "[0, inf)", "DFM: tokenizer (not used by vfm)"),

@@ -16,25 +16,23 @@ static int chunk_mlp(const DiTConfig *c, int k) { return c->f.n_chunks - 3 + k; 
 
 /* ---- parameter views ----------------------------------------------------------------- */
 
-/* Parameter buffers: the weights the ops read (the act-dtype copy when there is one, else the
- * fp32 master weights) and the fp32 gradients. */
-typedef struct Buf {
-    void *data;
-    DType dtype;
-} Buf;
-static Buf weights(const DiT *m) { return m->wcopy ? (Buf){m->wcopy, m->act_dtype} : (Buf){m->params, DT_F32}; }
-static Buf gradients(const DiT *m) { return (Buf){m->grads, DT_F32}; }
-static char *at(Buf b, int64_t element) { return (char *)b.data + (size_t)element * dtype_size(b.dtype); }
-
-/* Rows [row0, row0 + out) of a linear's weight (any entry rank, viewed [rows, numel/rows]). */
-static Tensor lin_weight(const DiT *m, const DiTLinear *l, Buf buf) {
-    const ParamEntry *e = &m->table.entries[l->w];
-    int64_t in = e->numel / e->shape[0];
-    return TENSOR(at(buf, e->offset + l->row0 * in), buf.dtype, m->device, l->out, in);
+/* Weights and gradients are read through dit_weight_ptr / dit_grad_ptr (dit_fsdp.c): the model's
+ * own buffers, or under ZeRO-2/3 its FSDP units. grad = 1: the fp32 gradient instead. */
+static Tensor entry_rows(const DiT *m, int id, int64_t at, int grad, int ndim, const int64_t *shape) {
+    DType dt = DT_F32;
+    void *p = grad ? (void *)dit_grad_ptr(m, id, at) : dit_weight_ptr(m, id, at, &dt);
+    return tensor_make(p, dt, m->device, ndim, shape);
 }
 
-static Tensor lin_bias(const DiT *m, const DiTLinear *l, Buf buf) {
-    return TENSOR(at(buf, m->table.entries[l->b].offset + l->row0), buf.dtype, m->device, l->out);
+/* Rows [row0, row0 + out) of a linear's weight (any entry rank, viewed [rows, numel/rows]). */
+static Tensor lin_weight(const DiT *m, const DiTLinear *l, int grad) {
+    const ParamEntry *e = &m->table.entries[l->w];
+    int64_t in = e->numel / e->shape[0];
+    return entry_rows(m, l->w, l->row0 * in, grad, 2, (int64_t[]){l->out, in});
+}
+
+static Tensor lin_bias(const DiT *m, const DiTLinear *l, int grad) {
+    return entry_rows(m, l->b, l->row0, grad, 1, (int64_t[]){l->out});
 }
 
 /* A row-parallel layer's (replicated) bias is added by TP rank 0 only, so the sum that closes the
@@ -45,10 +43,13 @@ static int bias_here(const DiT *m, const DiTLinear *l) {
 }
 
 static Tensor P(const DiT *m, int id) {
-    Buf w = weights(m);
-    return param_view(&m->table, id, w.data, w.dtype, m->device);
+    const ParamEntry *e = &m->table.entries[id];
+    return entry_rows(m, id, 0, 0, e->ndim, e->shape);
 }
-static Tensor G(const DiT *m, int id) { return param_view(&m->table, id, m->grads, DT_F32, m->device); }
+static Tensor G(const DiT *m, int id) {
+    const ParamEntry *e = &m->table.entries[id];
+    return entry_rows(m, id, 0, 1, e->ndim, e->shape);
+}
 /* [rows, cols] view of a tensor's data. */
 static Tensor V2(const Tensor *t, int64_t rows, int64_t cols) { return TENSOR(t->data, t->dtype, t->device, rows, cols); }
 static Tensor V3(const Tensor *t, int64_t d0, int64_t d1, int64_t d2) {
@@ -57,18 +58,18 @@ static Tensor V3(const Tensor *t, int64_t d0, int64_t d1, int64_t d2) {
 
 /* y[N,out] = act(x·Wᵀ + b) */
 static vfm_status lin_fwd(const DiT *m, Tensor *y, Tensor *pre, const Tensor *x, const DiTLinear *l, Activation act) {
-    Tensor w = lin_weight(m, l, weights(m)), b;
+    Tensor w = lin_weight(m, l, 0), b;
     int with_bias = bias_here(m, l);
-    if (with_bias) b = lin_bias(m, l, weights(m));
+    if (with_bias) b = lin_bias(m, l, 0);
     return op_linear_forward(y, pre, x, &w, with_bias ? &b : NULL, act);
 }
 
 /* dW += dpreᵀ·x, db += Σ dpre, dx = (or += when accumulate) dpre·W; dx may be NULL. */
 static vfm_status lin_bwd(const DiT *m, Tensor *dx, int accumulate, Tensor *dy, const Tensor *x, const DiTLinear *l,
                           const Tensor *pre, Activation act) {
-    Tensor w = lin_weight(m, l, weights(m)), dw = lin_weight(m, l, gradients(m)), db;
+    Tensor w = lin_weight(m, l, 0), dw = lin_weight(m, l, 1), db;
     int with_bias = bias_here(m, l);
-    if (with_bias) db = lin_bias(m, l, gradients(m));
+    if (with_bias) db = lin_bias(m, l, 1);
     return op_linear_backward(dx, &dw, with_bias ? &db : NULL, dy, x, &w, pre, act, accumulate);
 }
 
@@ -337,7 +338,9 @@ vfm_status dit_chunk_forward(DiT *m, DiTSaved *sv, const DiTInputs *in, int b0, 
     else VFM_TRY(op_copy(&a->blocks[b0].h0, x));
     for (int l = b0; l < b1; l++) {
         Tensor *h_out = l + 1 < b1 ? &a->blocks[l + 1].h0 : last ? &a->h_final : y;
+        VFM_TRY(dit_fsdp_forward_begin(m, l, l + 1 < b1 ? l + 1 : -1));
         VFM_TRY(block_forward(m, l, dit_block(m, l), &a->blocks[l], a, in, h_out));
+        VFM_TRY(dit_fsdp_forward_end(m, l));
     }
     if (last) {
         VFM_TRY(final_layer_forward(m, a, a->pl.identity ? dit_stage_out(a, out) : &a->out_local));
@@ -498,7 +501,9 @@ vfm_status dit_chunk_backward(DiT *m, DiTSaved *sv, const DiTInputs *in, int b0,
     m->running = sv;
     if (last) {
         VFM_TRY(dit_scatter_dout(m, a, dout));
+        VFM_TRY(dit_fsdp_grads_begin(m, m->head_first));
         VFM_TRY(final_layer_backward(m, a, a->pl.identity ? dout : &a->dout_local));
+        VFM_TRY(dit_fsdp_grads_end(m, m->head_first));
         if (m->on_grads_final) m->on_grads_final(m->on_grads_final_ctx, m->head_first);
     } else {
         VFM_TRY(op_copy(&a->d_res, dy));
@@ -506,12 +511,16 @@ vfm_status dit_chunk_backward(DiT *m, DiTSaved *sv, const DiTInputs *in, int b0,
     }
     for (int l = b1 - 1; l >= b0; l--) {
         const DiTBlockParams *p = dit_block(m, l);
+        VFM_TRY(dit_fsdp_backward_begin(m, l, l > b0 ? l - 1 : -1));
         VFM_TRY(block_backward(m, l, p, &a->blocks[l], a, in));
+        VFM_TRY(dit_fsdp_backward_end(m, l));
         if (m->on_grads_final) m->on_grads_final(m->on_grads_final_ctx, p->first_entry);
     }
+    VFM_TRY(dit_fsdp_grads_begin(m, 0)); /* the embedders: every chunk adds its conditioning's share */
     if (b0 == 0) VFM_TRY(patch_embedding_backward(m, a));
     else VFM_TRY(op_copy(dx, &a->d_res));
     VFM_TRY(conditioning_backward(m, a, in));
+    if (b0 == 0) VFM_TRY(dit_fsdp_grads_end(m, 0)); /* the first chunk's backward comes last */
     if (m->on_grads_final && b0 == 0) m->on_grads_final(m->on_grads_final_ctx, 0);
     m->running = NULL;
     return VFM_OK;

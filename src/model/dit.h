@@ -190,6 +190,12 @@ typedef struct DiT {
      * sub-layer). dit_gather_rows turns the rows into the whole pack's. */
     void (*probe)(void *ctx, const char *site, int layer, const Tensor *rows);
     void *probe_ctx;
+    /* ZeRO-2/3 (dit_fsdp.c, parallel/fsdp.h): when set, the weights and gradients live in its units
+     * (params and grads are NULL) and the forward and backward gather, release and reduce them
+     * around each block. */
+    struct Fsdp *fsdp;
+    int *fsdp_unit;            /* [table.count] the unit of each entry */
+    int fsdp_last_microbatch;  /* the caller sets it: this backward is the step's last micro-batch */
 } DiT;
 
 /* Builds the table (names as reference/model_torch.py) and allocates params and grads (zero).
@@ -291,6 +297,19 @@ vfm_status dit_hidden_rows(const DiT *m, const DiTInputs *in, int64_t *rows);
 /* Collective over the model's TP and CP groups: whole[S, w] (the last forward's whole pack) from
  * every rank's rows[rows, w] of it (as the probe hands them out); padding rows are written 0. */
 vfm_status dit_gather_rows(DiT *m, const Tensor *rows, Tensor *whole);
+
+/* ---- ZeRO-2 / ZeRO-3 (dit_fsdp.c) ---- */
+struct Fsdp;
+struct FsdpConfig;
+/* This rank's blocks' first table entries (block_first[n_blocks], the caller's) as
+ * parallel/pp_stage.h's PpBlocks wants them (fsdp_init, dp_memory_bytes). */
+void dit_block_layout(const DiT *m, int *block_first, int *n_blocks, int *head_first);
+/* Collective over comm (DP×CP): f = FSDP over this rank's table (one unit per block, the
+ * embedders, the final layer), filled with the model's current weights; the model's own params and
+ * grads are freed, and from here on its forward reads the weights, and its backward writes the
+ * gradients, through f (gathered and released around each block under ZeRO-3, each unit reduced
+ * after its backward: set m->fsdp_last_microbatch). Free f with fsdp_free before dit_destroy. */
+vfm_status dit_fsdp_create(DiT *m, struct Fsdp *f, const struct FsdpConfig *cfg, Comm *comm, Comm *tp_comm);
 
 /* Matmul FLOPs of one forward over a pack (2 per multiply-add): token-wise layers and attention
  * from the cumulative real token and text lengths cu_q[n+1], cu_text[n+1] (padding rows are not

@@ -440,6 +440,7 @@ void dit_destroy(DiT *m) {
     device_free(m->device, m->wcopy);
     device_free(m->device, m->grads);
     device_free(m->device, m->patch_perm);
+    free(m->fsdp_unit); /* the Fsdp itself is the caller's */
     dit_saved_destroy(m, m->saved);
     free(m->blocks);
     free(m->block_ids);

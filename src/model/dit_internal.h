@@ -105,6 +105,27 @@ int dit_max_chunk_blocks(const DiT *m);
 const DiTBlockParams *dit_block(const DiT *m, int l);
 vfm_status dit_carve_acts(const DiT *m, Arena *arena, size_t *bytes, Acts *a, int64_t L, int B, int b0, int b1);
 
+/* ---- dit_fsdp.c: where the weights and gradients are, and the ZeRO-2/3 hooks ---- */
+/* Element `at` of entry i's weights as the ops read them (*dt: their dtype): the act-dtype copy or
+ * the fp32 master, or (m->fsdp) its unit's buffer, which must be gathered. */
+void *dit_weight_ptr(const DiT *m, int entry, int64_t at, DType *dt);
+/* Element `at` of entry i's fp32 gradient: the model's buffer, or (m->fsdp) its unit's, between
+ * dit_fsdp_grads_begin and _end. */
+float *dit_grad_ptr(const DiT *m, int entry, int64_t at);
+/* Around block l's forward: gather its unit (and prefetch block next's, when next >= 0: the next
+ * block of the chunk); release it. */
+vfm_status dit_fsdp_forward_begin(DiT *m, int l, int next);
+vfm_status dit_fsdp_forward_end(DiT *m, int l);
+/* Around block l's backward: gather (prefetch block next's unit: the chunk's block before it, or
+ * -1), the unit's gradient buffer; then release and reduce it. */
+vfm_status dit_fsdp_backward_begin(DiT *m, int l, int next);
+vfm_status dit_fsdp_backward_end(DiT *m, int l);
+/* The same for the unit holding `entry` outside the blocks (the embedders: 0, the final layer:
+ * m->head_first), which is never sharded: the gradient buffer (kept when an earlier chunk of the
+ * same backward began it: every chunk adds to the embedders), then the reduction. */
+vfm_status dit_fsdp_grads_begin(DiT *m, int entry);
+vfm_status dit_fsdp_grads_end(DiT *m, int entry);
+
 /* ---- dit_stage.c ---- */
 /* When the model is on CUDA and in's tensors are in host memory: copies them into a->stage (carved)
  * and sets *in to a->stage.in; otherwise leaves *in as it is. */

@@ -266,15 +266,24 @@ vfm_status sharded_safetensors_metadata(const char *path, const char *key, char 
 
 /* ---- weights and Adam moments ------------------------------------------------------------------ */
 
-vfm_status ckpt_write_weights(const char *path, Comm *comm, const TpShardMap *m, const float *params, int writes) {
-    ShardedSet set = {"", (float *)params};
+vfm_status ckpt_write_weights_range(const char *path, Comm *comm, const TpShardMap *m, const float *buf, int64_t lo,
+                                    int64_t hi) {
+    ShardedSet set = {"", (float *)buf};
     const char *meta[] = {"format", "vfm", NULL};
-    return sharded_safetensors_write(path, comm, m, &set, 1, 0, writes ? m->local.total : 0, meta);
+    return sharded_safetensors_write(path, comm, m, &set, 1, lo, hi, meta);
+}
+
+vfm_status ckpt_read_weights_range(const char *path, const TpShardMap *m, float *buf, int64_t lo, int64_t hi) {
+    ShardedSet set = {"", buf};
+    return sharded_safetensors_read(path, m, &set, 1, lo, hi);
+}
+
+vfm_status ckpt_write_weights(const char *path, Comm *comm, const TpShardMap *m, const float *params, int writes) {
+    return ckpt_write_weights_range(path, comm, m, params, 0, writes ? m->local.total : 0);
 }
 
 vfm_status ckpt_read_weights(const char *path, const TpShardMap *m, float *params) {
-    ShardedSet set = {"", params};
-    return sharded_safetensors_read(path, m, &set, 1, 0, m->local.total);
+    return ckpt_read_weights_range(path, m, params, 0, m->local.total);
 }
 
 vfm_status ckpt_write_optim(const char *path, Comm *comm, const TpShardMap *m, const Optimizer *o, int64_t lo, int64_t hi) {

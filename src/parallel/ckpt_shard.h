@@ -14,7 +14,8 @@
  * What a rank writes or reads is elements [lo, hi) of its local (TP-shard) layout, of each set's
  * buffer (buf[0] = element lo):
  *   weights (model.safetensors, ema.safetensors): one set, prefix "", [0, local total) on the
- *     ranks with dp = cp = 0, nothing elsewhere;
+ *     ranks with dp = cp = 0, nothing elsewhere; under ZeRO-2/3 each rank of the DP×CP group its
+ *     fp32 master shard (the ZeRO-1 range below);
  *   Adam moments (optim.safetensors): sets "exp_avg." and "exp_avg_sq.", the rank's ZeRO-1
  *     shard [begin, end) of its local buffer, or with plain DP the same cut of its full copy;
  *     with the metadata "step". Loading takes any other range: the state reshards across DP, CP,
@@ -47,6 +48,11 @@ vfm_status sharded_safetensors_metadata(const char *path, const char *key, char 
 /* Weights: this rank's local buffer params[local total]; `writes` = 0 on replicas. */
 vfm_status ckpt_write_weights(const char *path, Comm *comm, const TpShardMap *m, const float *params, int writes);
 vfm_status ckpt_read_weights(const char *path, const TpShardMap *m, float *params);
+/* Elements [lo, hi) of the local layout, held in buf[hi - lo]: FSDP's fp32 master shard, each rank
+ * of the DP×CP group writing (and reading back) its own range of the same file. */
+vfm_status ckpt_write_weights_range(const char *path, Comm *comm, const TpShardMap *m, const float *buf, int64_t lo,
+                                    int64_t hi);
+vfm_status ckpt_read_weights_range(const char *path, const TpShardMap *m, float *buf, int64_t lo, int64_t hi);
 /* Adam moments: o->m, o->v hold local elements [o->begin, o->end); this rank writes [lo, hi) of
  * them (its ZeRO-1 shard, or its DP×CP cut under plain DP), with the step. Reading fills
  * [o->begin, o->end) and sets o->step. */

@@ -55,17 +55,17 @@ vfm_status train_check_keys(const Config *cfg) {
     if (strcmp(split, "train") != 0 && cfg_bool(cfg, "dataset.mock"))
         log_warn("config: dataset.split=%s: the mock dataset trains on its train stream (dataset.split selects the "
                  "shards of a WebDataset)", split);
-    /* sharding: contradictory key pairs exit 2; the trainer shards by ddp.use_distributed_optimizer
-     * until FSDP (ZeRO-2/3) is wired in, so the strategy must agree with it */
+    /* sharding: contradictory key pairs exit 2 (sharding.h); the trainer shards by the resolved strategy */
     DpSharding sharding;
     VFM_TRY(dp_sharding_from_config(cfg, &sharding));
-    if (sharding >= DP_SHARD_OPTIM_GRADS)
-        return vfm_fail_at(VFM_ERR_USAGE, NULL, "ddp.data_parallel_sharding_strategy", dp_sharding_name(sharding),
-                           "ZeRO-2/3 (FSDP, src/parallel/fsdp.h) is not in the trainer yet; use optim (ZeRO-1)");
-    if ((sharding == DP_SHARD_OPTIM) != cfg_bool(cfg, "ddp.use_distributed_optimizer"))
-        return vfm_fail_at(VFM_ERR_USAGE, NULL, "ddp.data_parallel_sharding_strategy", dp_sharding_name(sharding),
-                           "set ddp.use_distributed_optimizer: %s as well (the trainer shards by that key in this "
-                           "version)", sharding == DP_SHARD_OPTIM ? "true" : "false");
+    if (sharding >= DP_SHARD_OPTIM_GRADS) {
+        if (cfg_is_set(cfg, "ddp.bucket_size_mb") || cfg_is_set(cfg, "ddp.overlap_grad_reduce"))
+            log_warn("config: ddp.bucket_size_mb and ddp.overlap_grad_reduce do not apply to %s: FSDP reduces each "
+                     "transformer block's gradients (one unit) right after its backward", dp_sharding_name(sharding));
+    } else if (cfg_is_set(cfg, "ddp.fsdp_unsharded_accumulation")) {
+        log_warn("config: ddp.fsdp_unsharded_accumulation applies to optim_grads and optim_grads_params only (the "
+                 "strategy is %s)", dp_sharding_name(sharding));
+    }
     RecomputeConfig recompute;
     VFM_TRY(recompute_from_config(cfg, &recompute));
     if (recompute.granularity != RECOMPUTE_NONE)

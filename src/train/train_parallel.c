@@ -160,6 +160,12 @@ vfm_status train_parallel_dp_init(TrainParallel *p, DataParallel *dp, const DiT 
     return VFM_OK;
 }
 
+vfm_status train_parallel_fsdp_init(TrainParallel *p, Fsdp *f, DiT *m, DpSharding strategy, int accumulate_unsharded) {
+    FsdpConfig fc = {strategy, accumulate_unsharded, p->keys.cp, p->layout.tp_rank, p->layout.pp_rank};
+    Comm *grad = m->device != DEV_CPU && p->grad_dev ? p->grad_dev : &p->grad;
+    return dit_fsdp_create(m, f, &fc, grad, p->keys.tp > 1 ? &p->tp : NULL);
+}
+
 /* ---- checkpoints ------------------------------------------------------------------------- */
 
 static void file_in(char *out, size_t n, const char *dir, const char *name) { path_join(out, n, dir, name); }
@@ -258,5 +264,85 @@ vfm_status train_parallel_load(TrainParallel *p, DiT *m, float *ema, DataParalle
     if (s == VFM_OK && have_ho) s = optimizer_copy_from_host(o, &ho);
     if (have_ho) optimizer_free(&ho);
     host_weights_free(&h);
+    return s;
+}
+
+/* ---- checkpoints of ZeRO-2/3: the master shard ----------------------------------------------- */
+
+/* A host view of n floats of a buffer on `device`: the buffer itself on the CPU, else a copy
+ * (from_device: filled from it). */
+static vfm_status host_view(Device device, float *buf, int64_t n, int from_device, float **out) {
+    if (device == DEV_CPU || !buf) {
+        *out = buf;
+        return VFM_OK;
+    }
+    *out = malloc((size_t)(n > 0 ? n : 1) * sizeof(float));
+    if (!*out) return vfm_fail(VFM_ERR_NOMEM, "checkpoint: a host copy of %lld values", (long long)n);
+    return from_device ? device_memcpy(*out, DEV_CPU, buf, device, (size_t)n * sizeof(float)) : VFM_OK;
+}
+
+static void host_view_free(Device device, float *view) {
+    if (device != DEV_CPU) free(view);
+}
+
+vfm_status train_parallel_save_fsdp(TrainParallel *p, const DiT *m, Fsdp *f, const float *ema_shard, const Optimizer *o,
+                                    const char *stage) {
+    char path[1700];
+    int64_t lo = f->dp.own_begin, hi = f->dp.own_end;
+    float *w = NULL, *e = NULL;
+    Optimizer ho;
+    int have_ho = 0;
+    vfm_status s = host_view(f->device, f->master, hi - lo, 1, &w);
+    if (s == VFM_OK) s = host_view(f->device, (float *)ema_shard, hi - lo, 1, &e);
+    if (s == VFM_OK && o && f->device != DEV_CPU && (s = optimizer_host_copy(o, &ho)) == VFM_OK) have_ho = 1, o = &ho;
+    file_in(path, sizeof path, stage, "model.safetensors");
+    if (s == VFM_OK) s = ckpt_write_weights_range(path, &p->world, m->shards, w, lo, hi);
+    if (s == VFM_OK && e) {
+        file_in(path, sizeof path, stage, "ema.safetensors");
+        s = ckpt_write_weights_range(path, &p->world, m->shards, e, lo, hi);
+    }
+    if (s == VFM_OK && o) {
+        file_in(path, sizeof path, stage, "optim.safetensors");
+        s = ckpt_write_optim(path, &p->world, m->shards, o, lo, hi);
+    }
+    if (have_ho) optimizer_free(&ho);
+    if (w) host_view_free(f->device, w);
+    if (e) host_view_free(f->device, e);
+    return s;
+}
+
+vfm_status train_parallel_load_fsdp(TrainParallel *p, const DiT *m, Fsdp *f, float *ema_shard, Optimizer *o,
+                                    const char *dir) {
+    char path[1700];
+    int64_t lo = f->dp.own_begin, hi = f->dp.own_end, n = hi - lo;
+    float *w = NULL, *e = NULL;
+    Optimizer ho;
+    int have_ho = 0;
+    vfm_status s = host_view(f->device, f->master, n, 0, &w);
+    if (s == VFM_OK) s = host_view(f->device, ema_shard, n, 0, &e);
+    if (s == VFM_OK && o && f->device != DEV_CPU && (s = optimizer_host_copy(o, &ho)) == VFM_OK) have_ho = 1;
+    Optimizer *oh = have_ho ? &ho : o;
+    file_in(path, sizeof path, dir, "model.safetensors");
+    if (s == VFM_OK) s = ckpt_read_weights_range(path, m->shards, w, lo, hi);
+    if (s == VFM_OK && e) {
+        file_in(path, sizeof path, dir, "ema.safetensors");
+        if (path_exists(path)) s = ckpt_read_weights_range(path, m->shards, e, lo, hi);
+        else if (n > 0) memcpy(e, w, (size_t)n * sizeof(float));
+    }
+    if (s == VFM_OK && oh) {
+        file_in(path, sizeof path, dir, "optim.safetensors");
+        if (path_exists(path)) s = ckpt_read_optim(path, m->shards, oh);
+        else if (has_legacy_optim(dir) && p->keys.tp == 1) s = dp_optim_load(&f->dp, oh, dir);
+        else s = vfm_fail(VFM_ERR_FORMAT, "%s: no optimizer state (optim.safetensors)", dir);
+    }
+    if (s == VFM_OK && f->device != DEV_CPU) {
+        s = device_memcpy(f->master, f->device, w, DEV_CPU, (size_t)n * sizeof(float));
+        if (s == VFM_OK && e) s = device_memcpy(ema_shard, f->device, e, DEV_CPU, (size_t)n * sizeof(float));
+        if (s == VFM_OK && have_ho) s = optimizer_copy_from_host(o, &ho);
+    }
+    if (s == VFM_OK) s = fsdp_distribute_master(f);
+    if (have_ho) optimizer_free(&ho);
+    if (w) host_view_free(f->device, w);
+    if (e) host_view_free(f->device, e);
     return s;
 }

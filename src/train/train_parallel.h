@@ -10,6 +10,7 @@
 #include "optim/optimizer.h"
 #include "parallel/comm.h"
 #include "parallel/dp.h"
+#include "parallel/fsdp.h"
 #include "parallel/groups.h"
 #include "parallel/launch.h"
 
@@ -69,5 +70,19 @@ vfm_status train_parallel_save(TrainParallel *p, const DiT *m, const float *ema,
  * Adam moments and step from optim.safetensors (or from the optim.<rank>.safetensors shards of
  * older checkpoints, at TP 1). */
 vfm_status train_parallel_load(TrainParallel *p, DiT *m, float *ema, DataParallel *dp, Optimizer *o, const char *dir);
+
+/* ZeRO-2 / ZeRO-3 (strategy optim_grads / optim_grads_params): FSDP over the DP×CP group for this
+ * rank's model (dit_fsdp_create: the weights move into its units), gradients summed over CP and
+ * averaged over DP as dp_init's, the TP group for the REDUCE_TP_* entries. accumulate_unsharded:
+ * fsdp.h (1: ZeRO-1's bits; 0: 1/n gradient memory with several micro-batches). */
+vfm_status train_parallel_fsdp_init(TrainParallel *p, Fsdp *f, DiT *m, DpSharding strategy, int accumulate_unsharded);
+/* The same files as train_parallel_save / _load, from and into FSDP's fp32 master shard f->master
+ * (elements [f->dp.own_begin, own_end) of the rank's local layout; every rank of the DP×CP group
+ * writes its own range) and ema_shard (the EMA of that range, or NULL); so ZeRO-1, ZeRO-2 and
+ * ZeRO-3 read each other's checkpoints. The load ends with fsdp_distribute_master. */
+vfm_status train_parallel_save_fsdp(TrainParallel *p, const DiT *m, Fsdp *f, const float *ema_shard, const Optimizer *o,
+                                    const char *stage);
+vfm_status train_parallel_load_fsdp(TrainParallel *p, const DiT *m, Fsdp *f, float *ema_shard, Optimizer *o,
+                                    const char *dir);
 
 #endif

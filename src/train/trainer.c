@@ -22,6 +22,8 @@
 #include "ops/ops.h"
 #include "parallel/comm.h"
 #include "parallel/dp.h"
+#include "parallel/fsdp.h"
+#include "parallel/sharding.h"
 #include "parallel/groups.h"
 #include "parallel/launch.h"
 #include "train/checkpoint.h"
@@ -43,13 +45,16 @@ typedef struct Trainer {
     LaunchInfo launch;
     TrainLayout layout;
     TrainParallel par;
-    DataParallel dp;
-    int rank, dp_rank, dp_size, have_comms, have_dp;
+    DataParallel dp;          /* no_shard and optim (ZeRO-1) */
+    Fsdp fsdp;                /* optim_grads and optim_grads_params (ZeRO-2/3) */
+    DataParallel *dpv;        /* the DP×CP means (loss, log, validation): &dp, or FSDP's flat view */
+    DpSharding sharding;
+    int rank, dp_rank, dp_size, have_comms, have_dp, have_fsdp;
     int buckets_issued;       /* buckets handed to DP during the current backward */
     vfm_status bucket_status; /* the first failure of a bucket reduction during backward */
     int overlap;              /* ddp.overlap_grad_reduce: issue buckets during backward */
     Device device;            /* train.device: where weights, gradients, Adam moments, EMA and activations live */
-    float *ema;               /* [table.total] on `device` */
+    float *ema;               /* [table.total] on `device`; ZeRO-2/3: [own_end - own_begin], the master shard's */
     double ema_decay;
     char run_dir[1024];       /* "" with checkpoint.save null: nothing is saved */
     FILE *metrics;
@@ -73,7 +78,9 @@ typedef struct Trainer {
 static vfm_status restore(Trainer *t, const char *dir, int finetune, int with_optim) {
     CheckpointState st;
     VFM_TRY(checkpoint_read_meta(dir, &st));
-    vfm_status s = train_parallel_load(&t->par, &t->model, t->ema, &t->dp, with_optim && !finetune ? &t->opt : NULL, dir);
+    Optimizer *o = with_optim && !finetune ? &t->opt : NULL;
+    vfm_status s = t->have_fsdp ? train_parallel_load_fsdp(&t->par, &t->model, &t->fsdp, t->ema, o, dir)
+                                : train_parallel_load(&t->par, &t->model, t->ema, &t->dp, o, dir);
     if (s == VFM_OK && !finetune) {
         t->step = st.step;
         t->opt.step = with_optim ? st.optimizer_step : 0;
@@ -190,6 +197,13 @@ static vfm_status trainer_setup(Trainer *t, const TrainOptions *opt) {
     t->fixed_len = cfg_int(cfg, "train.fixed_pack_length");
     if (t->fixed_len == 0 && t->layout.pp > 1) t->fixed_len = t->source->max_tokens; /* rounded at the first pack */
     t->padded = t->fixed_len > 0;
+    VFM_TRY(dp_sharding_from_config(cfg, &t->sharding));
+    int zero1 = t->sharding == DP_SHARD_OPTIM, fsdp = t->sharding >= DP_SHARD_OPTIM_GRADS;
+    if (fsdp && t->device == DEV_CUDA) { /* the FSDP buffers are fp32 in this version */
+        log_warn("%s on the GPU: f32 activations and weights (ZeRO-2/3 keeps fp32 units; bf16 units are not written)",
+                 dp_sharding_name(t->sharding));
+        VFM_TRY(dit_set_act_dtype(&t->model, DT_F32));
+    }
     int64_t reserve = t->fixed_len > t->source->max_tokens ? t->fixed_len : t->source->max_tokens;
     VFM_TRY(dit_reserve(&t->model, reserve, t->source->max_text, t->source->max_samples));
     if (t->padded) {
@@ -197,10 +211,18 @@ static vfm_status trainer_setup(Trainer *t, const TrainOptions *opt) {
                                     t->layout.pp > 1 ? (int)t->accum : 1, t->par.layout.pp_rank));
         t->have_pipe = 1;
     }
-    int zero1 = cfg_bool(cfg, "ddp.use_distributed_optimizer");
-    VFM_TRY(train_parallel_dp_init(&t->par, &t->dp, &t->model, cfg_float(cfg, "ddp.bucket_size_mb"), zero1));
-    t->have_dp = 1;
-    VFM_TRY(dp_optimizer_init(&t->dp, &t->opt, &oc));
+    if (fsdp) {
+        int unsharded = cfg_bool(cfg, "ddp.fsdp_unsharded_accumulation") || t->accum == 1;
+        VFM_TRY(train_parallel_fsdp_init(&t->par, &t->fsdp, &t->model, t->sharding, unsharded));
+        t->have_fsdp = 1;
+        t->dpv = &t->fsdp.dp;
+        VFM_TRY(fsdp_optimizer_init(&t->fsdp, &t->opt, &oc));
+    } else {
+        VFM_TRY(train_parallel_dp_init(&t->par, &t->dp, &t->model, cfg_float(cfg, "ddp.bucket_size_mb"), zero1));
+        t->have_dp = 1;
+        t->dpv = &t->dp;
+        VFM_TRY(dp_optimizer_init(&t->dp, &t->opt, &oc));
+    }
     /* every rank of a replica generates the validation sample (the model's forward is collective over
      * TP, CP and PP: every stage gets the output, so holds the same sample); the ranks with
      * tp = cp = pp = 0 write it */
@@ -209,9 +231,11 @@ static vfm_status trainer_setup(Trainer *t, const TrainOptions *opt) {
                            writes_samples ? t->run_dir : ""));
     if (cfg_bool(cfg, "ema.enabled")) {
         t->ema_decay = cfg_float(cfg, "ema.decay");
-        size_t bytes = (size_t)t->model.table.total * sizeof(float);
+        int64_t n = t->have_fsdp ? t->fsdp.dp.own_end - t->fsdp.dp.own_begin : t->model.table.total;
+        size_t bytes = (size_t)(n > 0 ? n : 1) * sizeof(float);
         VFM_TRY(device_malloc(t->device, bytes, (void **)&t->ema));
-        VFM_TRY(device_memcpy(t->ema, t->device, t->model.params, t->device, bytes));
+        VFM_TRY(device_memcpy(t->ema, t->device, t->have_fsdp ? t->fsdp.master : t->model.params, t->device,
+                              (size_t)n * sizeof(float)));
     }
 
     /* where to start: --resume, then checkpoint.load */
@@ -281,7 +305,8 @@ static vfm_status trainer_setup(Trainer *t, const TrainOptions *opt) {
              cfg_str(cfg, "model.variant"), (long long)param_table_trainable(t->model.full_table), mc.layers, mc.hidden,
              mc.heads, objective_name(t->objective.kind), t->source->kind, ops_get_threads(),
              ops_get_threads() > 1 ? "s" : "", t->launch.world_size, t->launch.world_size > 1 ? "s" : "", layout,
-             zero1 && t->dp_size * t->layout.cp > 1 ? " (ZeRO-1)" : "",
+             fsdp ? (t->sharding == DP_SHARD_OPTIM_GRADS ? " (ZeRO-2)" : " (ZeRO-3)")
+             : zero1 && t->dp_size * t->layout.cp > 1 ? " (ZeRO-1)" : "",
              (long long)t->accum, t->accum > 1 ? "es" : "");
     return VFM_OK;
 }
@@ -291,6 +316,7 @@ static void trainer_teardown(Trainer *t) {
     tb_close(&t->tb);
     validator_free(&t->val);
     if (t->have_dp) dp_free(&t->dp);
+    if (t->have_fsdp) fsdp_free(&t->fsdp);
     if (t->have_comms) train_parallel_free(&t->par);
     if (t->have_pipe) train_pipeline_free(&t->pipe);
     pack_feed_free(&t->feed);
@@ -324,7 +350,7 @@ static vfm_status save_checkpoint(Trainer *t) {
     CheckpointState st;
     memset(&st, 0, sizeof st);
     double consumed = (double)t->consumed_samples;
-    VFM_TRY(dp_mean_f64(&t->dp, &consumed, 1)); /* the mean over replicas × replicas = the job's total */
+    VFM_TRY(dp_mean_f64(t->dpv, &consumed, 1)); /* the mean over replicas × replicas = the job's total */
     st.step = t->step;
     st.optimizer_step = t->opt.step;
     st.consumed_samples = (int64_t)llround(consumed * t->dp_size);
@@ -341,7 +367,9 @@ static vfm_status save_checkpoint(Trainer *t) {
     if (s == VFM_OK && t->rank == 0) s = checkpoint_begin(t->run_dir, t->step);
     if (s == VFM_OK) s = comm_barrier(&t->par.world);
     /* every rank writes its slices of the full tensors; rank 0 the metadata */
-    if (s == VFM_OK) s = train_parallel_save(&t->par, &t->model, t->ema, &t->dp, &t->opt, stage);
+    if (s == VFM_OK)
+        s = t->have_fsdp ? train_parallel_save_fsdp(&t->par, &t->model, &t->fsdp, t->ema, &t->opt, stage)
+                         : train_parallel_save(&t->par, &t->model, t->ema, &t->dp, &t->opt, stage);
     if (s == VFM_OK && t->rank == 0) s = checkpoint_write_meta(stage, &st, t->model.full_table);
     if (s == VFM_OK) s = comm_barrier(&t->par.world);
     if (s == VFM_OK && t->rank == 0) s = checkpoint_commit(t->run_dir, t->step, t->keep);
@@ -393,7 +421,7 @@ static void memory_text(const Trainer *t, char *out, size_t n) {
  * every rank calls it at the same step). */
 static vfm_status log_window(Trainer *t, Window *w, double lr) {
     double sums[5] = {(double)w->samples, (double)w->tokens, w->flops, (double)w->capacity, w->wait};
-    VFM_TRY(dp_mean_f64(&t->dp, sums, 5));
+    VFM_TRY(dp_mean_f64(t->dpv, sums, 5));
     w->samples = llround(sums[0] * t->dp_size);
     w->tokens = llround(sums[1] * t->dp_size);
     w->flops = sums[2] * t->dp_size;
@@ -472,12 +500,57 @@ static vfm_status pipeline_step(Trainer *t, Window *w, double *loss_sum) {
     return comm_broadcast(&t->par.pp, loss_sum, 1, DT_F64, tp->P - 1);
 }
 
+/* After the micro-batches: the mean over replicas of the gradients (every rank sees the same
+ * values, so a NaN step is skipped everywhere together) and their global norm; *grads: this rank's
+ * gradients (the whole buffer, or under ZeRO-2/3 its flat shard). */
+static vfm_status finish_gradients(Trainer *t, Tensor *grads, double *norm) {
+    DiT *m = &t->model;
+    /* test hook: every rank poisons its reduced gradient, so all skip together */
+    int poison = env_step_listed("VFM_TEST_INJECT_NAN", t->step);
+    if (t->have_fsdp) {
+        VFM_TRY(fsdp_grad_finish(&t->fsdp));
+        *grads = TENSOR(t->fsdp.flat_grads, DT_F32, m->device, t->fsdp.dp.own_end - t->fsdp.dp.own_begin);
+        if (poison && tensor_numel(grads) > 0) {
+            Tensor first = TENSOR(t->fsdp.flat_grads, DT_F32, m->device, 1);
+            VFM_TRY(op_fill(&first, NAN));
+        }
+        return fsdp_grad_norm(&t->fsdp, norm);
+    }
+    *grads = TENSOR(m->grads, DT_F32, m->device, m->table.total);
+    VFM_TRY(dp_grad_sync_finish(&t->dp, m->grads));
+    if (poison) { /* after the posted bucket reductions are complete */
+        Tensor first = TENSOR(m->grads, DT_F32, m->device, 1);
+        VFM_TRY(op_fill(&first, NAN));
+    }
+    return dp_grad_norm(&t->dp, m->grads, norm);
+}
+
+/* AdamW with the clip scale, then the EMA of the new weights (ZeRO-2/3: on the master shard). */
+static vfm_status update_weights(Trainer *t, double lr, double norm) {
+    DiT *m = &t->model;
+    double scale = clip_scale(&t->opt.cfg, norm);
+    const float *master;
+    int64_t n;
+    if (t->have_fsdp) {
+        VFM_TRY(fsdp_optimizer_step(&t->fsdp, &t->opt, lr, scale));
+        master = t->fsdp.master, n = t->fsdp.dp.own_end - t->fsdp.dp.own_begin;
+    } else {
+        VFM_TRY(dp_optimizer_step(&t->dp, &t->opt, m->params, m->grads, lr, scale));
+        VFM_TRY(dit_refresh_weights(m)); /* the bf16 weights the GPU ops read, from the new fp32 master */
+        master = m->params, n = m->table.total;
+    }
+    if (!t->ema || n == 0) return VFM_OK;
+    Tensor e = TENSOR(t->ema, DT_F32, m->device, n), p = TENSOR((float *)master, DT_F32, m->device, n);
+    return op_ema_update(&e, &p, t->ema_decay);
+}
+
 static vfm_status train_step(Trainer *t, Window *w, int *consecutive_bad, int *stop) {
     DiT *m = &t->model;
-    int64_t n = m->table.total;
-    Tensor grads = TENSOR(m->grads, DT_F32, m->device, n);
     double t0 = time_now(), loss_sum = 0;
-    VFM_TRY(op_fill(&grads, 0.0));
+    if (!t->have_fsdp) { /* FSDP: each unit's buffer starts at zero in the first micro-batch */
+        Tensor all = TENSOR(m->grads, DT_F32, m->device, m->table.total);
+        VFM_TRY(op_fill(&all, 0.0));
+    }
     if (t->layout.pp > 1) {
         VFM_TRY(pipeline_step(t, w, &loss_sum));
     }
@@ -489,8 +562,9 @@ static vfm_status train_step(Trainer *t, Window *w, int *consecutive_bad, int *s
         int last = k == t->accum - 1;
         t->buckets_issued = 0;
         t->bucket_status = VFM_OK;
-        m->on_grads_final = last && t->overlap ? grads_final : NULL;
+        m->on_grads_final = last && t->overlap && !t->have_fsdp ? grads_final : NULL;
         m->on_grads_final_ctx = t;
+        m->fsdp_last_microbatch = last;
         vfm_status s = objective_loss_and_grad_on(m, &t->objective, t->pack, pt, &t->work, (uint32_t)t->step,
                                                   1.0 / (double)t->accum, &r);
         m->on_grads_final = NULL;
@@ -498,20 +572,11 @@ static vfm_status train_step(Trainer *t, Window *w, int *consecutive_bad, int *s
         VFM_TRY(t->bucket_status);
         loss_sum += r.loss;
     }
-    double loss = loss_sum / (double)t->accum;
-    /* the mean over replicas of gradients and loss: every rank sees the same values, so a NaN
-     * step is skipped everywhere together */
-    VFM_TRY(dp_grad_sync_finish(&t->dp, m->grads));
-    /* test hook: poison the reduced gradient (after the posted bucket reductions are complete); every
-     * rank does it, so all skip together */
-    if (env_step_listed("VFM_TEST_INJECT_NAN", t->step)) {
-        Tensor first = TENSOR(m->grads, DT_F32, m->device, 1);
-        VFM_TRY(op_fill(&first, NAN));
-    }
-    VFM_TRY(dp_mean_f64(&t->dp, &loss, 1));
-    double norm = 0;
+    double loss = loss_sum / (double)t->accum, norm = 0;
     int64_t bad = 0;
-    VFM_TRY(dp_grad_norm(&t->dp, m->grads, &norm));
+    Tensor grads;
+    VFM_TRY(finish_gradients(t, &grads, &norm));
+    VFM_TRY(dp_mean_f64(t->dpv, &loss, 1));
     if (!isfinite(norm)) VFM_TRY(op_count_nonfinite(&bad, &grads));
     double lr = lr_at_step(&t->opt.cfg, t->step);
     if (!isfinite(loss) || !isfinite(norm)) {
@@ -521,12 +586,7 @@ static vfm_status train_step(Trainer *t, Window *w, int *consecutive_bad, int *s
         if (*consecutive_bad >= t->max_nonfinite) *stop = 1;
     } else {
         *consecutive_bad = 0;
-        VFM_TRY(dp_optimizer_step(&t->dp, &t->opt, m->params, m->grads, lr, clip_scale(&t->opt.cfg, norm)));
-        VFM_TRY(dit_refresh_weights(m)); /* the bf16 weights the GPU ops read, from the new fp32 master */
-        if (t->ema) {
-            Tensor e = TENSOR(t->ema, DT_F32, m->device, n), p = TENSOR(m->params, DT_F32, m->device, n);
-            VFM_TRY(op_ema_update(&e, &p, t->ema_decay));
-        }
+        VFM_TRY(update_weights(t, lr, norm));
         w->loss_sum += loss;
         w->grad_sum += norm;
         w->steps++;
@@ -555,7 +615,7 @@ static vfm_status train_step(Trainer *t, Window *w, int *consecutive_bad, int *s
 static vfm_status validate(Trainer *t) {
     double t0 = time_now();
     ValidationResult r;
-    vfm_status s = validator_run(&t->val, &t->model, &t->objective, &t->dp, t->layout.pp > 1 ? &t->pipe : NULL,
+    vfm_status s = validator_run(&t->val, &t->model, &t->objective, t->dpv, t->layout.pp > 1 ? &t->pipe : NULL,
                                  t->fixed_len, t->step, &r);
     if (s == VFM_OK && t->rank == 0) {
         log_info("validation after step %lld: loss %.4f over %lld samples (%lld packs) in %.1f s%s%s", (long long)t->step,

@@ -7,7 +7,9 @@
 #include <string.h>
 
 #include "capture.h"
+#include "core/config.h"
 #include "model/dit.h"
+#include "parallel/sharding.h"
 #include "test.h"
 
 static DiTConfig small(DiTVariant v) {
@@ -87,4 +89,55 @@ TEST(model_info_per_rank) {
     CHECK_MSG(out[0] == 0 && strstr(err, "model.num_attention_heads (32) is not a multiple of "
                                          "model.tensor_model_parallel_size (3)"), "%s|%s", out, err);
     free(out), free(err);
+}
+
+/* `vfm model info` with the sharding keys: the bytes per rank of the resolved strategy (those of
+ * dp_memory_bytes, tested against hand-computed numbers in test_sharding.c), ZeRO-1's optimizer state
+ * by hand, and contradictory keys refused with exit 2. */
+TEST(model_info_bytes_per_rank_by_sharding) {
+    Config *cfg;
+    const char *ov[] = {"model.preset=dit-7b"};
+    REQUIRE_OK(config_load(&cfg, NULL, ov, 1));
+    DiTConfig c;
+    REQUIRE_OK(dit_config_from(&c, cfg));
+    config_free(cfg);
+    DiT m;
+    dit_describe(&m, &c);
+    int first[64];
+    REQUIRE(c.layers <= 64);
+    PpBlocks b = {first, 0, 0};
+    dit_block_layout(&m, first, &b.n_blocks, &b.head_first);
+    const struct {
+        const char *keys[2];
+        DpSharding s;
+        const char *name;
+    } rows[] = {
+        {{"ddp.use_distributed_optimizer=true", NULL}, DP_SHARD_OPTIM, "optim (ZeRO-1)"},
+        {{"ddp.data_parallel_sharding_strategy=no_shard", NULL}, DP_SHARD_NO_SHARD, "no_shard (plain DP)"},
+        {{"ddp.use_megatron_fsdp=true", "ddp.data_parallel_sharding_strategy=optim_grads"}, DP_SHARD_OPTIM_GRADS,
+         "optim_grads (ZeRO-2)"},
+        {{"ddp.use_megatron_fsdp=true", NULL}, DP_SHARD_OPTIM_GRADS_PARAMS, "optim_grads_params (ZeRO-3)"},
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        const char *args[8] = {"model", "info", "--preset", "dit-7b", "--world", "8", rows[i].keys[0], rows[i].keys[1]};
+        char *out, *err;
+        CHECK(run_vfm(args, rows[i].keys[1] ? 8 : 7, &out, &err) == 0);
+        DpMemory mem;
+        REQUIRE_OK(dp_memory_bytes(rows[i].s, &m.table, &b, 8, DEV_CPU, &mem));
+        char want[256];
+        snprintf(want, sizeof want, "memory, %s over DP×CP = 8 ranks (f32, this CPU implementation): parameters %.1f MB, "
+                 "gradients %.1f MB, optimizer state %.1f MB", rows[i].name, mem.params / 1e6, mem.grads / 1e6,
+                 mem.optimizer / 1e6);
+        CHECK_MSG(strstr(out, want) != NULL, "row %zu: '%s' not in\n%s", i, want, out);
+        if (rows[i].s == DP_SHARD_OPTIM)
+            CHECK(mem.optimizer == (m.table.total + 7) / 8 * 8 && mem.params == 4 * m.table.total);
+        if (rows[i].s == DP_SHARD_OPTIM_GRADS_PARAMS) CHECK(mem.params < m.table.total); /* under a quarter of ZeRO-1's 4·total */
+        free(out), free(err);
+    }
+    const char *bad[] = {"model", "info", "--preset", "dit-7b", "ddp.data_parallel_sharding_strategy=optim_grads_params"};
+    char *out, *err;
+    CHECK(run_vfm(bad, 5, &out, &err) == 2);
+    CHECK_MSG(out[0] == 0 && strstr(err, "needs ddp.use_megatron_fsdp: true"), "%s|%s", out, err);
+    free(out), free(err);
+    dit_destroy(&m);
 }

@@ -232,10 +232,13 @@ TEST(trainer_refuses_what_is_not_wired_in) {
         vfm_status status;
         const char *message;
     } rows[] = {
-        {"ddp:\n  use_megatron_fsdp: true\n", VFM_ERR_USAGE, "ZeRO-2/3 (FSDP, src/parallel/fsdp.h) is not in the trainer yet"},
-        {"ddp:\n  use_megatron_fsdp: true\n  data_parallel_sharding_strategy: optim_grads\n", VFM_ERR_USAGE,
-         "value 'optim_grads'"},
-        {"ddp:\n  data_parallel_sharding_strategy: no_shard\n", VFM_ERR_USAGE, "set ddp.use_distributed_optimizer: false as well"},
+        /* ZeRO-2/3 are wired in (tests/mpi/train_fsdp.sh); only contradictions are refused */
+        {"ddp:\n  use_megatron_fsdp: true\n", VFM_OK, NULL},
+        {"ddp:\n  use_megatron_fsdp: true\n  data_parallel_sharding_strategy: optim_grads\n", VFM_OK, NULL},
+        {"ddp:\n  data_parallel_sharding_strategy: optim_grads\n", VFM_ERR_USAGE, "ddp.use_megatron_fsdp"},
+        {"ddp:\n  use_megatron_fsdp: true\n  use_distributed_optimizer: false\n", VFM_ERR_USAGE,
+         "ddp.use_distributed_optimizer"},
+        {"ddp:\n  data_parallel_sharding_strategy: no_shard\n", VFM_OK, NULL},
         {"ddp:\n  data_parallel_sharding_strategy: no_shard\n  use_distributed_optimizer: false\n", VFM_OK, NULL},
         {"ddp:\n  data_parallel_sharding_strategy: optim\n", VFM_OK, NULL},
         {"ddp:\n  use_megatron_fsdp: true\n  data_parallel_sharding_strategy: optim\n", VFM_OK, NULL},
