@@ -18,7 +18,7 @@
 # Pipeline parallelism: PP2 1F1B, PP2 V=2, PP4, PP2 × DP2 ZeRO-1, PP2 × TP2+SP within the bound of
 # one rank (PP2's first loss bitwise), a fixed pack length at one rank, the broken variant (embedder
 # gradients not summed over the stages) far off, PP2 × TP2 saved and resumed at one rank, `vfm
-# sample` on a PP checkpoint, validation at PP2, PP2 × TP2+SP and PP2 V=2 (losses within the
+# sample` on a PP checkpoint, validation at PP2, PP2 × TP2+SP, PP2 × DP2 and PP2 V=2 (losses within the
 # bound of one rank, weights bitwise those without validation, the sample), and the bad PP layouts.
 cd "$(dirname "$0")/../.." || exit 1
 . tests/e2e/common.inc
@@ -143,6 +143,9 @@ check "validation at PP2: two losses within 1e-6 of one rank's ($(val_losses val
 check "and PP2's weights after 4 steps are bitwise those without validation" close $T/noval_pp2 $T/val_pp2 0
 train val_pp2_tp2_sp 4 $VAL $PP2 model.tensor_model_parallel_size=2 model.sequence_parallel=true
 check "validation at PP2 × TP2+SP: two losses within 1e-6 of one rank's ($(val_losses val_pp2_tp2_sp))" val_close val_pp2_tp2_sp val_one
+train val_dp2 2 $VAL
+train val_pp2_dp2 4 $VAL $PP2
+check "validation at PP2 × DP2: two losses within 1e-6 of DP2's ($(val_losses val_pp2_dp2))" val_close val_pp2_dp2 val_dp2
 train val_one_l4 1 $VAL model.num_layers=4 train.eval_iters=2
 train val_pp2_v2 2 $VAL $PP2 model.num_layers=4 model.virtual_pipeline_model_parallel_size=2 train.eval_iters=2
 check "validation at PP2 V=2 (interleaved forward-only, eval_iters 2: two rounds of M): two losses within 1e-6 of one rank's ($(val_losses val_pp2_v2))" val_close val_pp2_v2 val_one_l4
