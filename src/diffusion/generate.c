@@ -49,6 +49,12 @@ static vfm_status guide(GenCtx *g, const Tensor *all, Tensor *out) {
     return VFM_OK;
 }
 
+/* the network output F from the current input (options' forward, or dit_forward) */
+static vfm_status net_forward(GenCtx *g) {
+    if (g->opt->forward) return g->opt->forward(g->opt->forward_ctx, g->model, &g->cond.in, &g->F);
+    return dit_forward(g->model, &g->cond.in, &g->F);
+}
+
 /* EDM: the guided denoiser D(x; σ). */
 static vfm_status edm_denoise(void *ctx, const Tensor *x, double sigma_value, Tensor *out) {
     GenCtx *g = ctx;
@@ -57,7 +63,7 @@ static vfm_status edm_denoise(void *ctx, const Tensor *x, double sigma_value, Te
     for (int i = 0; i < B; i++) sigma[i] = (float)sigma_value;
     VFM_TRY(op_edm_precondition(&g->c_skip, &g->c_out, &g->c_in, &g->c_noise, NULL, &g->sigma, g->sigma_data));
     VFM_TRY(fill_halves(g, x, ((float *)g->c_in.data)[0])); /* one σ for every sample */
-    VFM_TRY(dit_forward(g->model, &g->cond.in, &g->F));
+    VFM_TRY(net_forward(g));
     VFM_TRY(op_edm_denoise(&g->denoised, &g->x_all, &g->F, &g->c_skip, &g->c_out, &g->cond.tok2sample));
     return guide(g, &g->denoised, out);
 }
@@ -69,7 +75,7 @@ static vfm_status flow_velocity(void *ctx, const Tensor *x, const double *sigma,
     for (int h = 0; h < g->halves; h++)
         for (int b = 0; b < g->n; b++) cn[h * g->n + b] = (float)(1000.0 * sigma[b]);
     VFM_TRY(fill_halves(g, x, 1.0));
-    VFM_TRY(dit_forward(g->model, &g->cond.in, &g->F));
+    VFM_TRY(net_forward(g));
     return guide(g, &g->F, v);
 }
 
@@ -79,7 +85,7 @@ static vfm_status ddpm_eps(void *ctx, const Tensor *x, int timestep, Tensor *eps
     float *cn = g->c_noise.data;
     for (int i = 0; i < g->pack.n_samples; i++) cn[i] = (float)timestep;
     VFM_TRY(fill_halves(g, x, 1.0));
-    VFM_TRY(dit_forward(g->model, &g->cond.in, &g->F));
+    VFM_TRY(net_forward(g));
     if (!v) return guide(g, &g->F, eps);
     VFM_TRY(op_channel_halves_split(&g->eps_all, &g->v_all, &g->F, g->model->cfg.in_channels));
     VFM_TRY(guide(g, &g->eps_all, eps));

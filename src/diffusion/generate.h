@@ -37,6 +37,10 @@ typedef struct GenerateOptions {
     uint64_t seed;
     SamplerProgress progress;
     void *progress_ctx;
+    /* The network's forward (NULL: dit_forward): under pipeline parallelism the trainer's validation
+     * passes one that runs the chunks over the stages and gives every stage the output. */
+    vfm_status (*forward)(void *ctx, DiT *model, const DiTInputs *in, Tensor *out);
+    void *forward_ctx;
 } GenerateOptions;
 
 /* latents[i] (caller-allocated, C·T·H·W floats each) receives sample i in the data's latent

@@ -53,6 +53,7 @@ vfm_status train_pipeline_init(TrainPipeline *tp, DiT *m, const Objective *o, Co
     if (!tp->micro) return vfm_fail(VFM_ERR_NOMEM, "pipeline: %d micro-batches", M);
     if (P == 1) return VFM_OK;
     VFM_TRY(pp_schedule_build(&tp->sched, P, M, tp->V, stage));
+    VFM_TRY(pp_schedule_forward_only(&tp->fwd_sched, P, M, tp->V, stage));
     tp->n_slots = in_flight(&tp->sched);
     tp->slots = calloc((size_t)tp->n_slots, sizeof *tp->slots);
     tp->free_slots = malloc((size_t)tp->n_slots * sizeof(int));
@@ -74,6 +75,7 @@ void train_pipeline_free(TrainPipeline *tp) {
     for (int i = 0; tp->slots && i < tp->n_slots; i++)
         if (tp->slots[i]) dit_saved_destroy(tp->model, tp->slots[i]);
     pp_schedule_free(&tp->sched);
+    pp_schedule_free(&tp->fwd_sched);
     free(tp->micro), free(tp->slots), free(tp->free_slots), free(tp->slot_of);
     memset(tp, 0, sizeof *tp);
 }
@@ -102,6 +104,7 @@ static vfm_status stage_forward(void *ctx, int mb, int chunk, const void *x, voi
     const DiTInputs *in = objective_pass_inputs(u->pass);
     VFM_TRY(dit_chunk_forward(m, tp->slots[slot], in, b0, b1, x ? &tx : NULL, y ? &ty : NULL,
                               y ? NULL : objective_pass_output(u->pass)));
+    if (tp->forward_only) tp->free_slots[tp->n_free++] = slot; /* no backward will read it */
     if (!last_chunk(tp, chunk)) return VFM_OK;
     /* the last chunk: the loss of the pack and the gradient its backward starts from */
     ObjectiveResult r;
@@ -126,7 +129,8 @@ static vfm_status stage_backward(void *ctx, int mb, int chunk, const void *dy, v
     return VFM_OK;
 }
 
-vfm_status train_pipeline_run(TrainPipeline *tp, double *loss_sum) {
+/* The schedule over the prepared micro-batches; the last stage's Σ pack losses into *loss_sum. */
+static vfm_status run(TrainPipeline *tp, int forward_only, double *loss_sum) {
     int64_t rows = 0; /* the most rows any pack places on this rank (the same on every stage of the replica) */
     for (int k = 0; k < tp->M; k++) {
         int64_t r;
@@ -134,10 +138,47 @@ vfm_status train_pipeline_run(TrainPipeline *tp, double *loss_sum) {
         if (r > rows) rows = r;
     }
     tp->loss_sum = 0;
-    tp->grad_scale = 1.0 / (double)tp->M;
-    PpStage st = {tp, stage_forward, stage_backward};
-    VFM_TRY(pp_run(&tp->sched, tp->pp, &st, rows * tp->model->cfg.hidden, tp->model->act_dtype, tp->model->device,
-                   NULL));
+    tp->grad_scale = forward_only ? 0.0 : 1.0 / (double)tp->M;
+    tp->forward_only = forward_only;
+    PpStage st = {tp, stage_forward, forward_only ? NULL : stage_backward};
+    vfm_status s = pp_run(forward_only ? &tp->fwd_sched : &tp->sched, tp->pp, &st, rows * tp->model->cfg.hidden,
+                          tp->model->act_dtype, tp->model->device, NULL);
+    tp->forward_only = 0;
+    VFM_TRY(s);
     *loss_sum = tp->loss_sum;
     return VFM_OK;
+}
+
+vfm_status train_pipeline_run(TrainPipeline *tp, double *loss_sum) { return run(tp, 0, loss_sum); }
+
+vfm_status train_pipeline_eval(TrainPipeline *tp, double *loss_sum) { return run(tp, 1, loss_sum); }
+
+vfm_status train_pipeline_model_forward(void *ctx, DiT *m, const DiTInputs *in, Tensor *out) {
+    TrainPipeline *tp = ctx;
+    int P = tp->P, p = tp->stage;
+    int64_t rows;
+    VFM_TRY(dit_hidden_rows(m, in, &rows));
+    size_t bytes = (size_t)(rows * m->cfg.hidden) * dtype_size(m->act_dtype);
+    size_t out_bytes = (size_t)tensor_numel(out) * dtype_size(out->dtype);
+    int staged = out->device != m->device; /* the comms move the model's device memory */
+    void *buf[2] = {NULL, NULL}, *ob = NULL;
+    vfm_status s = device_malloc(m->device, bytes ? bytes : 1, &buf[0]);
+    if (s == VFM_OK) s = device_malloc(m->device, bytes ? bytes : 1, &buf[1]);
+    if (s == VFM_OK && staged) s = device_malloc(m->device, out_bytes ? out_bytes : 1, &ob);
+    for (int v = 0; v < tp->V && s == VFM_OK; v++) {
+        int g = v * P + p, first = g == 0, last = g == P * tp->V - 1, b0, b1;
+        dit_chunk_blocks(m, v, &b0, &b1);
+        Tensor x = TENSOR(buf[0], m->act_dtype, m->device, rows, m->cfg.hidden);
+        Tensor y = TENSOR(buf[1], m->act_dtype, m->device, rows, m->cfg.hidden);
+        if (!first) s = comm_recv(tp->pp, buf[0], rows * m->cfg.hidden, m->act_dtype, (p + P - 1) % P);
+        if (s == VFM_OK) s = dit_chunk_forward(m, NULL, in, b0, b1, first ? NULL : &x, last ? NULL : &y, last ? out : NULL);
+        if (s == VFM_OK && !last) s = comm_send(tp->pp, buf[1], rows * m->cfg.hidden, m->act_dtype, (p + 1) % P);
+    }
+    if (s == VFM_OK && staged && p == P - 1) s = device_memcpy(ob, m->device, out->data, out->device, out_bytes);
+    if (s == VFM_OK) s = comm_broadcast(tp->pp, staged ? ob : out->data, tensor_numel(out), out->dtype, P - 1);
+    if (s == VFM_OK && staged) s = device_memcpy(out->data, out->device, ob, m->device, out_bytes);
+    device_free(m->device, buf[0]);
+    device_free(m->device, buf[1]);
+    device_free(m->device, ob);
+    return s;
 }

@@ -4,8 +4,11 @@
  * network input and conditioning), then this stage's schedule (pp_schedule_build) run by pp_run
  * with dit_chunk_forward / dit_chunk_backward on pack[mb]; the last stage computes each pack's loss
  * and output gradient after the last chunk's forward. Saved activations come from a free list of
- * DiTSaved slots, as many as the schedule holds in flight. Also the fixed pack length of any
- * layout (train.fixed_pack_length: every pack padded, padding masked). */
+ * DiTSaved slots, as many as the schedule holds in flight. Validation runs the same micro-batches
+ * through the forward-only schedule (pp_schedule_forward_only; the last stage takes the losses, no
+ * gradient), and validation generation runs the sampler's network forwards chunk by chunk over the
+ * stages (train_pipeline_model_forward). Also the fixed pack length of any layout
+ * (train.fixed_pack_length: every pack padded, padding masked). */
 #ifndef VFM_TRAIN_PIPELINE_H
 #define VFM_TRAIN_PIPELINE_H
 
@@ -27,6 +30,8 @@ typedef struct TrainPipeline {
     Comm *pp;              /* the PP group (NULL at P = 1) */
     int P, V, M, stage;
     PpSchedule sched;
+    PpSchedule fwd_sched;  /* forward only (validation) */
+    int forward_only;      /* the run under way has no backward: slots return after each forward */
     PpMicro *micro;        /* [M] */
     DiTSaved **slots;      /* [n_slots] */
     int n_slots, n_free;
@@ -52,5 +57,14 @@ vfm_status train_pack_fixed(Pack *dst, const Pack *src, int64_t rows);
  * gradients added into the model's grads with scale 1/M; *loss_sum: the last stage's Σ pack
  * losses, 0 elsewhere. */
 vfm_status train_pipeline_run(TrainPipeline *tp, double *loss_sum);
+/* The forward-only schedule over the M prepared micro-batches: no gradient; *loss_sum: the last
+ * stage's Σ pack losses, 0 elsewhere (validation). */
+vfm_status train_pipeline_eval(TrainPipeline *tp, double *loss_sum);
+/* The whole network's forward of one pack under PP (GenerateOptions.forward; ctx a TrainPipeline
+ * with P > 1): each stage runs its chunks in global chunk order on the model's own activation slot,
+ * receiving the hidden state from the previous stage and sending it on (blocking p2p); the last
+ * stage's out[S, out_dim] is broadcast over the PP group, so every stage holds the output.
+ * Collective over PP (and the model's TP/CP groups). */
+vfm_status train_pipeline_model_forward(void *ctx, DiT *m, const DiTInputs *in, Tensor *out);
 
 #endif

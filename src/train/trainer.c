@@ -150,11 +150,6 @@ static vfm_status trainer_setup(Trainer *t, const TrainOptions *opt) {
         int64_t gbs = cfg_int(cfg, "train.global_batch_size");
         int dp = t->launch.world_size / (t->layout.tp * t->layout.pp * t->layout.cp);
         VFM_TRY(train_pipeline_check(mc.layers, t->layout.pp, t->layout.vp, gbs % dp == 0 ? gbs / dp : 0));
-        int64_t ev = cfg_int(cfg, "train.eval_interval");
-        if (t->layout.pp > 1 && ev > 0 && cfg_int(cfg, "train.eval_iters") > 0 && ev <= cfg_int(cfg, "train.train_iters"))
-            return vfm_fail_at(VFM_ERR_USAGE, NULL, "train.eval_interval", NULL,
-                               "validation does not run under pipeline parallelism yet "
-                               "(model.pipeline_model_parallel_size = %d); set 0", t->layout.pp);
     }
     if (opt->failed_everywhere) *opt->failed_everywhere = 0; /* from here on a failure may be one rank's */
     t->have_comms = 1;
@@ -232,8 +227,9 @@ static vfm_status trainer_setup(Trainer *t, const TrainOptions *opt) {
         VFM_TRY(dp_optimizer_init(&t->dp, &t->opt, &oc));
     }
     /* every rank of a replica generates the validation sample (the model's forward is collective over
-     * TP and CP); the ranks with tp = cp = 0 write it */
-    int writes_samples = t->par.layout.tp_rank == 0 && t->par.layout.cp_rank == 0;
+     * TP, CP and PP: every stage gets the output, so holds the same sample); the ranks with
+     * tp = cp = pp = 0 write it */
+    int writes_samples = t->par.layout.tp_rank == 0 && t->par.layout.cp_rank == 0 && t->par.layout.pp_rank == 0;
     VFM_TRY(validator_init(&t->val, cfg, &t->objective, t->dp_rank, t->dp_size, t->accum, t->rank,
                            writes_samples ? t->run_dir : ""));
     if (cfg_bool(cfg, "ema.enabled")) {
@@ -626,7 +622,8 @@ static vfm_status train_step(Trainer *t, Window *w, int *consecutive_bad, int *s
 static vfm_status validate(Trainer *t) {
     double t0 = time_now();
     ValidationResult r;
-    vfm_status s = validator_run(&t->val, &t->model, &t->objective, t->dpv, t->step, &r);
+    vfm_status s = validator_run(&t->val, &t->model, &t->objective, t->dpv, t->layout.pp > 1 ? &t->pipe : NULL,
+                                 t->fixed_len, t->step, &r);
     if (s == VFM_OK && t->rank == 0) {
         log_info("validation after step %lld: loss %.4f over %lld samples (%lld packs) in %.1f s%s%s", (long long)t->step,
                  r.loss, (long long)r.samples, (long long)r.packs, time_now() - t0, r.file[0] ? "; sample " : "", r.file);

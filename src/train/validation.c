@@ -92,13 +92,44 @@ static vfm_status generate(Validator *v, DiT *model, const Pack *first, int64_t 
     return st;
 }
 
-vfm_status validator_run(Validator *v, DiT *model, const Objective *o, DataParallel *dp, int64_t step,
-                         ValidationResult *res) {
+/* Under PP: rounds of M packs (eval_iters rounds), each padded to the fixed length, prepared on
+ * every stage and run through the forward-only schedule; the last stage's Σ losses broadcast over
+ * PP. The sample is generated from the first pack (every stage takes part in each forward). */
+static vfm_status run_pipelined(Validator *v, TrainPipeline *tp, int64_t fixed_len, int64_t step, double *sum,
+                                ValidationResult *res) {
+    v->gen.forward = train_pipeline_model_forward;
+    v->gen.forward_ctx = tp;
+    for (int64_t done = 0; done < v->packs; done += tp->M) {
+        vfm_status s = VFM_OK;
+        for (int k = 0; k < tp->M && s == VFM_OK; k++) {
+            s = v->source->next(v->source, &v->pack);
+            if (s == VFM_OK && done + k == 0) s = generate(v, tp->model, &v->pack, step, res);
+            if (s == VFM_OK) s = train_pack_fixed(&tp->micro[k].pack, &v->pack, fixed_len);
+            if (s == VFM_OK) res->samples += v->pack.n_samples;
+            if (s == VFM_OK)
+                s = objective_pass_begin(tp->model, tp->objective, &tp->micro[k].pack, NULL, &tp->micro[k].work,
+                                         VALIDATION_STEP, &tp->micro[k].pass);
+        }
+        double losses = 0;
+        if (s == VFM_OK) s = train_pipeline_eval(tp, &losses);
+        for (int k = 0; k < tp->M; k++) {
+            objective_pass_end(tp->micro[k].pass);
+            tp->micro[k].pass = NULL;
+        }
+        VFM_TRY(s);
+        *sum += losses;
+    }
+    return comm_broadcast(tp->pp, sum, 1, DT_F64, tp->P - 1);
+}
+
+vfm_status validator_run(Validator *v, DiT *model, const Objective *o, DataParallel *dp, TrainPipeline *pipe,
+                         int64_t fixed_len, int64_t step, ValidationResult *res) {
     memset(res, 0, sizeof *res);
     v->gen.objective = o;
     VFM_TRY(v->source->set_state(v->source, v->start));
     double sum = 0;
-    for (int64_t k = 0; k < v->packs; k++) {
+    if (pipe && pipe->P > 1) VFM_TRY(run_pipelined(v, pipe, fixed_len, step, &sum, res));
+    for (int64_t k = 0; !(pipe && pipe->P > 1) && k < v->packs; k++) {
         VFM_TRY(v->source->next(v->source, &v->pack));
         ObjectiveResult r;
         memset(&r, 0, sizeof r);

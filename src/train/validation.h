@@ -5,9 +5,9 @@
  * step, so the number is comparable across steps. As DFM does, each rank then generates one
  * sample from the first validation sample's prompt (model.val_generation_num_steps /
  * model.val_generation_guidance, the run's sampler settings) into
- * <run>/validation_generation/step=<k>_rank=<r>.png|gif (pixel-space data) or .npy. (Under TP or CP
- * every rank of a replica generates, the model being collective; the trainer gives a run directory
- * only to the rank with tp = cp = 0.)
+ * <run>/validation_generation/step=<k>_rank=<r>.png|gif (pixel-space data) or .npy. (Under TP, CP
+ * or PP every rank of a replica generates, the model being collective; the trainer gives a run
+ * directory only to the rank with tp = cp = pp = 0.)
  * Validation never touches the training state: its own data source, pack and RNG keys, no
  * gradients, no optimizer — weights are bit for bit those of a run without it.
  *
@@ -27,6 +27,7 @@
 #include "diffusion/objective.h"
 #include "model/dit.h"
 #include "parallel/dp.h"
+#include "train/train_pipeline.h"
 
 /* The Philox step that keys every validation draw. */
 #define VALIDATION_STEP 0xffffff00u
@@ -59,9 +60,15 @@ typedef struct ValidationResult {
     char file[256];        /* the file written for it ("" when none) */
 } ValidationResult;
 
-/* A collective over the DP group (every rank calls it at the same step). */
-vfm_status validator_run(Validator *v, DiT *model, const Objective *o, DataParallel *dp, int64_t step,
-                         ValidationResult *res);
+/* A collective over the DP group (every rank calls it at the same step). pipe: under pipeline
+ * parallelism (P > 1; NULL or P = 1 otherwise) the trainer's pipeline, whose micro-batch holders
+ * take the validation packs padded to fixed_len (the run's fixed pack length) in rounds of M
+ * through the forward-only schedule; the losses come from the last stage (broadcast over PP) and
+ * the sample's network forwards run over the stages (train_pipeline_model_forward). The σ/noise
+ * draws are those of P = 1 (keyed by VALIDATION_STEP and the sample), so the loss is the PP1 run's
+ * up to the padding's rounding. Collective over PP too. */
+vfm_status validator_run(Validator *v, DiT *model, const Objective *o, DataParallel *dp, TrainPipeline *pipe,
+                         int64_t fixed_len, int64_t step, ValidationResult *res);
 void validation_result_free(ValidationResult *r);
 
 #endif

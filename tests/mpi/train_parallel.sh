@@ -19,7 +19,8 @@
 # Pipeline parallelism: PP2 1F1B, PP2 V=2, PP4, PP2 × DP2 ZeRO-1, PP2 × TP2+SP within the bound of
 # one rank (PP2's first loss bitwise), a fixed pack length at one rank, the broken variant (embedder
 # gradients not summed over the stages) far off, PP2 × TP2 saved and resumed at one rank, `vfm
-# sample` on a PP checkpoint, and the bad PP layouts.
+# sample` on a PP checkpoint, validation at PP2, PP2 × TP2+SP, PP2 × DP2 and PP2 V=2 (losses within the
+# bound of one rank, weights bitwise those without validation, the sample), and the bad PP layouts.
 cd "$(dirname "$0")/../.." || exit 1
 . tests/e2e/common.inc
 T=$(mktemp -d /tmp/vfm_mpi_parallel.XXXXXX)
@@ -110,14 +111,17 @@ timeout 300 $MPIRUN -np 4 $VFM train --config tests/fixtures/dfm/dit_pretrain.ya
 check "dit_pretrain.yaml trains 2 steps at TP2 + SP + CP2" sh -c "test -f $T/dfm/iter_0000002/DONE && grep -q 'TP2+SP × CP2' $T/dfm.log"
 
 # validation (loss and the generated sample) under TP2+SP × CP2: the same loss as one rank
+val_losses() { grep val_loss $T/$1/metrics.jsonl 2>/dev/null | sed 's/.*"val_loss": \([^,]*\),.*/\1/' | tr '\n' ' '; }
+val_close() { # NAME REF: two val losses within 1e-6 (relative) of REF's
+    val_losses $1 | tr ' ' '\n' | grep . > $T/$1.txt
+    val_losses $2 | tr ' ' '\n' | grep . > $T/$2.txt
+    awk 'NR == FNR { a[FNR] = $1; n = FNR; next } { d = $1 - a[FNR]; if (d < 0) d = -d; if (d > 1e-6 * a[FNR]) bad = 1; m = FNR }
+         END { exit !(n == 2 && m == 2 && !bad) }' $T/$2.txt $T/$1.txt
+}
 VAL="train.train_iters=4 train.eval_interval=2 train.eval_iters=1 model.val_generation_num_steps=3 $GQA"
 train val_one 1 $VAL
 train val_par 4 $VAL model.tensor_model_parallel_size=2 model.sequence_parallel=true model.context_parallel_size=2
-grep val_loss $T/val_one/metrics.jsonl | sed 's/.*"val_loss": \([^,]*\),.*/\1/' > $T/val_one.txt
-grep val_loss $T/val_par/metrics.jsonl | sed 's/.*"val_loss": \([^,]*\),.*/\1/' > $T/val_par.txt
-check "validation at TP2+SP × CP2: two losses within 1e-6 of one rank's ($(tr '\n' ' ' < $T/val_par.txt))" \
-    awk 'NR == FNR { a[FNR] = $1; n = FNR; next } { d = $1 - a[FNR]; if (d < 0) d = -d; if (d > 1e-6 * a[FNR]) bad = 1; m = FNR }
-         END { exit !(n == 2 && m == 2 && !bad) }' $T/val_one.txt $T/val_par.txt
+check "validation at TP2+SP × CP2: two losses within 1e-6 of one rank's ($(val_losses val_par))" val_close val_par val_one
 check "and the validation sample is generated there, written once per replica (rank 0)" \
     sh -c "test -f $T/val_par/validation_generation/step=4_rank=0.npy && ! test -e $T/val_par/validation_generation/step=4_rank=1.npy"
 
@@ -137,6 +141,33 @@ check "PP2 V=2 with full recomputation (uniform 1) equals PP2 V=2 without, bitwi
 layout pp4 4 one_l4 $GQA model.num_layers=4 model.pipeline_model_parallel_size=4
 layout pp2_dp2_zero1 4 one $GQA model.pipeline_model_parallel_size=2 ddp.use_distributed_optimizer=true
 layout pp2_tp2_sp 4 one $GQA model.pipeline_model_parallel_size=2 model.tensor_model_parallel_size=2 model.sequence_parallel=true
+# validation under PP: the val packs padded to the fixed length through the forward-only schedule,
+# the losses from the last stage (the same bound as TP2+SP × CP2 above against one rank), and the
+# weights bitwise those of the same run without validation; the sample's network forwards run
+# chunk by chunk over the stages (with lr = 0, the weights being one rank's exactly, the sample is
+# one rank's bit for bit; trained weights 1e-8 apart give samples ~1e-4 apart after 3 EDM steps
+# from σ = 80), written once per replica (rank 0)
+PP2="model.pipeline_model_parallel_size=2"
+train val_pp2 2 $VAL $PP2
+train noval_pp2 2 $VAL $PP2 train.eval_interval=0
+check "validation at PP2: two losses within 1e-6 of one rank's ($(val_losses val_pp2))" val_close val_pp2 val_one
+check "and PP2's weights after 4 steps are bitwise those without validation" close $T/noval_pp2 $T/val_pp2 0
+train val_pp2_tp2_sp 4 $VAL $PP2 model.tensor_model_parallel_size=2 model.sequence_parallel=true
+check "validation at PP2 × TP2+SP: two losses within 1e-6 of one rank's ($(val_losses val_pp2_tp2_sp))" val_close val_pp2_tp2_sp val_one
+train val_dp2 2 $VAL
+train val_pp2_dp2 4 $VAL $PP2
+check "validation at PP2 × DP2: two losses within 1e-6 of DP2's ($(val_losses val_pp2_dp2))" val_close val_pp2_dp2 val_dp2
+train val_one_l4 1 $VAL model.num_layers=4 train.eval_iters=2
+train val_pp2_v2 2 $VAL $PP2 model.num_layers=4 model.virtual_pipeline_model_parallel_size=2 train.eval_iters=2
+check "validation at PP2 V=2 (interleaved forward-only, eval_iters 2: two rounds of M): two losses within 1e-6 of one rank's ($(val_losses val_pp2_v2))" val_close val_pp2_v2 val_one_l4
+LR0="train.train_iters=2 optimizer.lr=0 optimizer.min_lr=0"
+train val_one_lr0 1 $VAL $LR0
+train val_pp2_lr0 2 $VAL $LR0 $PP2
+check "the validation sample at PP2 with lr = 0 is one rank's bit for bit, written once (rank 0)" \
+    sh -c "cmp -s $T/val_one_lr0/validation_generation/step=2_rank=0.npy $T/val_pp2_lr0/validation_generation/step=2_rank=0.npy && ! test -e $T/val_pp2_lr0/validation_generation/step=2_rank=1.npy"
+check "and after training at PP2 × TP2+SP it is written (rank 0 only)" \
+    sh -c "test -f $T/val_pp2_tp2_sp/validation_generation/step=4_rank=0.npy && test \$(ls $T/val_pp2_tp2_sp/validation_generation | wc -l) = 2"
+
 MPIRUN_ONE=$MPIRUN
 MPIRUN="$MPIRUN -x VFM_TEST_BREAK"
 export VFM_TEST_BREAK=pp
