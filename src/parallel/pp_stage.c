@@ -130,3 +130,31 @@ vfm_status pp_check_replicated(Comm *pp, const ParamTable *t) {
     free(all);
     return s;
 }
+
+vfm_status pp_check_replicated_values(Comm *pp, const ParamTable *t, const float *params, Device device, int64_t step) {
+    if (!pp || pp->size == 1) return VFM_OK;
+    int64_t most = 0;
+    for (int i = 0; i < t->count; i++)
+        if ((t->entries[i].reduce_groups & REDUCE_PP) && t->entries[i].numel > most) most = t->entries[i].numel;
+    float *host = malloc((size_t)(most > 0 ? most : 1) * sizeof *host);
+    int64_t *all = malloc((size_t)pp->size * sizeof *all);
+    vfm_status s = host && all ? VFM_OK : vfm_fail(VFM_ERR_NOMEM, "pipeline: replicated-value check");
+    uint64_t h = hash_string64("vfm-pp-replicated-values");
+    for (int i = 0, k = 0; i < t->count && s == VFM_OK; i++) {
+        const ParamEntry *e = &t->entries[i];
+        if (!(e->reduce_groups & REDUCE_PP)) continue;
+        size_t bytes = (size_t)e->numel * sizeof(float);
+        s = device_memcpy(host, DEV_CPU, params + e->offset, device, bytes);
+        if (s == VFM_OK) h = hash_combine64(h, hash_bytes64(host, bytes, (uint64_t)k++)); /* stage tables number entries differently */
+    }
+    int64_t mine = (int64_t)h;
+    if (s == VFM_OK) s = comm_all_gather(pp, &mine, all, 1, DT_I64);
+    for (int r = 1; r < pp->size && s == VFM_OK; r++)
+        if (all[r] != all[0])
+            s = vfm_fail(VFM_ERR_INTERNAL, "pipeline: after step %lld the replicated embedders (REDUCE_PP entries) of "
+                         "stage %d differ from stage 0's: their gradients were not summed over the stages alike",
+                         (long long)step, r);
+    free(host);
+    free(all);
+    return s;
+}

@@ -56,4 +56,9 @@ vfm_status pp_reduce_replicated_grads(Comm *pp, const ParamTable *t, float *grad
  * and shapes, in the same order), which the sum above relies on. */
 vfm_status pp_check_replicated(Comm *pp, const ParamTable *t);
 
+/* Collective over pp: VFM_ERR_INTERNAL, naming the step and a stage, unless every stage holds bitwise
+ * the same values in its REDUCE_PP entries of `params` (the stage table's buffer on `device`). The
+ * trainer asserts this after every update: the replicated embedders must never drift apart. */
+vfm_status pp_check_replicated_values(Comm *pp, const ParamTable *t, const float *params, Device device, int64_t step);
+
 #endif

@@ -29,6 +29,7 @@
 #include "train/checkpoint.h"
 #include "train/train_parallel.h"
 #include "train/train_pipeline.h"
+#include "parallel/pp_stage.h"
 #include "optim/optimizer.h"
 #include "train/tensorboard.h"
 #include "train/train_config.h"
@@ -594,6 +595,8 @@ static vfm_status train_step(Trainer *t, Window *w, int *consecutive_bad, int *s
     } else {
         *consecutive_bad = 0;
         VFM_TRY(update_weights(t, lr, norm));
+        /* the replicated embedders stay bitwise identical on every stage (design §3's claim, asserted) */
+        if (t->layout.pp > 1) VFM_TRY(pp_check_replicated_values(&t->par.pp, &m->table, m->params, m->device, t->step + 1));
         w->loss_sum += loss;
         w->grad_sum += norm;
         w->steps++;

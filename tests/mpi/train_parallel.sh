@@ -173,6 +173,7 @@ MPIRUN="$MPIRUN -x VFM_TEST_BREAK"
 export VFM_TEST_BREAK=pp
 train broken_pp 2 $GQA model.pipeline_model_parallel_size=2
 check "embedder gradients not summed over the stages: PP2 ends far from one rank" sh -c "! $VFM checkpoint diff $T/one $T/broken_pp --atol $BOUND --quiet > /dev/null"
+check "and the trainer's per-step assertion stops it, naming the drift" grep -q "replicated embedders (REDUCE_PP entries) of stage 1 differ" $T/broken_pp.log
 unset VFM_TEST_BREAK
 MPIRUN=$MPIRUN_ONE
 train re_pp 4 $GQA model.pipeline_model_parallel_size=2 model.tensor_model_parallel_size=2 train.train_iters=10 checkpoint.save_interval=10
