@@ -12,11 +12,7 @@
 
 #include <stdint.h>
 
-#ifdef __CUDACC__
-#define VFM_HD __host__ __device__ __forceinline__
-#else
-#define VFM_HD static inline
-#endif
+#include "core/host_device.h"
 
 #if defined(__CUDA_ARCH__)
 #define VFM_FMUL(a, b) __fmul_rn((a), (b))

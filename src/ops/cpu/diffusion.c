@@ -3,6 +3,7 @@
  * gradient, and the elementwise reverse step. Per-token ops never read padding rows. */
 #include "real.h"
 #include "row_sums.h"
+#include "ops/ddpm_vb_element.h"
 
 vfm_status CPU_FN(noise_mix)(Tensor *x_t, const Tensor *x0, const Tensor *noise, const Tensor *a, const Tensor *s,
                              const Tensor *tok2sample) {
@@ -48,51 +49,6 @@ vfm_status CPU_FN(channel_halves_merge)(Tensor *x, const Tensor *first, const Te
 
 /* ---- the variational bound ------------------------------------------------------------- */
 
-/* The tanh approximation of the standard normal CDF that the DDPM code uses, and its derivative. */
-static double approx_cdf(double z, double *deriv) {
-    const double k = 0.7978845608028654; /* √(2/π) */
-    double u = k * (z + 0.044715 * z * z * z), th = tanh(u);
-    if (deriv) *deriv = 0.5 * (1.0 - th * th) * k * (1.0 + 3.0 * 0.044715 * z * z);
-    return 0.5 * (1.0 + th);
-}
-
-/* vb of one element (in bits) and d vb / d v, in double. */
-static double vb_element(double v, double eps, double xt, double x0, const real *k, double *dvb_dv) {
-    double pred_x0 = (double)k[DDPM_VB_RECIP_AC] * xt - (double)k[DDPM_VB_RECIPM1_AC] * eps;
-    double c1 = k[DDPM_VB_MEAN_C1], c2 = k[DDPM_VB_MEAN_C2];
-    double true_mean = c1 * x0 + c2 * xt, model_mean = c1 * pred_x0 + c2 * xt;
-    double min_log = k[DDPM_VB_POST_LOGVAR], max_log = k[DDPM_VB_LOG_BETA];
-    double frac = 0.5 * (v + 1.0), logvar = frac * max_log + (1.0 - frac) * min_log;
-    double dlogvar_dv = 0.5 * (max_log - min_log);
-    const double inv_ln2 = 1.0 / 0.6931471805599453;
-    if (k[DDPM_VB_IS_T0] == 0) {
-        double d = true_mean - model_mean, e_rel = exp(min_log - logvar), e_inv = exp(-logvar);
-        double kl = 0.5 * (-1.0 + logvar - min_log + e_rel + d * d * e_inv);
-        if (dvb_dv) *dvb_dv = 0.5 * (1.0 - e_rel - d * d * e_inv) * dlogvar_dv * inv_ln2;
-        return kl * inv_ln2;
-    }
-    /* decoder NLL: −log of the probability of x0's bin under N(model_mean, exp(logvar)) */
-    double log_scale = 0.5 * logvar, inv_std = exp(-log_scale), centred = x0 - model_mean;
-    double plus_in = inv_std * (centred + 1.0 / 255.0), min_in = inv_std * (centred - 1.0 / 255.0);
-    double dplus, dmin;
-    double cdf_plus = approx_cdf(plus_in, &dplus), cdf_min = approx_cdf(min_in, &dmin);
-    /* d plus_in / d log_scale = −plus_in (likewise min_in); torch's clamp(min=1e-12) has no gradient below */
-    double lp, dlp;
-    if (x0 < -0.999) {
-        lp = log(fmax(cdf_plus, 1e-12));
-        dlp = cdf_plus > 1e-12 ? dplus * -plus_in / cdf_plus : 0.0;
-    } else if (x0 > 0.999) {
-        lp = log(fmax(1.0 - cdf_min, 1e-12));
-        dlp = 1.0 - cdf_min > 1e-12 ? dmin * min_in / (1.0 - cdf_min) : 0.0;
-    } else {
-        double delta = cdf_plus - cdf_min;
-        lp = log(fmax(delta, 1e-12));
-        dlp = delta > 1e-12 ? (dplus * -plus_in - dmin * -min_in) / delta : 0.0;
-    }
-    if (dvb_dv) *dvb_dv = -dlp * 0.5 * dlogvar_dv * inv_ln2;
-    return -lp * inv_ln2;
-}
-
 /* The rows' data for vb_term. */
 typedef struct VbRows {
     const real *V, *E, *XT, *X0, *K, *M;
@@ -105,9 +61,9 @@ static double vb_term(const void *ctx, int64_t s, int32_t b) {
     if (r->M[s] == 0) return 0;
     int64_t C = r->C;
     double sum = 0;
+    DdpmVbCoef k = DDPM_VB_COEF(r->K + b * DDPM_VB_NCOEF);
     for (int64_t c = 0; c < C; c++)
-        sum += vb_element(r->V[s * C + c], r->E[s * C + c], r->XT[s * C + c], r->X0[s * C + c], r->K + b * DDPM_VB_NCOEF,
-                          NULL);
+        sum += ddpm_vb_element(r->V[s * C + c], r->E[s * C + c], r->XT[s * C + c], r->X0[s * C + c], &k, NULL);
     return (double)r->M[s] * (sum / (double)C);
 }
 
@@ -141,10 +97,11 @@ vfm_status CPU_FN(ddpm_vb_backward)(Tensor *dv, double dloss, const Tensor *v, c
         int32_t b = map[s];
         double m = b < 0 ? 0 : (double)M[s];
         double coefficient = (m == 0 || masks == 0) ? 0 : dloss * m / ((double)C * masks);
+        DdpmVbCoef k = DDPM_VB_COEF(K + (b < 0 ? 0 : b) * DDPM_VB_NCOEF);
         for (int64_t c = 0; c < C; c++) {
             int64_t i = s * C + c;
             double g = 0;
-            if (coefficient != 0) vb_element(V[i], E[i], XT[i], X0[i], K + b * DDPM_VB_NCOEF, &g);
+            if (coefficient != 0) ddpm_vb_element(V[i], E[i], XT[i], X0[i], &k, &g);
             dV[i] = (real)(coefficient * g);
         }
     }

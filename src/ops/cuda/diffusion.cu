@@ -5,6 +5,7 @@
 // and the elementwise reverse step (double math; without noise the CPU's bits in f32). Padding
 // rows (tok2sample < 0) are never read and get 0.
 #include "cuda_common.h"
+#include "ops/ddpm_vb_element.h"
 
 #define CF32(t) ((const float *)(t)->data)
 #define T2S(t) ((const int32_t *)(t)->data)
@@ -66,51 +67,7 @@ extern "C" vfm_status cuda_channel_halves_merge(Tensor *x, const Tensor *first, 
     return channel_halves("channel_halves_merge", x, first, second, group, 0);
 }
 
-// ---- the variational bound (the CPU's vb_element, in double) -----------------------------------
-
-// The DDPM code's tanh approximation of the standard normal CDF, and its derivative.
-__device__ double approx_cdf(double z, double *deriv) {
-    const double k = 0.7978845608028654;  // √(2/π)
-    double u = k * (z + 0.044715 * z * z * z), th = tanh(u);
-    *deriv = 0.5 * (1.0 - th * th) * k * (1.0 + 3.0 * 0.044715 * z * z);
-    return 0.5 * (1.0 + th);
-}
-
-// vb of one element in bits; *dvb_dv (when not NULL) its derivative by v. k: the sample's coefficients.
-__device__ double vb_element(double v, double eps, double xt, double x0, const float *k, double *dvb_dv) {
-    double pred_x0 = (double)k[DDPM_VB_RECIP_AC] * xt - (double)k[DDPM_VB_RECIPM1_AC] * eps;
-    double c1 = k[DDPM_VB_MEAN_C1], c2 = k[DDPM_VB_MEAN_C2];
-    double true_mean = c1 * x0 + c2 * xt, model_mean = c1 * pred_x0 + c2 * xt;
-    double min_log = k[DDPM_VB_POST_LOGVAR], max_log = k[DDPM_VB_LOG_BETA];
-    double frac = 0.5 * (v + 1.0), logvar = frac * max_log + (1.0 - frac) * min_log;
-    double dlogvar_dv = 0.5 * (max_log - min_log);
-    const double inv_ln2 = 1.0 / 0.6931471805599453;
-    if (k[DDPM_VB_IS_T0] == 0) {
-        double d = true_mean - model_mean, e_rel = exp(min_log - logvar), e_inv = exp(-logvar);
-        double kl = 0.5 * (-1.0 + logvar - min_log + e_rel + d * d * e_inv);
-        if (dvb_dv) *dvb_dv = 0.5 * (1.0 - e_rel - d * d * e_inv) * dlogvar_dv * inv_ln2;
-        return kl * inv_ln2;
-    }
-    // decoder NLL: −log of the probability of x0's bin under N(model_mean, exp(logvar))
-    double log_scale = 0.5 * logvar, inv_std = exp(-log_scale), centred = x0 - model_mean;
-    double plus_in = inv_std * (centred + 1.0 / 255.0), min_in = inv_std * (centred - 1.0 / 255.0);
-    double dplus, dmin;
-    double cdf_plus = approx_cdf(plus_in, &dplus), cdf_min = approx_cdf(min_in, &dmin);
-    double lp, dlp;
-    if (x0 < -0.999) {
-        lp = log(fmax(cdf_plus, 1e-12));
-        dlp = cdf_plus > 1e-12 ? dplus * -plus_in / cdf_plus : 0.0;
-    } else if (x0 > 0.999) {
-        lp = log(fmax(1.0 - cdf_min, 1e-12));
-        dlp = 1.0 - cdf_min > 1e-12 ? dmin * min_in / (1.0 - cdf_min) : 0.0;
-    } else {
-        double delta = cdf_plus - cdf_min;
-        lp = log(fmax(delta, 1e-12));
-        dlp = delta > 1e-12 ? (dplus * -plus_in - dmin * -min_in) / delta : 0.0;
-    }
-    if (dvb_dv) *dvb_dv = -dlp * 0.5 * dlogvar_dv * inv_ln2;
-    return -lp * inv_ln2;
-}
+// ---- the variational bound (ops/ddpm_vb_element.h, the CPU's code) ----------------------------
 
 // term[s] = mask·mean_c vb (when term), masks[s] = mask (0 on padding): the row terms of the reduction.
 __global__ void vb_row_kernel(double *term, double *masks, const float *v, const float *eps, const float *x_t,
@@ -121,9 +78,10 @@ __global__ void vb_row_kernel(double *term, double *masks, const float *v, const
         double m = b < 0 ? 0.0 : (double)mask[s], t = 0.0;
         if (term && m != 0) {
             double sum = 0;
+            DdpmVbCoef k = DDPM_VB_COEF(coef + (int64_t)b * DDPM_VB_NCOEF);
             for (int64_t c = 0; c < C; c++) {
                 int64_t i = s * C + c;
-                sum += vb_element(v[i], eps[i], x_t[i], x0[i], coef + (int64_t)b * DDPM_VB_NCOEF, NULL);
+                sum += ddpm_vb_element(v[i], eps[i], x_t[i], x0[i], &k, NULL);
             }
             t = m * (sum / (double)C);
         }
@@ -176,7 +134,10 @@ __global__ void vb_backward_kernel(float *dv, double dloss, const float *v, cons
         double m = b < 0 ? 0.0 : (double)mask[s];
         double coefficient = (m == 0 || masks == 0) ? 0.0 : dloss * m / ((double)C * masks);
         double g = 0;
-        if (coefficient != 0) vb_element(v[i], eps[i], x_t[i], x0[i], coef + (int64_t)b * DDPM_VB_NCOEF, &g);
+        if (coefficient != 0) {
+            DdpmVbCoef k = DDPM_VB_COEF(coef + (int64_t)b * DDPM_VB_NCOEF);
+            ddpm_vb_element(v[i], eps[i], x_t[i], x0[i], &k, &g);
+        }
         dv[i] = (float)(coefficient * g);
     }
 }
