@@ -25,79 +25,15 @@
 
 #include "model/dit.h"
 #include "mpi_test.h"
+#include "../unit/dit_pack.h"
 #include "ops/ops.h"
 #include "optim/optimizer.h"
 #include "parallel/dp.h"
 #include "train/train_parallel.h"
 
 enum { NS = 4, D_TEXT = 16, MAX_PROBES = 64 };
-static const int GRID[NS][3] = {{3, 3, 5}, {1, 4, 5}, {1, 1, 1}, {2, 2, 3}}; /* 45, 20, 1, 12 tokens */
+static const int GRID[NS][3] = {{3, 3, 5}, {1, 4, 5}, {1, 1, 1}, {2, 2, 3}}; /* 45, 20, 1, 12 tokens (dit_pack.h) */
 static const int TEXT_LEN[NS] = {3, 5, 1, 2};
-
-/* ---- packs ----------------------------------------------------------------------------------- */
-
-typedef struct TestPack {
-    int64_t S, L;
-    int32_t cu[NS + 1], cu_pad[NS + 1], cu_text[NS + 1], cu_text_pad[NS + 1];
-    float *x, *text, *c_noise, *fps, *dout;
-    int32_t *t2s, *pos, *cls;
-    Tensor tx, ttext, tcn, tfps, tt2s, tpos, tcls, tdout, tcu, tcup, tcut, tcutp;
-    DiTInputs in;
-} TestPack;
-
-/* Slots padded to a multiple of pad (1: no padding). seed picks the values. */
-static void pack_make(TestPack *p, const DiTConfig *c, int pad, uint64_t seed) {
-    memset(p, 0, sizeof *p);
-    int tok = dit_token_dim(c), out = dit_out_dim(c);
-    for (int i = 0; i < NS; i++) {
-        int len = GRID[i][0] * GRID[i][1] * GRID[i][2];
-        p->cu[i + 1] = p->cu[i] + len;
-        p->cu_pad[i + 1] = p->cu_pad[i] + (len + pad - 1) / pad * pad;
-        p->cu_text[i + 1] = p->cu_text[i] + TEXT_LEN[i];
-        p->cu_text_pad[i + 1] = p->cu_text_pad[i] + (TEXT_LEN[i] + 3) / 4 * 4;
-    }
-    p->S = p->cu_pad[NS], p->L = p->cu_text_pad[NS];
-    p->x = calloc((size_t)(p->S * tok), sizeof(float));
-    p->dout = calloc((size_t)(p->S * out), sizeof(float));
-    p->text = calloc((size_t)(p->L * D_TEXT), sizeof(float));
-    p->c_noise = malloc(NS * sizeof(float)), p->fps = malloc(NS * sizeof(float));
-    p->t2s = malloc((size_t)p->S * sizeof(int32_t)), p->pos = calloc((size_t)(p->S * 3), sizeof(int32_t));
-    p->cls = malloc(NS * sizeof(int32_t));
-    for (int64_t r = 0; r < p->S; r++) p->t2s[r] = -1;
-    for (int i = 0; i < NS; i++) {
-        int len = p->cu[i + 1] - p->cu[i];
-        test_fill_uniform_f32(p->x + (int64_t)p->cu_pad[i] * tok, (int64_t)len * tok, seed + 10 * i + 1, -1, 1);
-        test_fill_uniform_f32(p->dout + (int64_t)p->cu_pad[i] * out, (int64_t)len * out, seed + 10 * i + 2, -1, 1);
-        test_fill_uniform_f32(p->text + (int64_t)p->cu_text_pad[i] * D_TEXT, (int64_t)TEXT_LEN[i] * D_TEXT,
-                              seed + 10 * i + 3, -1, 1);
-        for (int r = 0; r < len; r++) {
-            int64_t row = p->cu_pad[i] + r;
-            p->t2s[row] = i;
-            p->pos[row * 3] = r / (GRID[i][1] * GRID[i][2]);
-            p->pos[row * 3 + 1] = r / GRID[i][2] % GRID[i][1];
-            p->pos[row * 3 + 2] = r % GRID[i][2];
-        }
-        p->c_noise[i] = 0.3f * (float)i - 0.4f;
-        p->fps[i] = GRID[i][0] > 1 ? 24.0f : 30.0f;
-        p->cls[i] = i % 3;
-    }
-    p->tx = TF32(p->x, p->S, tok), p->tdout = TF32(p->dout, p->S, out), p->ttext = TF32(p->text, p->L, D_TEXT);
-    p->tcn = TF32(p->c_noise, NS), p->tfps = TF32(p->fps, NS), p->tt2s = TI32(p->t2s, p->S);
-    p->tpos = TI32(p->pos, p->S, 3), p->tcls = TI32(p->cls, NS);
-    p->tcu = TI32(p->cu, NS + 1), p->tcup = TI32(p->cu_pad, NS + 1);
-    p->tcut = TI32(p->cu_text, NS + 1), p->tcutp = TI32(p->cu_text_pad, NS + 1);
-    int max_q = 45, max_kv = 5;
-    DiTInputs *in = &p->in;
-    in->x = &p->tx, in->c_noise = &p->tcn, in->fps = &p->tfps, in->text = &p->ttext, in->tok2sample = &p->tt2s;
-    in->pos = &p->tpos;
-    in->class_labels = c->num_classes > 0 ? &p->tcls : NULL;
-    in->self_layout = (VarlenLayout){NS, p->tcu, p->tcup, p->tcu, p->tcup, max_q, max_q};
-    in->cross_layout = (VarlenLayout){NS, p->tcu, p->tcup, p->tcut, p->tcutp, max_q, max_kv};
-}
-
-static void pack_free(TestPack *p) {
-    free(p->x), free(p->dout), free(p->text), free(p->c_noise), free(p->fps), free(p->t2s), free(p->pos), free(p->cls);
-}
 
 /* ---- models ---------------------------------------------------------------------------------- */
 
@@ -131,7 +67,7 @@ typedef struct Probes {
 
 typedef struct ProbeCtx {
     DiT *m;
-    const TestPack *pack;
+    const DitPack *pack;
     Probes *record;          /* reference: keep every probe */
     const Probes *ref;       /* parallel: compare with these (in the same order) */
     int at;
@@ -140,14 +76,14 @@ typedef struct ProbeCtx {
     Probes *keep;            /* parallel: also keep the gathered rows (bitwise TP vs TP+SP) */
 } ProbeCtx;
 
-static int real_row(const TestPack *p, int64_t r) {
+static int real_row(const DitPack *p, int64_t r) {
     for (int i = 0; i < NS; i++)
         if (r >= p->cu_pad[i] && r < p->cu_pad[i] + p->cu[i + 1] - p->cu[i]) return 1;
     return 0;
 }
 
 /* max over real rows of |a-b| / max|ref| (inf on NaN). */
-static double rows_err(const TestPack *p, const float *got, const float *want, int64_t w) {
+static double rows_err(const DitPack *p, const float *got, const float *want, int64_t w) {
     double e = 0, m = 0;
     for (int64_t r = 0; r < p->S; r++) {
         if (!real_row(p, r)) continue;
@@ -210,7 +146,7 @@ static double entry_max(const float *x, int64_t n) {
 }
 
 /* The reference for replica my_dp of dp replicas (packs[j] is replica j's). */
-static int ref_run(Ref *r, const DiTConfig *cfg, TestPack *packs, int dp, int my_dp) {
+static int ref_run(Ref *r, const DiTConfig *cfg, DitPack *packs, int dp, int my_dp) {
     memset(r, 0, sizeof *r);
     r->cfg = *cfg;
     if (dit_create(&r->m, cfg, DEV_CPU) != VFM_OK) return 0;
@@ -294,7 +230,7 @@ static void keep_free(RunKeep *k) {
 }
 
 /* Runs the layout on this rank and compares it with ref (packs[dp_rank]); keep may be NULL. */
-static Outcome run_layout(const Layout *L, const DiTConfig *cfg, TestPack *packs, const Ref *ref, int brk, RunKeep *keep) {
+static Outcome run_layout(const Layout *L, const DiTConfig *cfg, DitPack *packs, const Ref *ref, int brk, RunKeep *keep) {
     Outcome res = {0, "", ""};
     TrainLayout keys = {L->tp, 1, L->cp, L->sp, L->type, L->a2a, 1};
     TrainParallel p;
@@ -305,7 +241,7 @@ static Outcome run_layout(const Layout *L, const DiTConfig *cfg, TestPack *packs
     if (brk == BREAK_TP) p.model.test_skip_tp_reduce = 2;
     if (brk == BREAK_RING) p.model.cpa.test_drop_ring_step = 1;
     DiT m;
-    TestPack *pk = &packs[p.layout.dp_rank];
+    DitPack *pk = &packs[p.layout.dp_rank];
     int ok = dit_create_parallel(&m, cfg, DEV_CPU, &p.model) == VFM_OK;
     if (!ok) {
         snprintf(res.detail, sizeof res.detail, "dit_create_parallel: %s", vfm_last_error());
@@ -408,8 +344,8 @@ static void check_layout(const Layout *L) {
                                                 {DIT_VARIANT_ADALN_ZERO, 64}};
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         DiTConfig cfg = model_config(cases[k].v, L->tp);
-        TestPack packs[2];
-        for (int j = 0; j < dp; j++) pack_make(&packs[j], &cfg, cases[k].pad, 1000 * (uint64_t)(j + 1));
+        DitPack packs[2];
+        for (int j = 0; j < dp; j++) dit_pack_make_shaped(&packs[j], &cfg, GRID, TEXT_LEN, cases[k].pad, 1000 * (uint64_t)(j + 1));
         Ref ref;
         REQUIRE(ref_run(&ref, &cfg, packs, dp, pl.dp_rank));
         Outcome o = run_layout(L, &cfg, packs, &ref, BREAK_NONE, NULL);
@@ -440,7 +376,7 @@ static void check_layout(const Layout *L) {
             }
         }
         ref_free(&ref);
-        for (int j = 0; j < dp; j++) pack_free(&packs[j]);
+        for (int j = 0; j < dp; j++) dit_pack_free(&packs[j]);
     }
 }
 
@@ -486,8 +422,8 @@ TEST(dit_parallel_same_bits_where_the_order_is_the_same) {
     REQUIRE_WORLD(2, 4);
     int dp = mt_world() == 4 ? 2 : 1;
     DiTConfig cfg = model_config(DIT_VARIANT_DFM, 2);
-    TestPack packs[2];
-    for (int j = 0; j < dp; j++) pack_make(&packs[j], &cfg, 64, 1000 * (uint64_t)(j + 1));
+    DitPack packs[2];
+    for (int j = 0; j < dp; j++) dit_pack_make_shaped(&packs[j], &cfg, GRID, TEXT_LEN, 64, 1000 * (uint64_t)(j + 1));
     ParallelLayout pl;
     REQUIRE_OK(layout_init(&pl, mt_world(), mt_rank(), 2, 1, 1));
     Ref ref;
@@ -509,7 +445,7 @@ TEST(dit_parallel_same_bits_where_the_order_is_the_same) {
     CHECK_SAME_BITS("ZeRO-1 vs plain DP: parameters after a step", c.params, a.params, a.n_params);
     keep_free(&a), keep_free(&b), keep_free(&c);
     ref_free(&ref);
-    for (int j = 0; j < dp; j++) pack_free(&packs[j]);
+    for (int j = 0; j < dp; j++) dit_pack_free(&packs[j]);
 }
 
 /* Layouts that cannot run are refused before any work, with one line naming the key. */

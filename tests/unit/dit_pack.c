@@ -6,10 +6,15 @@
 
 #include "test.h"
 
-static const int GRID[DIT_PACK_SAMPLES][3] = {{3, 2, 3}, {1, 1, 5}, {1, 1, 1}, {1, 2, 4}}; /* 18, 5, 1, 8 tokens */
-static const int TEXT_LEN[DIT_PACK_SAMPLES] = {3, 2, 1, 4};
+static const int DEFAULT_GRID[DIT_PACK_SAMPLES][3] = {{3, 2, 3}, {1, 1, 5}, {1, 1, 1}, {1, 2, 4}}; /* 18, 5, 1, 8 tokens */
+static const int DEFAULT_TEXT_LEN[DIT_PACK_SAMPLES] = {3, 2, 1, 4};
 
 void dit_pack_make(DitPack *p, const DiTConfig *c, int pad, uint64_t seed) {
+    dit_pack_make_shaped(p, c, DEFAULT_GRID, DEFAULT_TEXT_LEN, pad, seed);
+}
+
+void dit_pack_make_shaped(DitPack *p, const DiTConfig *c, const int GRID[DIT_PACK_SAMPLES][3],
+                          const int TEXT_LEN[DIT_PACK_SAMPLES], int pad, uint64_t seed) {
     enum { NS = DIT_PACK_SAMPLES };
     memset(p, 0, sizeof *p);
     int tok = dit_token_dim(c), out = dit_out_dim(c), dt = c->d_text > 0 ? c->d_text : 1;

@@ -22,6 +22,10 @@ typedef struct DitPack {
 
 /* c: the model's configuration (widths; class labels when it has classes). */
 void dit_pack_make(DitPack *p, const DiTConfig *c, int pad, uint64_t seed);
+/* The same with other samples: grid[i] = (frames, rows, columns) of sample i in tokens, text_len[i]
+ * its text rows. */
+void dit_pack_make_shaped(DitPack *p, const DiTConfig *c, const int grid[DIT_PACK_SAMPLES][3],
+                          const int text_len[DIT_PACK_SAMPLES], int pad, uint64_t seed);
 void dit_pack_free(DitPack *p);
 
 /* Hidden 32, 4 heads, text width 8: dfm with 2 kv heads (GQA), cross-attention and QK-norm;
