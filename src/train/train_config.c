@@ -62,7 +62,12 @@ vfm_status train_check_keys(const Config *cfg) {
         if (cfg_is_set(cfg, "ddp.bucket_size_mb") || cfg_is_set(cfg, "ddp.overlap_grad_reduce"))
             log_warn("config: ddp.bucket_size_mb and ddp.overlap_grad_reduce do not apply to %s: FSDP reduces each "
                      "transformer block's gradients (one unit) right after its backward", dp_sharding_name(sharding));
-    } else if (cfg_is_set(cfg, "ddp.fsdp_unsharded_accumulation")) {
+    } else if (cfg_int(cfg, "model.pipeline_model_parallel_size") > 1 && cfg_is_set(cfg, "ddp.overlap_grad_reduce") &&
+               cfg_bool(cfg, "ddp.overlap_grad_reduce")) {
+        log_warn("config: ddp.overlap_grad_reduce does not apply under pipeline parallelism: the gradient buckets are "
+                 "reduced after the step's schedule");
+    }
+    if (sharding < DP_SHARD_OPTIM_GRADS && cfg_is_set(cfg, "ddp.fsdp_unsharded_accumulation")) {
         log_warn("config: ddp.fsdp_unsharded_accumulation applies to optim_grads and optim_grads_params only (the "
                  "strategy is %s)", dp_sharding_name(sharding));
     }
