@@ -3,7 +3,7 @@
  * as a cartesian product (the first group varies slowest); a group is an integer range, a
  * character range, a comma sequence (each item a pattern), or else literal braces around its
  * expanded content. Backslashes protect the next character and are removed at the end. */
-#include "data/brace.h"
+#include "data/energon/brace.h"
 
 #include <ctype.h>
 #include <errno.h>

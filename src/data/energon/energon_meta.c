@@ -1,6 +1,6 @@
 /* Energon metadata of one dataset directory (see energon_meta.h): the info, split and dataset
  * files parsed with the schema Energon's strict parser enforces, brace patterns expanded. */
-#include "data/energon_meta.h"
+#include "data/energon/energon_meta.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,7 +8,7 @@
 
 #include "core/fileutil.h"
 #include "core/log.h"
-#include "data/yaml_json.h"
+#include "data/formats/yaml_json.h"
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 

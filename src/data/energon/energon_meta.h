@@ -11,7 +11,7 @@
 #include <stdint.h>
 
 #include "core/error.h"
-#include "data/brace.h"
+#include "data/energon/brace.h"
 
 #define ENERGON_META_DIR ".nv-meta"
 

@@ -1,7 +1,7 @@
 /* index.sqlite (see energon_sqlite.h): the rows of a shard from its tar headers, the file written
  * with Energon's exact schema statements (so even sqlite_master matches a file `energon prepare`
  * wrote), and a shard's parts read back for the length index. */
-#include "data/energon_sqlite.h"
+#include "data/energon/energon_sqlite.h"
 
 #include <sqlite3.h>
 #include <stdio.h>

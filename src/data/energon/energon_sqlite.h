@@ -9,7 +9,7 @@
 #include <stdint.h>
 
 #include "core/error.h"
-#include "data/tar.h"
+#include "data/formats/tar.h"
 
 /* One shard's rows: its samples (key, byte range) and their parts (payload range). */
 typedef struct EnergonShardRows {

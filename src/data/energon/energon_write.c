@@ -2,7 +2,7 @@
  * tar headers, then the files written in Energon's formats: JSON as Python's json.dump(indent=2)
  * writes it, YAML as yaml.dump, the split computed with the same floating-point steps as
  * `energon prepare --split-ratio`. */
-#include "data/energon_write.h"
+#include "data/energon/energon_write.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -16,11 +16,11 @@
 
 #include "core/bytebuf.h"
 #include "core/fileutil.h"
-#include "data/brace.h"
-#include "data/energon_meta.h"
-#include "data/energon_sqlite.h"
-#include "data/tar.h"
-#include "data/yaml_json.h"
+#include "data/energon/brace.h"
+#include "data/energon/energon_meta.h"
+#include "data/energon/energon_sqlite.h"
+#include "data/formats/tar.h"
+#include "data/formats/yaml_json.h"
 
 int energon_path_cmp(const char *a, const char *b) {
     for (;;) {

@@ -1,7 +1,7 @@
 /* Metadataset YAML flattened into leaf datasets (see metadataset.h), following megatron-energon
  * 7.4's metadataset_v2.py / metadataset.py: the same node kinds and keys (unknown keys are errors,
  * as Energon's strict parser makes them), the same weight, repetition, subflavor and subset rules. */
-#include "data/metadataset.h"
+#include "data/energon/metadataset.h"
 
 #include <limits.h>
 #include <stdio.h>
@@ -11,7 +11,7 @@
 
 #include "core/fileutil.h"
 #include "core/log.h"
-#include "data/yaml_json.h"
+#include "data/formats/yaml_json.h"
 
 #define MAX_NESTING 16
 

@@ -1,5 +1,5 @@
 /* jansson helpers for sample metadata: parse a part's bytes, read typed values with defaults. */
-#include "data/json_util.h"
+#include "data/formats/json_util.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -1,6 +1,6 @@
 /* `.npy` parsing (the header's Python dict literal, dtype, shape, order), conversion of every supported
  * dtype to float32, and a writer that lays files out byte for byte as numpy's np.save does. */
-#include "data/npy.h"
+#include "data/formats/npy.h"
 
 #include <errno.h>
 #include <fcntl.h>

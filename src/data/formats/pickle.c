@@ -2,7 +2,7 @@
  * build plain values, a table of the globals it accepts, and the C functions that stand in for
  * calling them. Python's semantics are followed where they matter (marks hide the stack below
  * them, MEMOIZE uses the memo's size, the last of a repeated dict key wins). */
-#include "data/pickle.h"
+#include "data/formats/pickle.h"
 
 #include <stdarg.h>
 #include <stdio.h>

@@ -1,5 +1,5 @@
 /* safetensors reader and writer (JSON header through jansson). */
-#include "safetensors.h"
+#include "data/formats/safetensors.h"
 
 #include <fcntl.h>
 #include <jansson.h>

@@ -3,7 +3,7 @@
  * deterministic shard writer. Offsets follow Python's tarfile, which Energon's prepare uses:
  * a member's offset is that of its first pax 'x' / GNU 'L'/'K' pre-header; a pax global 'g'
  * header belongs to no member. */
-#include "data/tar.h"
+#include "data/formats/tar.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,7 +1,7 @@
 /* torch.load without Python (see torch_tensor.h): the zip and legacy containers that hand the
  * whitelist unpickler its pickles and give its storages their bytes, tensor materialisation from
  * strided views, conversion to float32, and state dicts. */
-#include "data/torch_tensor.h"
+#include "data/formats/torch_tensor.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -12,8 +12,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "data/npy.h"
-#include "data/zip.h"
+#include "data/formats/npy.h"
+#include "data/formats/zip.h"
 
 /* torch.serialization's MAGIC_NUMBER 0x1950a86a20f9469cfc6c as LONG1 bytes (little-endian) */
 static const uint8_t legacy_magic[10] = {0x6c, 0xfc, 0x9c, 0x46, 0xf9, 0x20, 0x6a, 0xa8, 0x50, 0x19};

@@ -21,7 +21,7 @@
 #include <stdint.h>
 
 #include "core/error.h"
-#include "data/pickle.h"
+#include "data/formats/pickle.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -1,7 +1,7 @@
 /* YAML to jansson with PyYAML's YAML 1.1 scalar typing, and PyYAML-style string output (see
  * yaml_json.h). The reader walks libyaml's events recursively; plain scalars are typed by the
  * implicit resolvers of PyYAML's SafeLoader (null, bool, int, float, timestamp kept as text). */
-#include "data/yaml_json.h"
+#include "data/formats/yaml_json.h"
 
 #include <ctype.h>
 #include <errno.h>

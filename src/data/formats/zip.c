@@ -1,6 +1,6 @@
 /* Zip reader (see zip.h): end of central directory (and its Zip64 twin), the central directory,
  * local headers. All arithmetic on offsets is done in 64 bits with explicit range checks. */
-#include "data/zip.h"
+#include "data/formats/zip.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,6 +1,6 @@
 /* Sample encoding: one tar sample -> patchified tokens, trimmed text and metadata, or a skip
  * with its reason (see encode.h; the order of checks follows DFM's DiTTaskEncoder). */
-#include "data/encode.h"
+#include "data/loader/encode.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -8,10 +8,10 @@
 #include <string.h>
 
 #include "core/hash.h"
-#include "data/json_util.h"
-#include "data/npy.h"
-#include "data/safetensors.h"
-#include "data/torch_tensor.h"
+#include "data/formats/json_util.h"
+#include "data/formats/npy.h"
+#include "data/formats/safetensors.h"
+#include "data/formats/torch_tensor.h"
 #include "ops/ops.h"
 
 const char *encode_skip_name(EncodeSkip reason) {

@@ -12,8 +12,8 @@
 
 #include "core/config.h"
 #include "core/error.h"
-#include "data/pack.h"
-#include "data/tar.h"
+#include "data/pack/pack.h"
+#include "data/formats/tar.h"
 
 /* Why a sample is skipped. The first group is found by reading the sample (config-independent,
  * recorded in the length index); the second depends on the model and dataset keys. */

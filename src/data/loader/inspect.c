@@ -1,16 +1,16 @@
 /* Reading every sample for `vfm data inspect` (see inspect.h). Shards are read in parallel, each
  * into its own tally, and the tallies merged in shard order, so the report does not depend on the
  * thread count. */
-#include "data/inspect.h"
+#include "data/loader/inspect.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/fileutil.h"
-#include "data/npy.h"
-#include "data/safetensors.h"
-#include "data/torch_tensor.h"
+#include "data/formats/npy.h"
+#include "data/formats/safetensors.h"
+#include "data/formats/torch_tensor.h"
 
 /* ---- one part ---- */
 

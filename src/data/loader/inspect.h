@@ -9,9 +9,9 @@
 #include <stdint.h>
 
 #include "core/error.h"
-#include "data/encode.h"
-#include "data/length_index.h"
-#include "data/tar.h"
+#include "data/loader/encode.h"
+#include "data/loader/length_index.h"
+#include "data/formats/tar.h"
 
 /* One part as read. */
 typedef struct {

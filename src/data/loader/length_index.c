@@ -9,7 +9,7 @@
  *                 i32 status  str reason
  *   u64 hash_bytes64(everything before it)
  * A file that fails any check (magic, version, bounds, hash) is ignored and rebuilt. */
-#include "data/length_index.h"
+#include "data/loader/length_index.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -24,12 +24,12 @@
 #include "core/fileutil.h"
 #include "core/hash.h"
 #include "core/log.h"
-#include "data/encode.h"
-#include "data/energon_meta.h"
-#include "data/energon_sqlite.h"
-#include "data/npy.h"
-#include "data/safetensors.h"
-#include "data/tar.h"
+#include "data/loader/encode.h"
+#include "data/energon/energon_meta.h"
+#include "data/energon/energon_sqlite.h"
+#include "data/formats/npy.h"
+#include "data/formats/safetensors.h"
+#include "data/formats/tar.h"
 
 #define CACHE_MAGIC "VFMLIDX1"
 #define CACHE_VERSION 2u /* 2: pth / pickle parts are read (version 1 recorded them as unsupported) */

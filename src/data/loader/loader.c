@@ -20,12 +20,12 @@
 #include "core/hash.h"
 #include "core/log.h"
 #include "core/timer.h"
-#include "data/encode.h"
-#include "data/length_index.h"
-#include "data/loader.h"
-#include "data/plan.h"
-#include "data/selection.h"
-#include "data/source.h"
+#include "data/loader/encode.h"
+#include "data/loader/length_index.h"
+#include "data/loader/loader.h"
+#include "data/loader/plan.h"
+#include "data/loader/selection.h"
+#include "data/loader/source.h"
 
 #define SKIP_LOG_LINES 100 /* skip lines printed per source before a summary takes over */
 

@@ -6,7 +6,7 @@
 
 #include <stdint.h>
 
-#include "data/source.h"
+#include "data/loader/source.h"
 
 /* The pixel_space JSON object (text) of the dataset: from the first sample, in shard order, whose
  * json has one. NULL when no sample has one. Owned by the source. */

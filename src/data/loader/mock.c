@@ -11,8 +11,8 @@
 #include <string.h>
 
 #include "core/philox.h"
-#include "data/encode.h"
-#include "data/source.h"
+#include "data/loader/encode.h"
+#include "data/loader/source.h"
 #include "ops/ops.h"
 
 typedef struct MockShape {

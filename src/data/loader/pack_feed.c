@@ -1,5 +1,5 @@
 /* One pack ahead on the GPU, copied on its own stream (see pack_feed.h). */
-#include "data/pack_feed.h"
+#include "data/loader/pack_feed.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -9,8 +9,8 @@
 #ifndef VFM_PACK_FEED_H
 #define VFM_PACK_FEED_H
 
-#include "data/pack_tensors.h"
-#include "data/source.h"
+#include "data/pack/pack_tensors.h"
+#include "data/loader/source.h"
 
 typedef struct PackFeed {
     PackSource *src;

@@ -2,7 +2,7 @@
  * bins over a segment tree (O(n log n) per buffer), blended orders drawn from the seed, and a
  * small cache of epoch plans with the cumulative pack counts (and, for a weighted blend, each
  * dataset's position) that map a global pack number to its epoch. */
-#include "data/plan.h"
+#include "data/loader/plan.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -1,13 +1,13 @@
 /* A split's samples across the leaf datasets of dataset.path (see selection.h). */
-#include "data/selection.h"
+#include "data/loader/selection.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/log.h"
-#include "data/energon_meta.h"
-#include "data/energon_write.h"
+#include "data/energon/energon_meta.h"
+#include "data/energon/energon_write.h"
 
 void selection_free(Selection *sel) {
     if (!sel) return;

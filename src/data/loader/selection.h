@@ -12,8 +12,8 @@
 #include <stdint.h>
 
 #include "core/error.h"
-#include "data/length_index.h"
-#include "data/metadataset.h"
+#include "data/loader/length_index.h"
+#include "data/energon/metadataset.h"
 
 typedef struct SelDataset {
     char root[1024];

@@ -1,5 +1,5 @@
 /* Chooses the pack source a config asks for: training, or one split for validation. */
-#include "data/source.h"
+#include "data/loader/source.h"
 
 #include <stdlib.h>
 #include <string.h>

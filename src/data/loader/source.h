@@ -9,7 +9,7 @@
 #include <stdint.h>
 
 #include "core/config.h"
-#include "data/pack.h"
+#include "data/pack/pack.h"
 
 typedef struct PackSourceStats {
     int64_t packs, samples, tokens_real, tokens_padded, capacity;
@@ -73,7 +73,7 @@ int pack_source_pinned(const PackSource *s);
  * identity_offset: added to every sample identity (0 for training; see pack_source_create_split). */
 vfm_status mock_source_create(PackSource **out, const Config *cfg, int rank, int world);
 vfm_status mock_source_create_offset(PackSource **out, const Config *cfg, uint64_t identity_offset, int rank, int world);
-/* WebDataset shards (or a metadataset) at dataset.path (data/loader.c): training on dataset.split. */
+/* WebDataset shards (or a metadataset) at dataset.path (data/loader/loader.c): training on dataset.split. */
 vfm_status webdataset_source_create(PackSource **out, const Config *cfg, int rank, int world);
 /* The same for `split`; validation != 0: unshuffled and unblended (see pack_source_create_split). */
 vfm_status webdataset_source_open(PackSource **out, const Config *cfg, const char *split, int validation, int rank,

@@ -1,5 +1,5 @@
 /* FFmpeg loaded at run time, log capture and error text (see av_util.h). */
-#include "data/av_util.h"
+#include "data/media/av_util.h"
 
 #include <dlfcn.h>
 #include <pthread.h>

@@ -1,5 +1,5 @@
 /* Aspect buckets: parsing, the nearest bucket, the centred crop (see buckets.h). */
-#include "data/buckets.h"
+#include "data/media/buckets.h"
 
 #include <errno.h>
 #include <math.h>

@@ -1,7 +1,7 @@
 /* PNG (libpng) and JPEG (libjpeg) decoding from memory, EXIF orientation (see image_decode.h).
  * Both libraries report errors by longjmp; all state they could leave allocated lives in a
  * context struct so the error path frees it. */
-#include "data/image_decode.h"
+#include "data/media/image_decode.h"
 
 #include <setjmp.h>
 #include <stdio.h> /* before jpeglib.h, which uses FILE */

@@ -16,7 +16,7 @@
 #include <stdint.h>
 
 #include "core/error.h"
-#include "data/resample.h"
+#include "data/media/resample.h"
 
 #define IMAGE_MAX_PIXELS 100000000LL /* 100 megapixels */
 #define IMAGE_MAX_SIDE 65535

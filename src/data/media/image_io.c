@@ -1,7 +1,7 @@
 /* PNG and GIF writers, grid tiling and upscaling (see image_io.h). Our own small encoders:
  * PNG's zlib stream uses stored (uncompressed) deflate blocks, so no compression library is
  * needed; GIF uses real LZW since its format has no uncompressed mode. */
-#include "data/image_io.h"
+#include "data/media/image_io.h"
 
 #include <errno.h>
 #include <math.h>

@@ -1,5 +1,5 @@
 /* Area / bicubic resampling of a crop rectangle, separable: rows first, then columns (see resample.h). */
-#include "data/resample.h"
+#include "data/media/resample.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -11,7 +11,7 @@
 #include <stdint.h>
 
 #include "core/error.h"
-#include "data/buckets.h"
+#include "data/media/buckets.h"
 
 /* An interleaved RGB picture, 8 or 16 bits per channel (16 bits: native-endian uint16). */
 typedef struct {

@@ -1,13 +1,13 @@
 /* FFmpeg-based video reading with time resampling (see video_decode.h). */
-#include "data/video_decode.h"
+#include "data/media/video_decode.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "data/av_util.h"
-#include "data/image_decode.h"
+#include "data/media/av_util.h"
+#include "data/media/image_decode.h"
 
 struct VideoReader {
     const AvApi *A;

@@ -10,7 +10,7 @@
 #define VFM_DATA_VIDEO_DECODE_H
 
 #include "core/error.h"
-#include "data/resample.h"
+#include "data/media/resample.h"
 
 typedef struct {
     int width, height;   /* frame size as shown (after the rotation), in pixels */

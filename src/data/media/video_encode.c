@@ -1,5 +1,5 @@
 /* MP4 writing with libavformat / libavcodec (see video_encode.h). */
-#include "data/video_encode.h"
+#include "data/media/video_encode.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "core/fileutil.h"
-#include "data/av_util.h"
+#include "data/media/av_util.h"
 
 const char *mp4_encoder_name(void) {
     const AvApi *A = av_api();

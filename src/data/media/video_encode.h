@@ -8,7 +8,7 @@
 #define VFM_DATA_VIDEO_ENCODE_H
 
 #include "core/error.h"
-#include "data/image_io.h"
+#include "data/media/image_io.h"
 
 /* n >= 1 equally sized frames at fps (> 0, fractions allowed). *codec (may be NULL) gets the
  * encoder used: "libx264" or "mpeg4". */

@@ -1,5 +1,5 @@
 /* Pack assembly: appending encoded samples with zero padding, maps and positions. */
-#include "pack.h"
+#include "data/pack/pack.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -1,5 +1,5 @@
 /* A pack's tensors on the model's device (see pack_tensors.h). */
-#include "data/pack_tensors.h"
+#include "data/pack/pack_tensors.h"
 
 #include <string.h>
 

@@ -6,7 +6,7 @@
 #define VFM_PACK_TENSORS_H
 
 #include "core/tensor.h"
-#include "data/pack.h"
+#include "data/pack/pack.h"
 
 typedef struct PackTensors {
     Device device;

@@ -1,5 +1,5 @@
 /* Hashed-word caption encoder (see caption_encoder.h; its output must never change). */
-#include "data/caption_encoder.h"
+#include "data/prepare/caption_encoder.h"
 
 #include <string.h>
 

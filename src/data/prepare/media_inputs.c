@@ -1,5 +1,5 @@
 /* Finding the pictures or videos of a folder and their sidecar files (see media_inputs.h). */
-#include "data/media_inputs.h"
+#include "data/prepare/media_inputs.h"
 
 #include <stdio.h>
 #include <stdlib.h>

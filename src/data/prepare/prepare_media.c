@@ -1,6 +1,6 @@
 /* `vfm prepare images|videos` (see prepare_media.h): inputs are decoded, cropped, resampled and
  * encoded in parallel a chunk at a time and written in key order into a staged directory. */
-#include "data/prepare_media.h"
+#include "data/prepare/prepare_media.h"
 
 #include <inttypes.h>
 #include <jansson.h>
@@ -12,12 +12,12 @@
 
 #include "core/fileutil.h"
 #include "core/timer.h"
-#include "data/caption_encoder.h"
-#include "data/encode.h"
-#include "data/image_decode.h"
-#include "data/npy.h"
-#include "data/synthetic.h"
-#include "data/video_decode.h"
+#include "data/prepare/caption_encoder.h"
+#include "data/loader/encode.h"
+#include "data/media/image_decode.h"
+#include "data/formats/npy.h"
+#include "data/synthetic/synthetic.h"
+#include "data/media/video_decode.h"
 
 #define IMAGE_FPS 30 /* design §3's default fps: a picture reads as if it had none (as the synthetic set) */
 #define IMAGE_CHUNK 64

@@ -1,8 +1,8 @@
 /* `vfm prepare images|videos`: a folder of pictures (PNG, JPEG) or video files with captions
- * beside them (data/media_inputs.h) -> a pixel-space WebDataset like the synthetic set's
+ * beside them (data/prepare/media_inputs.h) -> a pixel-space WebDataset like the synthetic set's
  * (docs/prepare.md): every input centre-cropped to the aspect of the nearest bucket and resampled
- * to it (data/buckets.h, data/resample.h), videos sampled in time at a target fps
- * (data/video_decode.h), mapped to latents by the PixelLatentMap (data/synthetic.h), the caption
+ * to it (data/media/buckets.h, data/media/resample.h), videos sampled in time at a target fps
+ * (data/media/video_decode.h), mapped to latents by the PixelLatentMap (data/synthetic/synthetic.h), the caption
  * embedded by the built-in caption encoder (or a NAME.npy embedding taken as is).
  *
  * Sample n (key "%08d" of n) is the n-th input in byte order of its path under the input folder:
@@ -20,9 +20,9 @@
 #include <stdint.h>
 
 #include "core/error.h"
-#include "data/buckets.h"
-#include "data/media_inputs.h"
-#include "data/prepare_output.h"
+#include "data/media/buckets.h"
+#include "data/prepare/media_inputs.h"
+#include "data/prepare/prepare_output.h"
 
 #define PREPARE_MEDIA_DEFAULT_FPS 8.0
 #define PREPARE_MEDIA_DEFAULT_FRAMES 16

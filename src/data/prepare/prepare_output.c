@@ -1,5 +1,5 @@
 /* The shard sink, output directories and vfm_dataset.json of `vfm prepare` (see prepare_output.h). */
-#include "data/prepare_output.h"
+#include "data/prepare/prepare_output.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -10,7 +10,7 @@
 #include <stdint.h>
 
 #include "core/error.h"
-#include "data/tar.h"
+#include "data/formats/tar.h"
 
 #define PREPARE_DATASET_FILE "vfm_dataset.json"
 #define PREPARE_SHARD_PATTERN "shard-%06d.tar"

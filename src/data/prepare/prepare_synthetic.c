@@ -1,7 +1,7 @@
 /* Writes the synthetic moving-shapes set as WebDataset shards (see prepare_synthetic.h). Samples are
  * built in parallel a chunk at a time and written in key order, so the bytes do not depend on the
  * thread count. */
-#include "data/prepare_synthetic.h"
+#include "data/prepare/prepare_synthetic.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -14,9 +14,9 @@
 
 #include "core/fileutil.h"
 #include "core/timer.h"
-#include "data/caption_encoder.h"
-#include "data/npy.h"
-#include "data/synthetic.h"
+#include "data/prepare/caption_encoder.h"
+#include "data/formats/npy.h"
+#include "data/synthetic/synthetic.h"
 
 /* Samples encoded at once before they are written in order (bounds memory, not results). */
 #define PREPARE_CHUNK 128

@@ -1,4 +1,4 @@
-/* `vfm prepare synthetic`: renders the moving-shapes set (data/synthetic.h), maps the frames to
+/* `vfm prepare synthetic`: renders the moving-shapes set (data/synthetic/synthetic.h), maps the frames to
  * latents, encodes the captions and writes WebDataset shards plus a `vfm_dataset.json` summary.
  *
  * Layout of DIR (docs/synthetic-dataset.md):
@@ -16,7 +16,7 @@
 #include <stdint.h>
 
 #include "core/error.h"
-#include "data/prepare_output.h"
+#include "data/prepare/prepare_output.h"
 
 #define PREPARE_IMAGE_FPS 30 /* design §3's default fps: an image behaves like a sample with no fps */
 #define PREPARE_VIDEO_FPS 8

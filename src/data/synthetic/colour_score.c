@@ -1,5 +1,5 @@
 /* Dominant-colour judge and caption colour parser (see colour_score.h). */
-#include "data/colour_score.h"
+#include "data/synthetic/colour_score.h"
 
 #include <ctype.h>
 #include <math.h>

@@ -1,6 +1,6 @@
 /* Moving-shapes renderer, spec generator, captions and the pixel <-> latent mapping
  * (see synthetic.h for the grammar and the mapping). */
-#include "data/synthetic.h"
+#include "data/synthetic/synthetic.h"
 
 #include <jansson.h>
 #include <math.h>

@@ -21,7 +21,7 @@
 #include <stdint.h>
 
 #include "core/error.h"
-#include "data/colour_score.h"
+#include "data/synthetic/colour_score.h"
 
 typedef enum { SHAPE_CIRCLE, SHAPE_SQUARE, SHAPE_TRIANGLE, SHAPE_DIAMOND, SHAPE_CROSS, SHAPE_COUNT } SyntheticShape;
 typedef enum { MOTION_STILL, MOTION_LEFT, MOTION_RIGHT, MOTION_UP, MOTION_DOWN, MOTION_COUNT } SyntheticMotion;
