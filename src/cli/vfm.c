@@ -6,8 +6,8 @@
 #include "core/cuda_runtime_shim.h"
 #include "core/error.h"
 #include "core/log.h"
-#include "data/av_util.h"
-#include "data/video_encode.h"
+#include "data/media/av_util.h"
+#include "data/media/video_encode.h"
 #include "ops/ops.h"
 
 #ifndef VFM_VERSION
@@ -40,13 +40,6 @@ static void print_help(void) {
     const Command *c = vfm_commands(&n);
     for (int i = 0; i < n; i++) printf("  %-9s %s\n", c[i].name, c[i].summary);
     printf("\n`vfm <command> --help` describes a command. Docs: README.md and docs/.\n");
-}
-
-int cli_report(int status) {
-    if (status == VFM_OK) return 0;
-    const char *msg = vfm_last_error();
-    fprintf(stderr, "%s%s\n", strncmp(msg, "vfm ", 4) == 0 ? "" : "vfm: ", msg);
-    return vfm_exit_code((vfm_status)status);
 }
 
 int cmd_version(int argc, char **argv) {

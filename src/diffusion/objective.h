@@ -20,14 +20,15 @@
 
 #include <stdint.h>
 
-#include "data/pack.h"
-#include "data/pack_tensors.h"
+#include "data/pack/pack.h"
+#include "data/pack/pack_tensors.h"
 #include "diffusion/objective_work.h"
 #include "model/dit.h"
 
 typedef struct Config Config;
 
 typedef enum { OBJECTIVE_EDM = 0, OBJECTIVE_FLOW = 1, OBJECTIVE_DDPM = 2 } ObjectiveKind;
+#define OBJECTIVE_KINDS 3
 
 #define DDPM_NUM_TIMESTEPS 1000
 
