@@ -175,4 +175,4 @@ extern "C" vfm_status cudnn_attention_run(const CudnnAttnArgs *a, void *workspac
     return VFM_OK;
 }
 
-extern "C" const char *cudnn_attention_frontend_version(void) { return "CPU stand-in"; }
+extern "C" const char *cudnn_attention_frontend_version(void) { return "- (CPU stand-in: tests/harness)"; }

@@ -1,8 +1,10 @@
 // The CPU harness in place of src/ops/cuda/cuda_libs.cu (the run-time loading of cuBLASLt, cuDNN
 // and NVRTC): cuBLASLt's entry points are those of the stand-in (cublaslt.cpp), looked up by name
 // as linear.cu looks them up in the loaded library. cuDNN and NVRTC are not needed: the harness
-// replaces cudnn_attention.cpp as a whole (cudnn_attention.cpp of this folder).
+// replaces cudnn_attention.cpp as a whole (cudnn_attention.cpp of this folder, whose "frontend
+// version" says it is the stand-in).
 #include <cublasLt.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "ops/cuda/cuda_libs.h"
@@ -49,7 +51,7 @@ extern "C" void *cuda_lib_symbol(CudaLib lib, const char *name) {
     return NULL;  // a function the stand-in does not model: linear.cu reports it missing
 }
 
-extern "C" const char *cuda_describe_libraries(void) {
-    return "cuBLASLt: CPU stand-in (tests/harness/cublaslt.cpp)\n"
-           "cuDNN attention: CPU stand-in (tests/harness/cudnn_attention.cpp)\n";
+extern "C" size_t cuda_libs_describe(char *buf, size_t cap) {
+    int n = snprintf(buf, cap, "cuBLASLt: CPU stand-in (tests/harness/cublaslt.cpp)\n");
+    return n < 0 ? 0 : (size_t)n < cap ? (size_t)n : cap - 1;
 }
