@@ -362,23 +362,30 @@ extern "C" cudaError_t cudaMemset(void *p, int value, size_t n) { return cudaMem
 
 // ---- streams and events ------------------------------------------------------------------------
 
-extern "C" cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags) {
+// A new handle (stream or event) in its table of live ones; a destroyed one leaves it.
+template <typename T> static cudaError_t handle_create(std::map<const void *, int> &live, T **out, T value) {
     STICKY_CHECK();
-    *s = new CUstream_st{flags};
+    *out = new T(value);
     std::lock_guard<std::mutex> lock(g_mutex);
-    g_streams[*s] = 1;
+    live[*out] = 1;
     return cudaSuccess;
+}
+
+template <typename T> static cudaError_t handle_destroy(std::map<const void *, int> &live, T *h, const char *call) {
+    STICKY_CHECK();
+    std::lock_guard<std::mutex> lock(g_mutex);
+    if (!h || !live.erase(h)) return fail(cudaErrorInvalidResourceHandle, "%s(%p): not a live handle", call, (void *)h);
+    delete h;
+    return cudaSuccess;
+}
+
+extern "C" cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags) {
+    return handle_create(g_streams, s, CUstream_st{flags});
 }
 
 extern "C" cudaError_t cudaStreamCreate(cudaStream_t *s) { return cudaStreamCreateWithFlags(s, cudaStreamDefault); }
 
-extern "C" cudaError_t cudaStreamDestroy(cudaStream_t s) {
-    STICKY_CHECK();
-    std::lock_guard<std::mutex> lock(g_mutex);
-    if (!g_streams.erase(s)) return fail(cudaErrorInvalidResourceHandle, "cudaStreamDestroy(%p)", (void *)s);
-    delete s;
-    return cudaSuccess;
-}
+extern "C" cudaError_t cudaStreamDestroy(cudaStream_t s) { return handle_destroy(g_streams, s, "cudaStreamDestroy"); }
 
 extern "C" cudaError_t cudaStreamSynchronize(cudaStream_t s) {
     STICKY_CHECK();
@@ -393,22 +400,12 @@ extern "C" cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsign
 }
 
 extern "C" cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned flags) {
-    STICKY_CHECK();
-    *e = new CUevent_st{flags, 0, 0};
-    std::lock_guard<std::mutex> lock(g_mutex);
-    g_events[*e] = 1;
-    return cudaSuccess;
+    return handle_create(g_events, e, CUevent_st{flags, 0, 0});
 }
 
 extern "C" cudaError_t cudaEventCreate(cudaEvent_t *e) { return cudaEventCreateWithFlags(e, cudaEventDefault); }
 
-extern "C" cudaError_t cudaEventDestroy(cudaEvent_t e) {
-    STICKY_CHECK();
-    std::lock_guard<std::mutex> lock(g_mutex);
-    if (!e || !g_events.erase(e)) return fail(cudaErrorInvalidResourceHandle, "cudaEventDestroy(%p)", (void *)e);
-    delete e;
-    return cudaSuccess;
-}
+extern "C" cudaError_t cudaEventDestroy(cudaEvent_t e) { return handle_destroy(g_events, e, "cudaEventDestroy"); }
 
 extern "C" cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
     STICKY_CHECK();
