@@ -60,11 +60,11 @@ const char *test_tmpdir(void);
         test_skip(__VA_ARGS__);   \
         return;                   \
     } while (0)
-/* The first line of a GPU test (names cuda_*): skips without a CUDA device. `make test` also runs
- * these tests in its harness suite, whose CPU harness (tests/harness) is a device. */
-#define NEED_GPU()                                                                                   \
-    do {                                                                                             \
-        if (device_cuda_count() == 0) SKIP("no CUDA device (the harness suite runs it on the CPU)"); \
+/* The first line of a GPU test (names cuda_*): skips without a CUDA device. `make test` runs these
+ * tests in its harness suite, where the CPU harness (tests/harness) is the device. */
+#define NEED_GPU()                                                                               \
+    do {                                                                                         \
+        if (device_cuda_count() == 0) SKIP("no GPU here: the harness suite runs it on the CPU"); \
     } while (0)
 /* 1 when the CUDA device is the CPU harness (kernels run on the host: no GPU timing). */
 int test_on_cpu_harness(void);
