@@ -40,7 +40,8 @@ __global__ void first_run_kernel(int *seq, int *counters) {
     seq[blockIdx.x * blockDim.x + threadIdx.x] = atomicAdd(&counters[blockIdx.x], 1);
 }
 
-// Per warp: the butterfly sum of the lane numbers, a ballot, and shfl / shfl_up / shfl_down.
+// Per warp: the butterfly sum of the lane numbers, a ballot, shfl / shfl_up / shfl_down, and a
+// shuffle among the lower half-warp only (its mask).
 __global__ void warp_kernel(float *sum, unsigned *ballot, int *moved) {
     int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
     float v = (float)lane;
@@ -52,6 +53,7 @@ __global__ void warp_kernel(float *sum, unsigned *ballot, int *moved) {
     moved[3 * threadIdx.x + 0] = __shfl_sync(0xffffffffu, x, 5);
     moved[3 * threadIdx.x + 1] = __shfl_up_sync(0xffffffffu, x, 2);
     moved[3 * threadIdx.x + 2] = __shfl_down_sync(0xffffffffu, x, 2);
+    if (lane < 16) moved[3 * threadIdx.x] += 1000 * __shfl_sync(0x0000ffffu, lane, 3);
 }
 
 // The lower half-warp reads lane 20, which its mask leaves out.
@@ -186,7 +188,8 @@ TEST(harness_warp_shuffles_votes_and_atomics) {
     for (int i = 0; i < n; i++) {
         int w = i / 32, lane = i % 32, x = 100 * w + lane;
         CHECK_MSG(hs[i] == 496.f, "thread %d: butterfly sum %g", i, hs[i]);
-        CHECK_MSG(hm[3 * i] == 100 * w + 5, "thread %d: shfl from lane 5 gave %d", i, hm[3 * i]);
+        int half = lane < 16 ? 3000 : 0;  // the half-warp shuffle from lane 3
+        CHECK_MSG(hm[3 * i] == 100 * w + 5 + half, "thread %d: shfl from lane 5 (and 3) gave %d", i, hm[3 * i]);
         CHECK_MSG(hm[3 * i + 1] == (lane < 2 ? x : x - 2), "thread %d: shfl_up gave %d", i, hm[3 * i + 1]);
         CHECK_MSG(hm[3 * i + 2] == (lane >= 30 ? x : x + 2), "thread %d: shfl_down gave %d", i, hm[3 * i + 2]);
     }
