@@ -56,14 +56,19 @@ size_t device_capacity(void) {
     return cap;
 }
 
+// e as this thread's last error, with what it was about.
+void vrecord(cudaError_t e, const char *fmt, va_list ap) {
+    vsnprintf(g_detail, sizeof g_detail, fmt, ap);
+    g_detail_code = e;
+    g_last = e;
+}
+
 cudaError_t fail(cudaError_t e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 cudaError_t fail(cudaError_t e, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(g_detail, sizeof g_detail, fmt, ap);
+    vrecord(e, fmt, ap);
     va_end(ap);
-    g_detail_code = e;
-    g_last = e;
     return e;
 }
 
@@ -130,10 +135,8 @@ bool event_known(cudaEvent_t e) {
 void runtime_launch_error(cudaError_t e, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(g_detail, sizeof g_detail, fmt, ap);
+    vrecord(e, fmt, ap);
     va_end(ap);
-    g_detail_code = e;
-    g_last = e;
 }
 
 void runtime_kernel_fault(const char *fmt, ...) {
@@ -261,6 +264,7 @@ extern "C" cudaError_t cudaFuncSetAttribute(const void *func, cudaFuncAttribute 
 
 static cudaError_t allocate(void **p, size_t bytes, Kind kind, const char *call) {
     *p = NULL;
+    STICKY_CHECK();
     std::lock_guard<std::mutex> lock(g_mutex);
     if (kind == DEVICE && bytes > device_capacity() - g_device_used)
         return fail(cudaErrorMemoryAllocation, "%s of %zu bytes: %zu of %zu in use", call, bytes, g_device_used,
@@ -274,6 +278,7 @@ static cudaError_t allocate(void **p, size_t bytes, Kind kind, const char *call)
 }
 
 static cudaError_t release(void *p, Kind kind, const char *call) {
+    STICKY_CHECK();
     if (!p) return cudaSuccess;
     std::lock_guard<std::mutex> lock(g_mutex);
     auto it = g_allocs.find((uintptr_t)p);
@@ -286,25 +291,13 @@ static cudaError_t release(void *p, Kind kind, const char *call) {
     return cudaSuccess;
 }
 
-extern "C" cudaError_t cudaMalloc(void **p, size_t bytes) {
-    STICKY_CHECK();
-    return allocate(p, bytes, DEVICE, "cudaMalloc");
-}
+extern "C" cudaError_t cudaMalloc(void **p, size_t bytes) { return allocate(p, bytes, DEVICE, "cudaMalloc"); }
 
-extern "C" cudaError_t cudaFree(void *p) {
-    STICKY_CHECK();
-    return release(p, DEVICE, "cudaFree");
-}
+extern "C" cudaError_t cudaFree(void *p) { return release(p, DEVICE, "cudaFree"); }
 
-extern "C" cudaError_t cudaMallocHost(void **p, size_t bytes) {
-    STICKY_CHECK();
-    return allocate(p, bytes, PINNED, "cudaMallocHost");
-}
+extern "C" cudaError_t cudaMallocHost(void **p, size_t bytes) { return allocate(p, bytes, PINNED, "cudaMallocHost"); }
 
-extern "C" cudaError_t cudaFreeHost(void *p) {
-    STICKY_CHECK();
-    return release(p, PINNED, "cudaFreeHost");
-}
+extern "C" cudaError_t cudaFreeHost(void *p) { return release(p, PINNED, "cudaFreeHost"); }
 
 extern "C" cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total) {
     STICKY_CHECK();
