@@ -75,8 +75,11 @@ if [ ! -d "$OBJS" ] || [ -z "$(find "$OBJS" -name '*.o' | head -1)" ]; then
     echo "FAIL circles: no objects under $OBJS (build first: make)"
     failed=$((failed + 1))
 else
-    # one line per (object, kind, symbol); the CPU ops' f64 twins define the f32 names again
+    # one line per (object, kind, symbol); the CPU ops' f64 twins define the f32 names again; an
+    # object whose source is gone (left in the build folder after a move) is not read
     circles=$(find "$OBJS" -name '*.o' ! -name '*.f64.o' | sort | while read -r o; do
+        stem=${o#"$OBJS"/}; stem=${stem%.o}; stem=${stem%.f32}; stem=${stem%.cu}
+        [ -f "$SRC/$stem.c" ] || [ -f "$SRC/$stem.cu" ] || [ -f "$SRC/$stem.cpp" ] || continue
         nm "$o" 2>/dev/null | awk -v o="$o" '$1 == "U" { print o, "U", $2; next }
                                              $2 ~ /^[TDBR]$/ { print o, "D", $3 }'
     done | awk -v objs="$OBJS" '
