@@ -126,6 +126,18 @@ static vfm_status cuda_error(const Comm *c, const char *op, cudaError_t e) {
         if (cuda_e_ != cudaSuccess) return cuda_error(c, op, cuda_e_); \
     } while (0)
 
+// Inside ncclGroupStart/End the first failing call's result is kept (later calls are not made) and
+// the group is always closed: a group left open would swallow every later NCCL call of the process.
+#define GROUP_CALL(r, call)                        \
+    do {                                           \
+        if ((r) == ncclSuccess) (r) = (call);      \
+    } while (0)
+static vfm_status group_end(Comm *c, const char *op, ncclResult_t r) {
+    ncclResult_t e = api.GroupEnd();
+    if (r == ncclSuccess) r = e;
+    return r == ncclSuccess ? VFM_OK : nccl_error(c, op, r);
+}
+
 static ncclDataType_t ntype(DType dt) {
     switch (dt) {
     case DT_F32: return ncclFloat32;
@@ -295,12 +307,13 @@ static vfm_status enqueue_reduce_scatter_v(Comm *c, const void *send, void *recv
         void *rows = nullptr;
         VFM_TRY(device_scratch(c, (size_t)c->size * (size_t)mine * es, &rows));
         NCCL_TRY("reduce_scatter", api.GroupStart());
+        ncclResult_t r = ncclSuccess;
         for (int j = 0; j < c->size; j++) {
-            if (counts[j] > 0) NCCL_TRY("reduce_scatter", api.Send((const char *)send + at * es, (size_t)counts[j], ntype(dt), j, st->comm, st->stream));
-            if (mine > 0) NCCL_TRY("reduce_scatter", api.Recv((char *)rows + (size_t)j * mine * es, (size_t)mine, ntype(dt), j, st->comm, st->stream));
+            if (counts[j] > 0) GROUP_CALL(r, api.Send((const char *)send + at * es, (size_t)counts[j], ntype(dt), j, st->comm, st->stream));
+            if (mine > 0) GROUP_CALL(r, api.Recv((char *)rows + (size_t)j * mine * es, (size_t)mine, ntype(dt), j, st->comm, st->stream));
             at += counts[j];
         }
-        NCCL_TRY("reduce_scatter", api.GroupEnd());
+        VFM_TRY(group_end(c, "reduce_scatter", r));
         CUDA_TRY("reduce_scatter", launch_sum_rows(recv, rows, c->size, mine, dt, st->stream));
         return VFM_OK;
     }
@@ -314,11 +327,12 @@ static vfm_status enqueue_reduce_scatter_v(Comm *c, const void *send, void *recv
         NCCL_TRY("reduce_scatter", api.ReduceScatter(send, out, (size_t)mine, ntype(dt), rop, st->comm, st->stream));
     } else {
         NCCL_TRY("reduce_scatter", api.GroupStart());
+        ncclResult_t r = ncclSuccess;
         for (int j = 0; j < c->size; j++) {
-            if (counts[j] > 0) NCCL_TRY("reduce_scatter", api.Reduce((const char *)send + at * es, out, (size_t)counts[j], ntype(dt), rop, j, st->comm, st->stream));
+            if (counts[j] > 0) GROUP_CALL(r, api.Reduce((const char *)send + at * es, out, (size_t)counts[j], ntype(dt), rop, j, st->comm, st->stream));
             at += counts[j];
         }
-        NCCL_TRY("reduce_scatter", api.GroupEnd());
+        VFM_TRY(group_end(c, "reduce_scatter", r));
     }
     if (overlap) CUDA_TRY("reduce_scatter", cudaMemcpyAsync(recv, out, (size_t)mine * es, cudaMemcpyDeviceToDevice, st->stream));
     return VFM_OK;
@@ -334,11 +348,12 @@ static vfm_status enqueue_all_gather_v(Comm *c, const void *send, void *recv, co
     }
     int64_t at = 0;
     NCCL_TRY("all_gather", api.GroupStart());
+    ncclResult_t r = ncclSuccess;
     for (int j = 0; j < c->size; j++) {
-        if (counts[j] > 0) NCCL_TRY("all_gather", api.Broadcast(send, (char *)recv + at * es, (size_t)counts[j], ntype(dt), j, st->comm, st->stream));
+        if (counts[j] > 0) GROUP_CALL(r, api.Broadcast(send, (char *)recv + at * es, (size_t)counts[j], ntype(dt), j, st->comm, st->stream));
         at += counts[j];
     }
-    NCCL_TRY("all_gather", api.GroupEnd());
+    VFM_TRY(group_end(c, "all_gather", r));
     return VFM_OK;
 }
 
@@ -409,11 +424,12 @@ extern "C" vfm_status nccl_all_to_all_v(Comm *c, const void *send, const int64_t
     size_t es = dtype_size(dt);
     VFM_TRY(follow_compute(c, "all_to_all"));
     NCCL_TRY("all_to_all", api.GroupStart());
+    ncclResult_t r = ncclSuccess;
     for (int j = 0; j < c->size; j++) {
-        if (send_counts[j] > 0) NCCL_TRY("all_to_all", api.Send((const char *)send + send_displs[j] * es, (size_t)send_counts[j], ntype(dt), j, st->comm, st->stream));
-        if (recv_counts[j] > 0) NCCL_TRY("all_to_all", api.Recv((char *)recv + recv_displs[j] * es, (size_t)recv_counts[j], ntype(dt), j, st->comm, st->stream));
+        if (send_counts[j] > 0) GROUP_CALL(r, api.Send((const char *)send + send_displs[j] * es, (size_t)send_counts[j], ntype(dt), j, st->comm, st->stream));
+        if (recv_counts[j] > 0) GROUP_CALL(r, api.Recv((char *)recv + recv_displs[j] * es, (size_t)recv_counts[j], ntype(dt), j, st->comm, st->stream));
     }
-    NCCL_TRY("all_to_all", api.GroupEnd());
+    VFM_TRY(group_end(c, "all_to_all", r));
     return finish(c, "all_to_all");
 }
 
@@ -424,12 +440,13 @@ extern "C" vfm_status nccl_exchange_start(Comm *c, const CommP2P *ops, int n, vo
     NcclState *st = state(c);
     VFM_TRY(follow_compute(c, "exchange"));
     NCCL_TRY("exchange", api.GroupStart());
+    ncclResult_t r = ncclSuccess;
     for (int i = 0; i < n; i++) {
         if (ops[i].count == 0) continue;
-        if (ops[i].is_send) NCCL_TRY("isend", api.Send(ops[i].buf, (size_t)ops[i].count, ntype(ops[i].dtype), ops[i].peer, st->comm, st->stream));
-        else NCCL_TRY("irecv", api.Recv(ops[i].buf, (size_t)ops[i].count, ntype(ops[i].dtype), ops[i].peer, st->comm, st->stream));
+        if (ops[i].is_send) GROUP_CALL(r, api.Send(ops[i].buf, (size_t)ops[i].count, ntype(ops[i].dtype), ops[i].peer, st->comm, st->stream));
+        else GROUP_CALL(r, api.Recv(ops[i].buf, (size_t)ops[i].count, ntype(ops[i].dtype), ops[i].peer, st->comm, st->stream));
     }
-    NCCL_TRY("exchange", api.GroupEnd());
+    VFM_TRY(group_end(c, "exchange", r));
     return record_pending(c, "exchange", pending);
 }
 

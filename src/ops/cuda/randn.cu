@@ -1,10 +1,8 @@
 // CUDA backend: Philox normal fill. The same philox.h code as the CPU (no fused multiply-adds,
-// our own log/sincos), so element e gets the same bits on the GPU as on the CPU.
-#include <cuda_bf16.h>
-#include <cuda_runtime.h>
-
+// our own log/sincos), so element e gets the same bits on the GPU as on the CPU. Issued on the ops'
+// stream like every other op (the noise must be ordered with the ops that read it).
 #include "core/philox.h"
-#include "ops_cuda.h"
+#include "cuda_common.h"
 
 template <typename T>
 __device__ __forceinline__ T from_float(float v);
@@ -34,13 +32,14 @@ extern "C" vfm_status cuda_randn_fill(Tensor *out, uint64_t seed, uint32_t strea
     philox_key(seed, stream, key);
     int threads = 256;
     unsigned blocks = (unsigned)((n + threads - 1) / threads);
+    cudaStream_t st = cuda_stream();
     if (out->dtype == DT_F32)
-        randn_fill_kernel<float><<<blocks, threads>>>((float *)out->data, n, key[0], key[1], step, uid, element_offset, std);
+        randn_fill_kernel<float><<<blocks, threads, 0, st>>>((float *)out->data, n, key[0], key[1], step, uid,
+                                                             element_offset, std);
     else if (out->dtype == DT_BF16)
-        randn_fill_kernel<__nv_bfloat16><<<blocks, threads>>>((__nv_bfloat16 *)out->data, n, key[0], key[1], step, uid,
-                                                               element_offset, std);
+        randn_fill_kernel<__nv_bfloat16><<<blocks, threads, 0, st>>>((__nv_bfloat16 *)out->data, n, key[0], key[1],
+                                                                     step, uid, element_offset, std);
     else
         return vfm_fail(VFM_ERR_SHAPE, "randn_fill: unsupported dtype %s on cuda", dtype_name(out->dtype));
-    cudaError_t e = cudaGetLastError();
-    return e == cudaSuccess ? VFM_OK : vfm_fail(VFM_ERR_UNSUPPORTED, "randn_fill kernel: %s", cudaGetErrorString(e));
+    return cuda_check_launch("randn_fill", out);
 }
