@@ -3,8 +3,9 @@
 // a reduction posted during the backward overlaps it); every call first makes that stream wait for
 // the work issued so far on the ops' stream (an event), and the blocking calls wait for their
 // stream, so results are in place on return; the _start calls leave it running (comm_wait). libnccl.so.2 is
-// loaded on first use (dlopen; VFM_NCCL_LIB names another file), so binaries built here still start
-// on machines without NCCL and CPU runs never load it.
+// loaded on first use (ops/cuda/cuda_libs.h: the same search as cuBLASLt and cuDNN; VFM_NCCL_LIB
+// names another file), so binaries built here still start on machines without NCCL and CPU runs
+// never load it.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <dlfcn.h>
@@ -13,6 +14,7 @@
 #include <string.h>
 
 #include "core/cuda_runtime_shim.h"
+#include "ops/cuda/cuda_libs.h"
 #include "ops/ops.h"
 #include "parallel/comm_internal.h"
 #include "parallel/launch.h"
@@ -42,7 +44,7 @@ static_assert(sizeof(ncclUniqueId) == COMM_NCCL_ID_BYTES, "ncclUniqueId size");
 
 static struct {
     int tried, ok;
-    char error[256];
+    char error[4096];
     decltype(&ncclGetUniqueId) GetUniqueId;
     decltype(&ncclCommInitRank) CommInitRank;
     decltype(&ncclCommDestroy) CommDestroy;
@@ -59,8 +61,8 @@ static struct {
     decltype(&ncclGroupEnd) GroupEnd;
 } api;
 
-template <typename F> static bool load_sym(void *lib, const char *name, F *out) {
-    *out = (F)dlsym(lib, name);
+template <typename F> static bool load_sym(const char *name, F *out) {
+    *out = (F)cuda_lib_symbol(CUDA_LIB_NCCL, name);
     if (!*out) snprintf(api.error, sizeof api.error, "%s lacks %s (NCCL too old?)", "libnccl", name);
     return *out != nullptr;
 }
@@ -68,21 +70,17 @@ template <typename F> static bool load_sym(void *lib, const char *name, F *out) 
 extern "C" vfm_status nccl_backend_load(void) {
     if (!api.tried) {
         api.tried = 1;
-        const char *env = getenv("VFM_NCCL_LIB");
-        void *lib = dlopen(env && *env ? env : "libnccl.so.2", RTLD_NOW | RTLD_LOCAL);
-        if (!lib && !(env && *env)) lib = dlopen("libnccl.so", RTLD_NOW | RTLD_LOCAL);
-        if (!lib) {
-            snprintf(api.error, sizeof api.error, "cannot load %s: %s", env && *env ? env : "libnccl.so.2", dlerror());
+        if (cuda_lib_open(CUDA_LIB_NCCL) != VFM_OK) {  // where it looked: `vfm version` prints it too
+            snprintf(api.error, sizeof api.error, "%s", vfm_last_error());
         } else {
-            api.ok = load_sym(lib, "ncclGetUniqueId", &api.GetUniqueId) && load_sym(lib, "ncclCommInitRank", &api.CommInitRank) &&
-                     load_sym(lib, "ncclCommDestroy", &api.CommDestroy) &&
-                     load_sym(lib, "ncclGetErrorString", &api.GetErrorString) &&
-                     load_sym(lib, "ncclAllReduce", &api.AllReduce) && load_sym(lib, "ncclReduceScatter", &api.ReduceScatter) &&
-                     load_sym(lib, "ncclAllGather", &api.AllGather) && load_sym(lib, "ncclBroadcast", &api.Broadcast) &&
-                     load_sym(lib, "ncclReduce", &api.Reduce) && load_sym(lib, "ncclSend", &api.Send) &&
-                     load_sym(lib, "ncclRecv", &api.Recv) && load_sym(lib, "ncclGroupStart", &api.GroupStart) &&
-                     load_sym(lib, "ncclGroupEnd", &api.GroupEnd);
-            api.GetLastError = (decltype(api.GetLastError))dlsym(lib, "ncclGetLastError");
+            api.ok = load_sym("ncclGetUniqueId", &api.GetUniqueId) && load_sym("ncclCommInitRank", &api.CommInitRank) &&
+                     load_sym("ncclCommDestroy", &api.CommDestroy) && load_sym("ncclGetErrorString", &api.GetErrorString) &&
+                     load_sym("ncclAllReduce", &api.AllReduce) && load_sym("ncclReduceScatter", &api.ReduceScatter) &&
+                     load_sym("ncclAllGather", &api.AllGather) && load_sym("ncclBroadcast", &api.Broadcast) &&
+                     load_sym("ncclReduce", &api.Reduce) && load_sym("ncclSend", &api.Send) &&
+                     load_sym("ncclRecv", &api.Recv) && load_sym("ncclGroupStart", &api.GroupStart) &&
+                     load_sym("ncclGroupEnd", &api.GroupEnd);
+            api.GetLastError = (decltype(api.GetLastError))cuda_lib_symbol(CUDA_LIB_NCCL, "ncclGetLastError");
         }
     }
     return api.ok ? VFM_OK : vfm_fail(VFM_ERR_UNSUPPORTED, "NCCL backend: %s", api.error);
