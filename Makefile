@@ -39,7 +39,7 @@ NVCC :=
 endif
 
 CORE_SRC  := $(wildcard src/core/*.c) $(wildcard src/ops/*.c) $(wildcard src/model/*.c) \
-             $(wildcard src/diffusion/*.c) $(wildcard src/train/*.c) $(wildcard src/data/*.c) \
+             $(wildcard src/diffusion/*.c) $(wildcard src/train/*.c) $(wildcard src/data/*/*.c) \
              $(wildcard src/optim/*.c) \
              $(wildcard src/parallel/*.c)
 CPU_OPS   := $(wildcard src/ops/cpu/*.c)

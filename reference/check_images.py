@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Checks PNG and GIF files written by vfm (src/data/image_io.c) with independent decoders.
+"""Checks PNG and GIF files written by vfm (src/data/media/image_io.c) with independent decoders.
 
     python3 reference/check_images.py out/demo/*.png out/demo/*.gif
 

@@ -9,7 +9,7 @@
 #include "checkpoint_dir.h"
 #include "commands.h"
 #include "core/fileutil.h"
-#include "data/safetensors.h"
+#include "data/formats/safetensors.h"
 #include "train/checkpoint.h"
 
 static int diff(const char *a_path, const char *b_path, const char *file, double atol, int quiet) {

@@ -8,7 +8,7 @@
 #include "args.h"
 #include "commands.h"
 #include "core/fileutil.h"
-#include "data/safetensors.h"
+#include "data/formats/safetensors.h"
 #include "model/dit_interop.h"
 #include "checkpoint_dir.h"
 #include "train/checkpoint.h"

@@ -11,8 +11,8 @@
 #include "commands.h"
 #include "core/config.h"
 #include "core/fileutil.h"
-#include "data/safetensors.h"
-#include "data/torch_tensor.h"
+#include "data/formats/safetensors.h"
+#include "data/formats/torch_tensor.h"
 #include "model/dit_interop.h"
 #include "train/checkpoint.h"
 

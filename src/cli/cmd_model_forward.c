@@ -7,8 +7,8 @@
 
 #include "args.h"
 #include "commands.h"
-#include "data/npy.h"
-#include "data/pack.h"
+#include "data/formats/npy.h"
+#include "data/pack/pack.h"
 #include "checkpoint_dir.h"
 #include "train/checkpoint.h"
 

@@ -1,6 +1,6 @@
 /* vfm prepare: builds pixel-space WebDataset shards. `synthetic` writes vfm's moving-shapes set
- * (data/prepare_synthetic.h); `images` and `videos` encode a folder of captioned pictures or clips
- * (data/prepare_media.h). */
+ * (data/prepare/prepare_synthetic.h); `images` and `videos` encode a folder of captioned pictures or clips
+ * (data/prepare/prepare_media.h). */
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -12,8 +12,8 @@
 
 #include "args.h"
 #include "commands.h"
-#include "data/prepare_media.h"
-#include "data/prepare_synthetic.h"
+#include "data/prepare/prepare_media.h"
+#include "data/prepare/prepare_synthetic.h"
 #include "progress.h"
 
 static const char *const k_prepare_usage = "prepare synthetic --out DIR [--images N] [--videos M] [options]\n"

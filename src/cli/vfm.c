@@ -6,8 +6,8 @@
 #include "core/cuda_runtime_shim.h"
 #include "core/error.h"
 #include "core/log.h"
-#include "data/av_util.h"
-#include "data/video_encode.h"
+#include "data/media/av_util.h"
+#include "data/media/video_encode.h"
 #include "ops/ops.h"
 
 #ifndef VFM_VERSION

@@ -5,8 +5,8 @@
 #ifndef VFM_CONDITIONING_H
 #define VFM_CONDITIONING_H
 
-#include "data/pack.h"
-#include "data/pack_tensors.h"
+#include "data/pack/pack.h"
+#include "data/pack/pack_tensors.h"
 #include "diffusion/objective_work.h"
 #include "model/dit.h"
 

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "core/philox.h"
-#include "data/pack.h"
+#include "data/pack/pack.h"
 #include "diffusion/conditioning.h"
 #include "diffusion/ddpm.h"
 #include "diffusion/flow.h"

@@ -20,8 +20,8 @@
 
 #include <stdint.h>
 
-#include "data/pack.h"
-#include "data/pack_tensors.h"
+#include "data/pack/pack.h"
+#include "data/pack/pack_tensors.h"
 #include "diffusion/objective_work.h"
 #include "model/dit.h"
 

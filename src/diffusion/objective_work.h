@@ -8,7 +8,7 @@
 #include <stddef.h>
 
 #include "core/tensor.h"
-#include "data/pack_tensors.h"
+#include "data/pack/pack_tensors.h"
 
 typedef enum {
     OW_MAIN = 0,  /* the objective's own tensors (edm.c, flow.c, ddpm.c) */

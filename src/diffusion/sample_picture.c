@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "core/fileutil.h"
-#include "data/video_encode.h"
+#include "data/media/video_encode.h"
 
 vfm_status sample_frame_image(const PixelLatentMap *map, const float *latent, const int32_t shape[4], int frame,
                               int zoom, RgbImage *out) {

@@ -7,8 +7,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "data/image_io.h"
-#include "data/synthetic.h"
+#include "data/media/image_io.h"
+#include "data/synthetic/synthetic.h"
 
 /* One frame t of a pixel-space latent [3, T, H, W] as an 8-bit image upscaled by zoom. */
 vfm_status sample_frame_image(const PixelLatentMap *map, const float *latent, const int32_t shape[4], int frame,
@@ -16,7 +16,7 @@ vfm_status sample_frame_image(const PixelLatentMap *map, const float *latent, co
 typedef struct SamplePictureFiles {
     char picture[256];  /* <stem>.png or <stem>.gif */
     char video[256];    /* <stem>.mp4, or "" */
-    const char *codec;  /* the MP4's encoder (data/video_encode.h) */
+    const char *codec;  /* the MP4's encoder (data/media/video_encode.h) */
 } SamplePictureFiles;
 
 /* Writes <dir>/<stem>.png (T = 1) or <stem>.gif (T > 1) and, for T > 1 with fps > 0, also

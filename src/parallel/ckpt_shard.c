@@ -1,6 +1,6 @@
 /* Layout-independent checkpoint files: full named tensors written and read as per-rank slices at
  * their offsets (see ckpt_shard.h). The safetensors header is built and parsed here (jansson)
- * because data/safetensors.c writes whole tensors from memory only. */
+ * because data/formats/safetensors.c writes whole tensors from memory only. */
 #include "ckpt_shard.h"
 
 #include <errno.h>

@@ -10,7 +10,7 @@
 
 #include "core/fileutil.h"
 #include "core/hash.h"
-#include "data/safetensors.h"
+#include "data/formats/safetensors.h"
 #include "ops/ops.h"
 #include "parallel/pp_stage.h"
 

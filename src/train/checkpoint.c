@@ -11,7 +11,7 @@
 
 #include "core/fileutil.h"
 #include "core/log.h"
-#include "data/safetensors.h"
+#include "data/formats/safetensors.h"
 
 void checkpoint_state_free(CheckpointState *s) {
     free(s->loader_state);

@@ -12,7 +12,7 @@
 #ifndef VFM_TRAIN_PIPELINE_H
 #define VFM_TRAIN_PIPELINE_H
 
-#include "data/pack.h"
+#include "data/pack/pack.h"
 #include "diffusion/objective.h"
 #include "model/dit.h"
 #include "parallel/comm.h"

@@ -14,9 +14,9 @@
 #include "core/fileutil.h"
 #include "core/log.h"
 #include "core/timer.h"
-#include "data/image_io.h"
-#include "data/pack_feed.h"
-#include "data/source.h"
+#include "data/media/image_io.h"
+#include "data/loader/pack_feed.h"
+#include "data/loader/source.h"
 #include "diffusion/objective.h"
 #include "model/dit.h"
 #include "ops/ops.h"
@@ -63,7 +63,7 @@ typedef struct Trainer {
     Validator val;
     int64_t step, train_iters, accum, consumed_samples;
     int save_interval, keep, log_interval, max_nonfinite;
-    PackFeed feed;            /* the packs, one ahead on a GPU (data/pack_feed.h) */
+    PackFeed feed;            /* the packs, one ahead on a GPU (data/loader/pack_feed.h) */
     const Pack *pack;         /* the current micro-batch's pack (the feed's) */
     ObjectiveWork work;       /* the objective's memory, kept for the run */
     int64_t fixed_len;        /* train.fixed_pack_length (under PP: the source's pack budget when 0); 0 = as packed */

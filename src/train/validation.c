@@ -8,8 +8,8 @@
 #include "core/config.h"
 #include "core/fileutil.h"
 #include "core/log.h"
-#include "data/npy.h"
-#include "data/video_encode.h"
+#include "data/formats/npy.h"
+#include "data/media/video_encode.h"
 #include "diffusion/sample_picture.h"
 
 vfm_status validator_init(Validator *v, const Config *cfg, const Objective *o, int dp_rank, int dp_size, int64_t accum,

@@ -20,9 +20,9 @@
 
 #include <stdint.h>
 
-#include "data/image_io.h"
-#include "data/source.h"
-#include "data/synthetic.h"
+#include "data/media/image_io.h"
+#include "data/loader/source.h"
+#include "data/synthetic/synthetic.h"
 #include "diffusion/generate.h"
 #include "diffusion/objective.h"
 #include "model/dit.h"

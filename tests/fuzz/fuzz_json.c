@@ -1,10 +1,10 @@
 /* Fuzz target: the sample-metadata JSON readers: json_parse_part and the typed lookups
- * (src/data/json_util.c) on every key of the object, then encode_read_json (src/data/encode.c),
+ * (src/data/formats/json_util.c) on every key of the object, then encode_read_json (src/data/loader/encode.c),
  * which reads caption, fps, class and pixel_space the way the loader does. */
 #include <string.h>
 
-#include "data/encode.h"
-#include "data/json_util.h"
+#include "data/loader/encode.h"
+#include "data/formats/json_util.h"
 #include "fuzz.h"
 
 FUZZ_QUIET_INITIALIZE

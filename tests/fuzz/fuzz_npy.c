@@ -1,8 +1,8 @@
-/* Fuzz target: the `.npy` reader (src/data/npy.c) on one input's bytes: the header alone, then the
+/* Fuzz target: the `.npy` reader (src/data/formats/npy.c) on one input's bytes: the header alone, then the
  * whole array converted to f32 (every dtype, byte order and Fortran order). */
 #include <string.h>
 
-#include "data/npy.h"
+#include "data/formats/npy.h"
 #include "fuzz.h"
 
 FUZZ_QUIET_INITIALIZE

@@ -1,10 +1,10 @@
-/* Fuzz target: the whitelist unpickler (src/data/pickle.c) on one input's bytes: the program run
+/* Fuzz target: the whitelist unpickler (src/data/formats/pickle.c) on one input's bytes: the program run
  * to its STOP (without the _load_from_bytes hook) and every value it built walked; then the torch
  * readers on the same bytes (a `.pickle` part: pickle.dumps of a tensor with its nested legacy
  * torch.save blob, and a legacy torch.save stream; torch_check.h). */
 #include <string.h>
 
-#include "data/pickle.h"
+#include "data/formats/pickle.h"
 #include "torch_check.h"
 
 FUZZ_QUIET_INITIALIZE

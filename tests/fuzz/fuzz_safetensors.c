@@ -1,8 +1,8 @@
-/* Fuzz target: the safetensors reader (src/data/safetensors.c) on a memory buffer: the header, every
+/* Fuzz target: the safetensors reader (src/data/formats/safetensors.c) on a memory buffer: the header, every
  * tensor's name, dtype and shape, every tensor read as f32, and a metadata lookup. */
 #include <string.h>
 
-#include "data/safetensors.h"
+#include "data/formats/safetensors.h"
 #include "fuzz.h"
 
 FUZZ_QUIET_INITIALIZE

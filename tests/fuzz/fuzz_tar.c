@@ -1,6 +1,6 @@
-/* Fuzz target: the WebDataset tar reader (src/data/tar.c) through the same calls the loader makes:
+/* Fuzz target: the WebDataset tar reader (src/data/formats/tar.c) through the same calls the loader makes:
  * tar_shard_open (the `.tar.idx` cache check, else a scan of every header), tar_shard_read_sample
- * for every sample, then encode_sample (src/data/encode.c: part lookup, json, npy / safetensors
+ * for every sample, then encode_sample (src/data/loader/encode.c: part lookup, json, npy / safetensors
  * latents and text, shape rules, patchify) under a small fixed config.
  * Input: a tar file; when the first byte is below 16 it is instead a count k, followed by k
  * little-endian 8-byte offsets written as the shard's `.tar.idx`, then the tar. The files live in a
@@ -14,8 +14,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "data/encode.h"
-#include "data/tar.h"
+#include "data/loader/encode.h"
+#include "data/formats/tar.h"
 #include "fuzz.h"
 
 static char g_dir[512], g_tar[600], g_idx[600];

@@ -3,12 +3,12 @@
  *   - the config reader (src/core/config_yaml.c over libyaml, then the merge and the registry checks
  *     of src/core/config.c), the overrides set with config_set; a config that loads must write YAML
  *     that reads back to the same values (config.h's contract);
- *   - the dataset YAML reader (src/data/yaml_json.c: split.yaml, dataset.yaml, metadatasets); every
+ *   - the dataset YAML reader (src/data/formats/yaml_json.c: split.yaml, dataset.yaml, metadatasets); every
  *     string it yields, written back with yaml_format_string, must read back to the same string. */
 #include <string.h>
 
 #include "core/config.h"
-#include "data/yaml_json.h"
+#include "data/formats/yaml_json.h"
 #include "fuzz.h"
 
 FUZZ_QUIET_INITIALIZE

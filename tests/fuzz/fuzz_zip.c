@@ -1,9 +1,9 @@
-/* Fuzz target: the zip reader (src/data/zip.c) on a memory buffer: the end records, the central
+/* Fuzz target: the zip reader (src/data/formats/zip.c) on a memory buffer: the end records, the central
  * directory, every entry's payload view, lookups by name and CRC checks; then the torch.save
  * container on top of it (a `.pth` part: one tensor, and a state dict; torch_check.h). */
 #include <string.h>
 
-#include "data/zip.h"
+#include "data/formats/zip.h"
 #include "torch_check.h"
 
 FUZZ_QUIET_INITIALIZE

@@ -1,12 +1,12 @@
 /* Shared by the zip and pickle fuzz targets: the torch container readers on top of them
- * (src/data/torch_tensor.c): one tensor decoded and converted to f32, and a state dict, each
+ * (src/data/formats/torch_tensor.c): one tensor decoded and converted to f32, and a state dict, each
  * checked against its own description. */
 #ifndef VFM_FUZZ_TORCH_CHECK_H
 #define VFM_FUZZ_TORCH_CHECK_H
 
 #include <string.h>
 
-#include "data/torch_tensor.h"
+#include "data/formats/torch_tensor.h"
 #include "fuzz.h"
 
 static inline void fuzz_check_tensor(const TorchTensor *t, const char *name) {

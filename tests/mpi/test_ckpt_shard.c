@@ -2,14 +2,14 @@
  * shards (TP = world size, or TP2 × DP2 with ZeRO-1 moments at four ranks) into one
  * model.safetensors and one optim.safetensors of full tensors; every rank then loads them at TP1,
  * TP2, TP3 and TP4 (each TP rank simulated in turn) and at DP 1 and 3 (ZeRO ranges), bit for bit
- * against the full values. The files are plain safetensors: data/safetensors.c reads the full
+ * against the full values. The files are plain safetensors: data/formats/safetensors.c reads the full
  * tensors by their single-rank names. A model of another shape is refused naming the tensor. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/fileutil.h"
-#include "data/safetensors.h"
+#include "data/formats/safetensors.h"
 #include "mpi_test.h"
 #include "parallel/ckpt_shard.h"
 #include "parallel/dp.h"

@@ -9,9 +9,9 @@
 
 #include "core/fileutil.h"
 #include "core/hash.h"
-#include "data/npy.h"
-#include "data/safetensors.h"
-#include "data/tar.h"
+#include "data/formats/npy.h"
+#include "data/formats/safetensors.h"
+#include "data/formats/tar.h"
 #include "test.h"
 
 float *fixture_latent(const FixtureSample *s, int64_t *numel) {

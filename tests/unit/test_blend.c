@@ -1,4 +1,4 @@
-/* Metadataset blends in the pack plan (src/data/metadataset.c, plan.c, loader.c): a 3:1 blend
+/* Metadataset blends in the pack plan (src/data/energon/metadataset.c, plan.c, loader.c): a 3:1 blend
  * gives the first dataset 0.75 ± 0.03 of 4,000 samples, drawn at random from the seed (not a
  * fixed interleave) while each dataset runs through its own epochs; a blend resumes to the same
  * pack sequence at 1, 2 and 3 replicas; blend_epochized gives each dataset exactly its
@@ -10,9 +10,9 @@
 #include <string.h>
 
 #include "core/fileutil.h"
-#include "data/loader.h"
-#include "data/metadataset.h"
-#include "data/source.h"
+#include "data/loader/loader.h"
+#include "data/energon/metadataset.h"
+#include "data/loader/source.h"
 #include "data_fixture.h"
 #include "test.h"
 

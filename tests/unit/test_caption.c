@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "data/caption_encoder.h"
+#include "data/prepare/caption_encoder.h"
 #include "test.h"
 
 TEST(caption_word_hash_is_fnv1a_64) {

@@ -21,7 +21,7 @@
 #include <string.h>
 
 #include "core/philox.h"
-#include "data/pack.h"
+#include "data/pack/pack.h"
 #include "diffusion/objective.h"
 #include "model/dit.h"
 #include "test.h"

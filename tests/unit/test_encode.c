@@ -1,4 +1,4 @@
-/* Sample encoding (src/data/encode.c): patchify layout, padding to lcm(pad, TP·CP), the
+/* Sample encoding (src/data/loader/encode.c): patchify layout, padding to lcm(pad, TP·CP), the
  * patch_temporal crop / repeat rule, text trimming (and the keep_text_padding parity option),
  * metadata, uids, and every skip reason. Samples are built in memory as TarSample parts. */
 #include <math.h>
@@ -6,9 +6,9 @@
 #include <string.h>
 
 #include "core/config.h"
-#include "data/encode.h"
-#include "data/npy.h"
-#include "data/safetensors.h"
+#include "data/loader/encode.h"
+#include "data/formats/npy.h"
+#include "data/formats/safetensors.h"
 #include "core/fileutil.h"
 #include "ops/ops.h"
 #include "test.h"

@@ -6,9 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "data/npy.h"
-#include "data/safetensors.h"
-#include "data/yaml_json.h"
+#include "data/formats/npy.h"
+#include "data/formats/safetensors.h"
+#include "data/formats/yaml_json.h"
 #include "test.h"
 
 static uint8_t *read_fixture(const char *name, size_t *len) {

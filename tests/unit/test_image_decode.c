@@ -7,8 +7,8 @@
 #include <string.h>
 
 #include "core/fileutil.h"
-#include "data/image_decode.h"
-#include "data/image_io.h"
+#include "data/media/image_decode.h"
+#include "data/media/image_io.h"
 #include "picture_fixture.h"
 #include "test.h"
 

@@ -8,7 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "data/image_io.h"
+#include "data/media/image_io.h"
 #include "test.h"
 
 static uint8_t *read_whole(const char *path, size_t *n) {

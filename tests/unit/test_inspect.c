@@ -10,9 +10,9 @@
 
 #include "cli/commands.h"
 #include "core/fileutil.h"
-#include "data/inspect.h"
-#include "data/npy.h"
-#include "data/tar.h"
+#include "data/loader/inspect.h"
+#include "data/formats/npy.h"
+#include "data/formats/tar.h"
 #include "capture.h"
 #include "data_fixture.h"
 #include "test.h"

@@ -1,7 +1,7 @@
 /* Sample-metadata JSON helpers: parsing a part's bytes, typed lookups, defaults and type errors. */
 #include <string.h>
 
-#include "data/json_util.h"
+#include "data/formats/json_util.h"
 #include "test.h"
 
 TEST(json_part_lookups_and_defaults) {

@@ -1,4 +1,4 @@
-/* The length index (src/data/length_index.c): what it records per sample, the shard order, its
+/* The length index (src/data/loader/length_index.c): what it records per sample, the shard order, its
  * cache (written, reused, partially re-read when one shard changes, rebuilt when corrupt, kept in
  * memory when it cannot be written), and broken samples recorded with their reasons. */
 #include <fcntl.h>
@@ -10,8 +10,8 @@
 #include <unistd.h>
 
 #include "core/fileutil.h"
-#include "data/encode.h"
-#include "data/length_index.h"
+#include "data/loader/encode.h"
+#include "data/loader/length_index.h"
 #include "data_fixture.h"
 #include "test.h"
 

@@ -1,4 +1,4 @@
-/* The WebDataset loader (src/data/loader.c) over small datasets written by the test: packs hold
+/* The WebDataset loader (src/data/loader/loader.c) over small datasets written by the test: packs hold
  * the right tokens; replicas 1..4 together train exactly the first packs of the one stream;
  * resume (also across world sizes) continues that stream; broken samples are skipped and named;
  * reader thread counts do not change a bit of the output. */
@@ -9,9 +9,9 @@
 #include <unistd.h>
 
 #include "cli/commands.h"
-#include "data/loader.h"
-#include "data/pack.h"
-#include "data/source.h"
+#include "data/loader/loader.h"
+#include "data/pack/pack.h"
+#include "data/loader/source.h"
 #include "data_fixture.h"
 #include "ops/ops.h"
 #include "test.h"

@@ -9,7 +9,7 @@
 
 #include <jansson.h>
 
-#include "data/npy.h"
+#include "data/formats/npy.h"
 #include "test.h"
 
 static uint8_t *slurp_fixture(const char *name, size_t *len) {

@@ -1,4 +1,4 @@
-/* The trainer's pack feed (data/pack_feed.h) on the mock source: the packs come in the source's
+/* The trainer's pack feed (data/loader/pack_feed.h) on the mock source: the packs come in the source's
  * order with their tensors holding the pack's values on the device, and the checkpointed position
  * (pack_feed_get_state) excludes the pack taken ahead, so a source restored from it continues with
  * the feed's next pack. On the CPU (views, no prefetch) and on CUDA (page-locked packs, copies one
@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "core/config.h"
-#include "data/pack_feed.h"
+#include "data/loader/pack_feed.h"
 #include "test.h"
 
 static PackSource *mock_source(void) {

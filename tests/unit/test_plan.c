@@ -1,4 +1,4 @@
-/* The stream plan (src/data/plan.c): each epoch plan holds every sample exactly once, bins stay
+/* The stream plan (src/data/loader/plan.c): each epoch plan holds every sample exactly once, bins stay
  * within the budget and within their buffer, plans are a pure function of (seed, epoch, lengths),
  * first-fit-decreasing beats a greedy baseline where it should, and the global pack numbering
  * concatenates the epoch plans. */
@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "core/philox.h"
-#include "data/plan.h"
+#include "data/loader/plan.h"
 #include "test.h"
 
 /* Padded lengths (multiples of 64 in [64, 512]) drawn from Philox. */

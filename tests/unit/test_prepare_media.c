@@ -11,12 +11,12 @@
 #include <string.h>
 
 #include "core/fileutil.h"
-#include "data/caption_encoder.h"
-#include "data/image_io.h"
-#include "data/npy.h"
-#include "data/prepare_media.h"
-#include "data/tar.h"
-#include "data/video_encode.h"
+#include "data/prepare/caption_encoder.h"
+#include "data/media/image_io.h"
+#include "data/formats/npy.h"
+#include "data/prepare/prepare_media.h"
+#include "data/formats/tar.h"
+#include "data/media/video_encode.h"
 #include "capture.h"
 #include "data_fixture.h"
 #include "picture_fixture.h"

@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "data/buckets.h"
-#include "data/resample.h"
+#include "data/media/buckets.h"
+#include "data/media/resample.h"
 #include "test.h"
 
 TEST(buckets_parse_accepts_lists_and_names_bad_entries) {

@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "data/colour_score.h"
-#include "data/synthetic.h"
+#include "data/synthetic/colour_score.h"
+#include "data/synthetic/synthetic.h"
 #include "test.h"
 
 static float *render_alloc(const SyntheticSpec *s, int supersample) {

@@ -10,8 +10,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "data/json_util.h"
-#include "data/tar.h"
+#include "data/formats/json_util.h"
+#include "data/formats/tar.h"
 #include "test.h"
 
 /* ---------------------------------------------------------------- helpers */

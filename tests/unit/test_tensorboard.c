@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "core/fileutil.h"
-#include "data/image_io.h"
+#include "data/media/image_io.h"
 #include "test.h"
 #include "train/tensorboard.h"
 

@@ -11,10 +11,10 @@
 #include <jansson.h>
 
 #include "core/fileutil.h"
-#include "data/pickle.h"
-#include "data/tar.h"
-#include "data/torch_tensor.h"
-#include "data/zip.h"
+#include "data/formats/pickle.h"
+#include "data/formats/tar.h"
+#include "data/formats/torch_tensor.h"
+#include "data/formats/zip.h"
 #include "test.h"
 
 /* The entries of expected.json of one kind ("tensor", "state_dict", "part", "malicious"): a new array. */

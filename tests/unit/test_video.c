@@ -6,9 +6,9 @@
 #include <string.h>
 
 #include "core/fileutil.h"
-#include "data/image_io.h"
-#include "data/video_decode.h"
-#include "data/video_encode.h"
+#include "data/media/image_io.h"
+#include "data/media/video_decode.h"
+#include "data/media/video_encode.h"
 #include "test.h"
 
 static void colour_of(int i, uint8_t rgb[3]) {

@@ -1,0 +1,40 @@
+/* The WebDataset loader's extras beyond the PackSource interface (source.h): the dataset's
+ * pixel_space mapping, the samples it skipped, and read counters for `vfm data bench`. Each
+ * function takes any PackSource and answers "nothing" for one that is not a WebDataset source. */
+#ifndef VFM_DATA_LOADER_H
+#define VFM_DATA_LOADER_H
+
+#include <stdint.h>
+
+#include "data/loader/source.h"
+
+/* The pixel_space JSON object (text) of the dataset: from the first sample, in shard order, whose
+ * json has one. NULL when no sample has one. Owned by the source. */
+const char *loader_pixel_space(const PackSource *src);
+
+typedef struct LoaderSkip {
+    char source[192];  /* "shard.tar:key", shard relative to dataset.path */
+    char reason[256];
+    int at_load;       /* 0: found by the length index or the config; 1: when the sample was read */
+} LoaderSkip;
+/* The samples skipped so far (each named once), in the order they were found: *out is a
+ * malloc'd copy (free it); returns the count. */
+int loader_skipped(const PackSource *src, LoaderSkip **out);
+
+typedef struct LoaderInfo {
+    int n_datasets;         /* dataset directories read (a metadataset may name several) */
+    int n_shards;           /* shards in their length indexes */
+    int64_t n_samples;      /* samples in their length indexes (all splits) */
+    int64_t n_usable;       /* samples in every epoch plan */
+    int64_t bytes_read;     /* sample bytes read from the shards so far */
+    int64_t epoch;          /* epoch of the last pack delivered */
+    int64_t epoch_packs;    /* global packs in epoch 0 */
+    int pad_multiple;
+    int num_workers;
+    const char *index_path; /* the (first dataset's) length index cache file */
+    int index_origin;       /* LengthIndexOrigin */
+} LoaderInfo;
+/* 0 (and *info zeroed) when src is not a WebDataset source. */
+int loader_info(const PackSource *src, LoaderInfo *info);
+
+#endif
