@@ -45,6 +45,12 @@ int ops_get_threads(void);
 /* The GPU libraries the CUDA ops load at run time (cuBLASLt, cuDNN), one line each: the file and
  * version loaded, or why not; "" in a build without CUDA. Tries to load them. */
 const char *ops_describe_libraries(void);
+/* The attention implementation of the CUDA ops by name: "auto" (cuDNN, the reference kernel where
+ * cuDNN cannot), "reference", "cudnn" (an error where cuDNN cannot); VFM_ERR_USAGE for another
+ * name. Nothing to choose in a build without CUDA (VFM_OK). */
+vfm_status ops_set_attention_impl(const char *name);
+/* Attention calls (forward or backward) the CUDA reference kernel has served so far; 0 without CUDA. */
+int64_t ops_attention_reference_calls(void);
 /* The CUDA stream the ops are issued on (a cudaStream_t; NULL = the legacy default stream, and in a
  * build without CUDA): what copies that overlap compute order themselves against, by events. */
 void *ops_stream(void);
@@ -126,8 +132,9 @@ typedef struct VarlenLayout {
  * declines run a reference kernel); head_dim <= 256; cuDNN may read (never write) up to a tile
  * past a sample's real rows, so CUDA buffers of q, k, v, o, dout and the gradients should have
  * ATTN_SPARE_ROWS rows after the last sample's slot (padding rows; not checked: the offsets
- * live on the GPU), and their padding rows should be finite, as the model's are (a NaN read
- * there may leak through a zero probability; test cuda_attention_cudnn_nan_padding_unchanged). */
+ * live on the GPU), and their padding rows must be finite, as the model's are (a NaN read there
+ * may leak through a zero probability: docs/design-amendments.md §3; test
+ * cuda_attention_cudnn_zero_padding_and_keyless_neighbours). */
 #define ATTN_SPARE_ROWS 128
 vfm_status op_attention_forward(Tensor *o, Tensor *lse, const Tensor *q, const Tensor *k, const Tensor *v,
                                 const VarlenLayout *layout);

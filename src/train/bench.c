@@ -362,9 +362,25 @@ static vfm_status fetch_packs(Bench *b, BenchResult *r, double *seconds) {
     return VFM_OK;
 }
 
+/* On CUDA: the attention implementation asked for, and after the timed steps whether the reference
+ * kernel served any of their attention calls — its figures (tens of seconds per step at 8k tokens)
+ * are not vfm's speed, so they are refused unless it was asked for. */
+static vfm_status check_attention(const Bench *b, const BenchOptions *o, int64_t reference_calls, BenchResult *r) {
+    if (b->device != DEV_CUDA) return VFM_OK;
+    int asked_reference = o->attention && strcmp(o->attention, "reference") == 0;
+    snprintf(r->attention, sizeof r->attention, "%s", reference_calls == 0 ? "cuDNN" : asked_reference ? "reference kernel (asked)" : "reference kernel");
+    if (reference_calls > 0 && !asked_reference)
+        return vfm_fail(VFM_ERR_UNSUPPORTED,
+                        "bench: %lld attention calls of the timed steps ran on the reference kernel, not cuDNN (the log "
+                        "names each shape bucket and why); its figures are not reported unless asked for with "
+                        "--attention reference",
+                        (long long)reference_calls);
+    return VFM_OK;
+}
+
 static vfm_status bench_loop(Bench *b, const BenchOptions *o, BenchResult *r) {
     double data_s = 0, flops = 0, attn = 0;
-    int64_t tokens = 0, samples = 0;
+    int64_t tokens = 0, samples = 0, reference_calls = 0;
     for (int it = 0; it < o->warmup + o->steps; it++) {
         int timed = it >= o->warmup;
         if (o->profile) ops_profile_pause(1); /* making the packs is not part of the step */
@@ -373,8 +389,10 @@ static vfm_status bench_loop(Bench *b, const BenchOptions *o, BenchResult *r) {
         if (it == 0 && o->check_dir) VFM_TRY(write_check(b, o->check_dir, &b->packs[0], r));
         if (it == o->warmup && o->profile) ops_profile_enable(1);
         double loss = 0, t0 = time_now();
+        int64_t ref0 = ops_attention_reference_calls();
         vfm_status s = bench_step(b, (uint32_t)it, &loss);
         double dt = time_now() - t0;
+        if (timed) reference_calls += ops_attention_reference_calls() - ref0;
         if (s == VFM_OK && o->profile && timed) s = ops_profile_collect();
         VFM_TRY(s);
         log_info("%s step %d/%d: %.1f ms, loss %.4f", timed ? "timed" : "warm-up", timed ? it - o->warmup + 1 : it + 1,
@@ -392,6 +410,7 @@ static vfm_status bench_loop(Bench *b, const BenchOptions *o, BenchResult *r) {
         r->n_profile = ops_profile_entries(r->profile, BENCH_MAX_PROFILE);
         ops_profile_enable(0);
     }
+    VFM_TRY(check_attention(b, o, reference_calls, r));
     double secs = r->seconds > 0 ? r->seconds : 1e-9;
     r->ms_per_step = 1e3 * secs / o->steps;
     r->tokens_per_s = (double)tokens / secs;
@@ -415,6 +434,7 @@ vfm_status bench_run(const BenchOptions *o, BenchResult *r) {
     if (o->steps < 1) return vfm_fail(VFM_ERR_USAGE, "--steps %d: at least one timed step", o->steps);
     if (o->check_only && !o->check_dir) return vfm_fail(VFM_ERR_USAGE, "--check-only needs --check DIR");
     if (o->warmup < 0) return vfm_fail(VFM_ERR_USAGE, "--warmup %d: must be 0 or more", o->warmup);
+    if (o->attention) VFM_TRY(ops_set_attention_impl(o->attention));
     Bench b;
     memset(&b, 0, sizeof b);
     vfm_status s = bench_setup(&b, o, r);
