@@ -77,7 +77,7 @@ CUDNN_FE_CXXFLAGS := -std=c++17 -O2 -fPIC -Wall -Wextra -Werror -DCUDNN_FRONTEND
 endif
 endif
 
-.PHONY: all deps test demo clean goldens gpu-bundle gpu-test gpu-bench cudnn-frontend fuzz
+.PHONY: all deps test demo clean goldens gpu-bundle gpu-check gpu-check2 cudnn-frontend fuzz
 all: $(BUILD)/vfm $(BUILD)/vfm_tests $(BUILD)/vfm_mpi_tests
 
 deps:
@@ -184,11 +184,11 @@ $(FUZZ_DIR)/obj/%.o: %.c
 gpu-bundle: all
 	@BUILD=$(BUILD) scripts/gpu_bundle.sh
 
-gpu-test:
-	@scripts/gpu_session.sh tests
+gpu-check:
+	@scripts/gpu_check.sh
 
-gpu-bench:
-	@scripts/gpu_session.sh bench
+gpu-check2:
+	@scripts/gpu_check2.sh
 
 # Regenerates tests/fixtures/golden/*.bin (ops and models) with the PyTorch twin (needs python3-torch; not run by CI).
 goldens:
