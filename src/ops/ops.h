@@ -285,11 +285,52 @@ typedef struct DdpmStepCoef {
 vfm_status op_ddpm_step(Tensor *out, const Tensor *x, const Tensor *eps, const Tensor *v, const Tensor *z,
                         const DdpmStepCoef *c);
 
+/* ---- the training step's scalars, kept on the device ------------------------------------- */
+/* Slots of a step state: an f64 tensor [STEP_SLOTS + 3·records] on the model's device, so that the
+ * training step decides on the device whether its update applies and how far it is clipped, and
+ * the host never waits for the GPU inside a step (docs/training.md "No host round trips"). After
+ * the slots, one record (loss, norm, ok) per step since the host last read the state. */
+typedef enum {
+    STEP_LOSS = 0,  /* the step's loss: Σ of its packs' losses, then their mean (the decision resets it) */
+    STEP_SUMSQ,     /* Σ g² of the reduced gradients */
+    STEP_NORM,      /* √STEP_SUMSQ */
+    STEP_OK,        /* 1: loss and norm finite, the update applies; 0: the step is skipped */
+    STEP_SCALE,     /* the clip factor min(1, clip / (norm + 1e-6)), 1 without clipping */
+    STEP_ADAM_T,    /* AdamW updates applied so far (a skipped step leaves it) */
+    STEP_STEP_SIZE, /* lr / (1 − β1^t) of this step's update (t = STEP_ADAM_T after it) */
+    STEP_BC2_SQRT,  /* √(1 − β2^t) */
+    STEP_SLOTS
+} StepSlot;
+/* acc[at] += Σ_{i<n} x[i], the x (f32) summed in double in order first (n <= 8): a pack's loss
+ * from the loss op's output into the step's, without a host read. acc f64 on x's device. */
+vfm_status op_f64_accumulate(Tensor *acc, int64_t at, const Tensor *x, int n);
+/* acc[at] = Σ x², the bits of op_sum_squares, left on the device (acc f64 on x's device). */
+vfm_status op_sum_squares_into(Tensor *acc, int64_t at, const Tensor *x);
+/* dst[at] = Σ_{i<n} src[i] in order (0 + src[0] + src[1] + …), f64, on the device. */
+vfm_status op_f64_sum_into(Tensor *dst, int64_t at, const Tensor *src, int64_t n);
+/* buf[at] = buf[at] / divisor (f64, on the device). */
+vfm_status op_f64_div(Tensor *buf, int64_t at, double divisor);
+/* The step's decision, on the device, from STEP_LOSS (already the mean) and STEP_SUMSQ: STEP_NORM,
+ * STEP_OK = isfinite(loss) && isfinite(norm), STEP_SCALE (clip_scale of optim/optimizer.h, from
+ * the norm), and when ok STEP_ADAM_T += 1 with the bias corrections of that t formed in double from
+ * the f32 lr and betas exactly as op_adamw_step forms them; then record `record` (0-based: the
+ * slots STEP_SLOTS + 3·record …) = (loss, norm, ok) and STEP_LOSS = 0. */
+typedef struct StepDecideHyper {
+    double clip;             /* optimizer.clip_grad; <= 0: no clipping */
+    float lr, beta1, beta2;  /* this step's learning rate and AdamW's betas */
+    int64_t record;
+} StepDecideHyper;
+vfm_status op_step_decide(Tensor *state, const StepDecideHyper *h);
+
 /* ---- optimizer and numerics ----------------------------------------------------------- */
 typedef struct AdamWHyper {
     float lr, beta1, beta2, eps, weight_decay;
     int step;         /* 1-based step count for bias correction */
     float grad_scale; /* gradients are multiplied by this first (clipping), 1 = none */
+    /* NULL, or a step state (above) on the param's device: the update applies only when its
+     * STEP_OK is set (else nothing is written), with its STEP_SCALE (rounded to f32, as grad_scale)
+     * and bias corrections instead of grad_scale and step */
+    const Tensor *step_state;
 } AdamWHyper;
 /* torch.optim.AdamW: p ← p·(1 - lr·wd); m ← β1 m + (1-β1) g; v ← β2 v + (1-β2) g²;
  * p ← p - lr·(m/(1-β1^t)) / (√v/√(1-β2^t) + eps), with g = grad_scale·grad.
@@ -322,6 +363,8 @@ vfm_status op_scale(Tensor *x, double alpha);
 vfm_status op_axpy(Tensor *y, double alpha, const Tensor *x);
 /* ema = decay·ema + (1-decay)·param */
 vfm_status op_ema_update(Tensor *ema, const Tensor *param, double decay);
+/* op_ema_update when the step state's STEP_OK is set (a skipped step leaves the EMA), on the device. */
+vfm_status op_ema_update_if(Tensor *ema, const Tensor *param, double decay, const Tensor *step_state);
 /* out[R,d] = in[R, col0 : col0+d]  (in[R,D]) — e.g. one chunk of the adaLN modulation */
 vfm_status op_columns_get(Tensor *out, const Tensor *in, int64_t col0);
 /* out[R, col0 : col0+d] += in[R,d]  (out[R,D]) — the backward of op_columns_get, and zero-padding adds */

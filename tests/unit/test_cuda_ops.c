@@ -382,7 +382,7 @@ TEST(cuda_adamw_gives_the_cpu_bits) {
     Pair p = PAIR_RAND(DT_F32, 71, -1, 1, n), m = PAIR_ZEROS(DT_F32, n), v = PAIR_ZEROS(DT_F32, n);
     for (int step = 1; step <= 3; step++) {
         Pair g = PAIR_RAND(DT_F32, 72 + step, -2, 2, n);
-        AdamWHyper h = {1e-3f * step, 0.9f, 0.95f, 1e-8f, step == 2 ? 0.f : 0.1f, step, step == 3 ? 0.7f : 1.f};
+        AdamWHyper h = {1e-3f * step, 0.9f, 0.95f, 1e-8f, step == 2 ? 0.f : 0.1f, step, step == 3 ? 0.7f : 1.f, NULL};
         BOTH(op_adamw_step(&p.cpu, &m.cpu, &v.cpu, &g.cpu, &h), op_adamw_step(&p.gpu, &m.gpu, &v.gpu, &g.gpu, &h));
         PAIR_CLOSE("adamw param", &p, 0, 0);
         PAIR_CLOSE("adamw m", &m, 0, 0);
@@ -487,7 +487,7 @@ TEST(cuda_dtype_contract_names_op_and_argument) {
     EXPECT_CONTRACT(op_edm_add_noise(NULL, NULL, &x, &x, &sigma, NULL, &t2s), "edm_add_noise",
                     "x0 is bf16[4,8]@cuda, expected f32");
     Tensor p16 = TENSOR(fake, DT_BF16, DEV_CUDA, 16);
-    AdamWHyper h = {1e-3f, 0.9f, 0.95f, 1e-8f, 0.f, 1, 1.f};
+    AdamWHyper h = {1e-3f, 0.9f, 0.95f, 1e-8f, 0.f, 1, 1.f, NULL};
     EXPECT_CONTRACT(op_adamw_step(&p16, &p16, &p16, &p16, &h), "adamw_step", "param is bf16");
     Tensor t16 = TENSOR(fake, DT_BF16, DEV_CUDA, 2), emb = TENSOR(fake, DT_BF16, DEV_CUDA, 2, 16);
     EXPECT_CONTRACT(op_timestep_embedding_forward(&emb, &t16, 1, 0.f, 10000.f), "timestep_embedding_forward",

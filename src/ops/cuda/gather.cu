@@ -6,6 +6,7 @@
 // anything is written, as on the CPU.
 #include <limits.h>
 
+#include "core/host_reads.h"
 #include "cuda_common.h"
 
 // first[0] = the smallest position i with idx[i] outside [0, n) (integer min: order-free).
@@ -25,6 +26,7 @@ static vfm_status check_indices(const char *op, const Tensor *idx, int64_t count
     CUDA_TRY(op, idx, cudaMemsetAsync(first, 0xff, sizeof *first, st));  // ULLONG_MAX: none yet
     first_bad_index_kernel<<<cuda_blocks(count), CUDA_THREADS, 0, st>>>((const int32_t *)idx->data, count, n, first);
     VFM_TRY(cuda_check_launch(op, idx));
+    vfm_host_read("index check (gather, embedding)");
     CUDA_TRY(op, idx, cudaMemcpyAsync(&host, first, sizeof host, cudaMemcpyDeviceToHost, st));
     CUDA_TRY(op, idx, cudaStreamSynchronize(st));
     if (host == ULLONG_MAX) return VFM_OK;
