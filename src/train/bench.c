@@ -2,7 +2,7 @@
  * backward of every micro-batch, the global gradient norm, clipping and AdamW — with the FLOP
  * count of perf-anchors.md (3 × the forward's matmul FLOPs, recomputation not counted), and the
  * forward check of the PyTorch peer. Its own small step loop over the calls the trainer makes
- * (objective_loss_and_grad, the global gradient norm, clip_scale, optimizer_step, the refresh of the
+ * (objective_loss_and_grad, the global gradient norm, the step's decision, optimizer_step, the refresh of the
  * GPU's bf16 weights) on one rank, with a constant learning rate: the schedule does not change the
  * speed. */
 #include "bench.h"
@@ -140,6 +140,7 @@ typedef struct Bench {
     int64_t accum;
     Device device;
     double lr;
+    Tensor state; /* the step's scalars on the device, as the trainer keeps them (ops.h); 1 record */
 } Bench;
 
 /* A fixed input (one mock sample of 1 × 16 × 16 tokens with 32 text rows, σ = 0.8, no CFG drop)
@@ -299,6 +300,11 @@ static vfm_status bench_setup(Bench *b, const BenchOptions *o, BenchResult *r) {
     VFM_TRY(dit_reserve(&b->model, b->source->max_tokens, b->source->max_text, b->source->max_samples));
     VFM_TRY(optimizer_init_on(&b->opt, &oc, &b->model.table, 0, b->model.table.total, b->device));
     b->have_opt = 1;
+    void *state = NULL;
+    VFM_TRY(device_malloc(b->device, (STEP_SLOTS + 3) * sizeof(double), &state));
+    b->state = TENSOR(state, DT_F64, b->device, STEP_SLOTS + 3);
+    VFM_TRY(device_memset0(b->device, state, (STEP_SLOTS + 3) * sizeof(double)));
+    b->opt.gate = &b->state;
     r->model = mc;
     r->params = param_table_trainable(&b->model.table);
     r->weights_bytes = (size_t)b->model.table.total * (sizeof(float) * 4 + (b->model.wcopy ? 2 : 0));
@@ -314,31 +320,39 @@ static void bench_teardown(Bench *b) {
     free(b->packs);
     if (b->source) pack_source_destroy(b->source);
     if (b->have_opt) optimizer_free(&b->opt);
+    device_free(b->device, b->state.data);
     if (b->have_model) dit_destroy(&b->model);
     config_free(b->cfg);
 }
 
-/* One training step over the packs already fetched; *loss is their mean. */
+/* One training step over the packs already fetched, as the trainer runs it (the loss, the norm and
+ * the decision to apply the update stay on the device: no host wait inside the step), then one wait
+ * for the GPU to time it, and *loss (their mean) read with the norm. */
 static vfm_status bench_step(Bench *b, uint32_t step, double *loss) {
     DiT *m = &b->model;
     int64_t n = m->table.total;
     Tensor grads = TENSOR(m->grads, DT_F32, m->device, n);
     VFM_TRY(op_fill(&grads, 0.0));
-    double sum = 0;
     for (int64_t k = 0; k < b->accum; k++) {
         ObjectiveResult res;
         memset(&res, 0, sizeof res);
+        res.loss_into = &b->state;
         VFM_TRY(objective_loss_and_grad_on(m, &b->obj, &b->packs[k], &b->pts[k], &b->work, step,
                                            1.0 / (double)b->accum, &res));
-        sum += res.loss;
     }
-    double norm;
-    VFM_TRY(grad_global_norm_on(m->device, m->grads, n, &norm));
-    if (!isfinite(norm)) return vfm_fail(VFM_ERR_NUMERIC, "bench: step %u has a non-finite gradient norm", step);
-    VFM_TRY(optimizer_step(&b->opt, m->params, m->grads, b->lr, clip_scale(&b->opt.cfg, norm)));
+    VFM_TRY(op_f64_div(&b->state, STEP_LOSS, (double)b->accum));
+    VFM_TRY(op_sum_squares_into(&b->state, STEP_SUMSQ, &grads));
+    StepDecideHyper h = {b->opt.cfg.clip_grad, (float)b->lr, (float)b->opt.cfg.beta1, (float)b->opt.cfg.beta2, 0};
+    VFM_TRY(op_step_decide(&b->state, &h));
+    VFM_TRY(optimizer_step(&b->opt, m->params, m->grads, b->lr, 1.0));
     VFM_TRY(dit_refresh_weights(m));
+    double rec[STEP_SLOTS + 3];
     VFM_TRY(device_synchronize(m->device));
-    *loss = sum / (double)b->accum;
+    VFM_TRY(device_memcpy(rec, DEV_CPU, b->state.data, b->device, sizeof rec));
+    if (rec[STEP_SLOTS + 2] == 0)
+        return vfm_fail(VFM_ERR_NUMERIC, "bench: step %u has a non-finite loss or gradient norm (%g, %g)", step,
+                        rec[STEP_SLOTS], rec[STEP_SLOTS + 1]);
+    *loss = rec[STEP_SLOTS];
     return VFM_OK;
 }
 
