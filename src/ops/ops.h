@@ -49,6 +49,11 @@ const char *ops_describe_libraries(void);
  * cuDNN cannot), "reference", "cudnn" (an error where cuDNN cannot); VFM_ERR_USAGE for another
  * name. Nothing to choose in a build without CUDA (VFM_OK). */
 vfm_status ops_set_attention_impl(const char *name);
+/* On CUDA the lookup and gather ops (op_embedding_*, op_gather_columns*) check their indices on the
+ * GPU without the host waiting: an index outside gives 0 (its gradient is dropped) and the first
+ * one is kept; this reports it (VFM_ERR_SHAPE naming the op, the position and the value) and
+ * clears it, waiting for the GPU. VFM_OK on the CPU, whose ops refuse such an index at once. */
+vfm_status ops_check_index_errors(void);
 /* Attention calls (forward or backward) the CUDA reference kernel has served so far; 0 without CUDA. */
 int64_t ops_attention_reference_calls(void);
 /* The CUDA stream the ops are issued on (a cudaStream_t; NULL = the legacy default stream, and in a
@@ -179,7 +184,8 @@ vfm_status op_pos_embed_3d_add(Tensor *x, const Tensor *pos, const Tensor *tok2s
 vfm_status op_pos_embed_2d_add(Tensor *x, const Tensor *pos, const Tensor *tok2sample);
 
 /* Row lookup (class-label embedding): out[B,D] = table[idx[b]], table[N,D], idx[B] i32 in [0, N)
- * (an index outside is VFM_ERR_SHAPE, nothing written; on CUDA the check waits for the GPU).
+ * (an index outside is VFM_ERR_SHAPE, nothing written; on CUDA it is found on the GPU without a
+ * wait: its row is 0, and ops_check_index_errors reports it).
  * table, out ACT. */
 vfm_status op_embedding_forward(Tensor *out, const Tensor *table, const Tensor *idx);
 /* dtable[N,D] += Σ_{b: idx[b] = n} dout[b], each row's terms added in order of b (the same bits
@@ -189,7 +195,7 @@ vfm_status op_embedding_backward(Tensor *dtable, const Tensor *dout, const Tenso
 /* ---- column permutation --------------------------------------------------------------- */
 /* out[N,K] = in[N, idx[k]] (in[N,M], idx[K] i32 in [0, M)): e.g. token columns (ph pw pt C) to
  * the (C pt ph pw) order of a convolution weight [D, C, pt, ph, pw]. in, out: one float dtype (any
- * on CUDA); an index outside is VFM_ERR_SHAPE (on CUDA the check waits for the GPU). */
+ * on CUDA); an index outside is VFM_ERR_SHAPE (on CUDA: 0 there, reported by ops_check_index_errors). */
 vfm_status op_gather_columns(Tensor *out, const Tensor *in, const Tensor *idx);
 /* din[N,M] += scatter of dout[N,K]: din[n, idx[k]] += dout[n,k], in order of k. din, dout: one
  * float dtype. */

@@ -110,6 +110,14 @@ vfm_status ops_set_attention_impl(const char *name) {
     return VFM_OK;
 }
 
+vfm_status ops_check_index_errors(void) {
+#ifdef VFM_CUDA
+    return cuda_index_errors();
+#else
+    return VFM_OK;
+#endif
+}
+
 int64_t ops_attention_reference_calls(void) {
 #ifdef VFM_CUDA
     return cuda_attention_reference_calls();

@@ -633,6 +633,7 @@ static vfm_status read_counters(Trainer *t, Window *w, int *stop) {
     }
     if (t->metrics) fflush(t->metrics);
     if (s == VFM_OK) t->opt.step = (int64_t)h[STEP_ADAM_T];
+    if (s == VFM_OK && t->device == DEV_CUDA) s = ops_check_index_errors(); /* found on the GPU meanwhile */
     free(h);
     t->unread = 0;
     return s;

@@ -277,9 +277,18 @@ TEST(cuda_lookup_gather_and_2d_embedding_match_cpu) {
         const int32_t bad_labels[3] = {1, 4, 9};
         IPair bad = IPAIR(bad_labels, 3);
         Pair out3 = PAIR_ZEROS(dt, 3, 40);
-        vfm_status st = op_embedding_forward(&out3.gpu, &table.gpu, &bad.gpu);
-        CHECK_MSG(st == VFM_ERR_SHAPE && strstr(vfm_last_error(), "idx[2] = 9"), "bad label: %s: %s",
+        /* found on the GPU without a wait, reported by ops_check_index_errors; its row is 0 */
+        CHECK_OK(ops_check_index_errors());
+        CHECK_OK(op_embedding_forward(&out3.gpu, &table.gpu, &bad.gpu));
+        vfm_status st = ops_check_index_errors();
+        CHECK_MSG(st == VFM_ERR_SHAPE && strstr(vfm_last_error(), "embedding_forward: idx[2] = 9"), "bad label: %s: %s",
                   vfm_status_name(st), vfm_last_error());
+        CHECK_OK(ops_check_index_errors()); /* reported once */
+        float got3[3 * 40];
+        pair_download(&out3, got3);
+        int zero = 1;
+        for (int j = 0; j < 40; j++) zero &= got3[2 * 40 + j] == 0.f;
+        CHECK_MSG(zero, "the row of the index outside is not 0");
         /* column gather with a repeated column, and its scatter-add backward */
         const int32_t cols[9] = {11, 0, 5, 5, 3, 2, 7, 1, 10};
         IPair cidx = IPAIR(cols, 9);

@@ -42,6 +42,10 @@ vfm_status cuda_profile_record(int *event);
 vfm_status cuda_profile_elapsed(int event0, int event1, float *ms);
 void cuda_profile_reset(void);
 
+/* The first index outside its range the lookup and gather ops found on the GPU since the last
+ * call (VFM_ERR_SHAPE naming op, position and value), or VFM_OK; waits for the GPU (gather.cu). */
+vfm_status cuda_index_errors(void);
+
 /* What ops_describe_libraries returns (cuda_libs.cu). */
 const char *cuda_describe_libraries(void);
 
