@@ -42,13 +42,6 @@ static void print_help(void) {
     printf("\n`vfm <command> --help` describes a command. Docs: README.md and docs/.\n");
 }
 
-int cli_report(int status) {
-    if (status == VFM_OK) return 0;
-    const char *msg = vfm_last_error();
-    fprintf(stderr, "%s%s\n", strncmp(msg, "vfm ", 4) == 0 ? "" : "vfm: ", msg);
-    return vfm_exit_code((vfm_status)status);
-}
-
 int cmd_version(int argc, char **argv) {
     (void)argv;
     if (argc > 0) {

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/philox.h"
 #include "diffusion/objective_internal.h"
 
 vfm_status ddpm_chain_init(DdpmChain *c, int steps) {
@@ -127,7 +128,8 @@ static vfm_status ddpm_tensors(DiT *model, ObjectiveBatch *b, DdpmTensors *d) {
     return carve_slot(b->work, b->device, OW_MAIN, ddpm_layout, d);
 }
 
-vfm_status ddpm_prepare(DiT *model, ObjectiveBatch *b) {
+static vfm_status ddpm_prepare(DiT *model, const Objective *o, ObjectiveBatch *b) {
+    (void)o;
     DdpmTensors d;
     VFM_TRY(ddpm_tensors(model, b, &d));
     int B = d.B;
@@ -145,7 +147,7 @@ vfm_status ddpm_prepare(DiT *model, ObjectiveBatch *b) {
     return VFM_OK;
 }
 
-vfm_status ddpm_finish(DiT *model, ObjectiveBatch *b, double grad_scale, ObjectiveResult *res) {
+static vfm_status ddpm_finish(DiT *model, ObjectiveBatch *b, double grad_scale, ObjectiveResult *res) {
     DdpmTensors d;
     VFM_TRY(ddpm_tensors(model, b, &d));
     int B = d.B, learned = d.out == 2 * d.C;
@@ -224,3 +226,13 @@ vfm_status ddpm_reverse_sample(int n_steps, int ddim, int learned, EpsFn eps_fn,
     free(buf);
     return s;
 }
+
+/* t uniform over the DDPM_NUM_TIMESTEPS integer timesteps */
+static double ddpm_draw_time(const Objective *o, uint32_t step, uint64_t uid, int64_t tokens) {
+    (void)tokens;
+    double u = philox_uniform_at(o->seed, RNG_STREAM_SIGMA, step, uid, 0);
+    int t = (int)(u * DDPM_NUM_TIMESTEPS);
+    return t < DDPM_NUM_TIMESTEPS ? t : DDPM_NUM_TIMESTEPS - 1;
+}
+
+const ObjectiveLoss ddpm_loss = {"ddpm", ddpm_draw_time, ddpm_prepare, ddpm_finish};

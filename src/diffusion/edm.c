@@ -1,8 +1,10 @@
 /* EDM loss over a pack (see edm.h), on the model's device (objective_internal.h). */
 #include "edm.h"
 
+#include <math.h>
 #include <string.h>
 
+#include "core/philox.h"
 #include "diffusion/objective_internal.h"
 
 /* The working tensors of one pack, carved from the objective's memory (slot OW_MAIN). */
@@ -45,7 +47,8 @@ static vfm_status edm_tensors(DiT *model, ObjectiveBatch *b, EdmTensors *e) {
     return carve_slot(b->work, b->device, OW_MAIN, edm_layout, e);
 }
 
-vfm_status edm_prepare(DiT *model, float sigma_data, ObjectiveBatch *b) {
+static vfm_status edm_prepare(DiT *model, const Objective *o, ObjectiveBatch *b) {
+    float sigma_data = o->sigma_data;
     EdmTensors e;
     VFM_TRY(edm_tensors(model, b, &e));
     /* x0 = σ_data·latent; preconditioning; x_t and the network input */
@@ -61,7 +64,7 @@ vfm_status edm_prepare(DiT *model, float sigma_data, ObjectiveBatch *b) {
     return VFM_OK;
 }
 
-vfm_status edm_finish(DiT *model, ObjectiveBatch *b, double grad_scale, ObjectiveResult *res) {
+static vfm_status edm_finish(DiT *model, ObjectiveBatch *b, double grad_scale, ObjectiveResult *res) {
     EdmTensors e;
     VFM_TRY(edm_tensors(model, b, &e));
     Tensor loss = objective_slice(&e.stats, 0, 1), sample_sum = objective_slice(&e.stats, 1, e.B);
@@ -86,11 +89,11 @@ vfm_status edm_finish(DiT *model, ObjectiveBatch *b, double grad_scale, Objectiv
     return objective_output_to_host(res, &e.F, &e.d_denoised);
 }
 
-vfm_status edm_loss_and_grad_given(DiT *model, float sigma_data, const Pack *p, const EdmDraws *draws,
-                                   double grad_scale, EdmStepResult *res) {
-    Objective o;
-    memset(&o, 0, sizeof o);
-    o.kind = OBJECTIVE_EDM;
-    o.sigma_data = sigma_data;
-    return objective_loss_given(model, &o, p, draws, grad_scale, res);
+/* σ = exp(P_mean + P_std·z), computed in float as EDM always drew it */
+static double edm_draw_time(const Objective *o, uint32_t step, uint64_t uid, int64_t tokens) {
+    (void)tokens;
+    float z = philox_normal_at(o->seed, RNG_STREAM_SIGMA, step, uid, 0);
+    return expf((float)o->p_mean + (float)o->p_std * z);
 }
+
+const ObjectiveLoss edm_loss = {"edm", edm_draw_time, edm_prepare, edm_finish};

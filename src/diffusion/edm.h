@@ -12,9 +12,4 @@
 typedef DiffusionDraws EdmDraws;
 typedef ObjectiveResult EdmStepResult;
 
-/* The loss, and when grad_scale > 0 its gradient (model->grads += grad_scale·∂loss/∂θ), with given
- * draws (tests; objective_loss_given with an EDM objective). */
-vfm_status edm_loss_and_grad_given(DiT *model, float sigma_data, const Pack *pack, const EdmDraws *draws,
-                                   double grad_scale, EdmStepResult *res);
-
 #endif

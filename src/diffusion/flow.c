@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/philox.h"
 #include "diffusion/objective_internal.h"
 
 double flow_shift_sigma(double sigma, double shift) { return shift * sigma / (1.0 + (shift - 1.0) * sigma); }
@@ -47,7 +48,8 @@ static vfm_status flow_tensors(DiT *model, ObjectiveBatch *b, FlowTensors *f) {
     return carve_slot(b->work, b->device, OW_MAIN, flow_layout, f);
 }
 
-vfm_status flow_prepare(DiT *model, ObjectiveBatch *b) {
+static vfm_status flow_prepare(DiT *model, const Objective *o, ObjectiveBatch *b) {
+    (void)o;
     FlowTensors f;
     VFM_TRY(flow_tensors(model, b, &f));
     int B = f.B;
@@ -76,7 +78,7 @@ vfm_status flow_prepare(DiT *model, ObjectiveBatch *b) {
     return VFM_OK;
 }
 
-vfm_status flow_finish(DiT *model, ObjectiveBatch *b, double grad_scale, ObjectiveResult *res) {
+static vfm_status flow_finish(DiT *model, ObjectiveBatch *b, double grad_scale, ObjectiveResult *res) {
     FlowTensors f;
     VFM_TRY(flow_tensors(model, b, &f));
     int B = f.B;
@@ -153,3 +155,12 @@ vfm_status flow_euler_sample(int n_steps, int linear_schedule, int n_samples, co
     free(vbuf);
     return s;
 }
+
+/* σ = shift(sigmoid(n)), n = P_mean + P_std·z: the logit-normal time, shifted for the sample's length */
+static double flow_draw_time(const Objective *o, uint32_t step, uint64_t uid, int64_t tokens) {
+    float z = philox_normal_at(o->seed, RNG_STREAM_SIGMA, step, uid, 0);
+    double n = o->p_mean + o->p_std * (double)z;
+    return flow_shift_sigma(1.0 / (1.0 + exp(-n)), flow_shift_for(o, tokens));
+}
+
+const ObjectiveLoss flow_loss = {"flow", flow_draw_time, flow_prepare, flow_finish};

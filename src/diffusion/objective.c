@@ -1,5 +1,5 @@
-/* The objective interface: configuration, the keyed per-sample draws, and dispatch to the EDM,
- * flow-matching and DDPM losses (see objective.h). */
+/* The objective interface: configuration, the keyed per-sample draws, and dispatch to the losses
+ * through their table (objective_table.c; see objective.h). */
 #include "objective.h"
 
 #include <math.h>
@@ -7,22 +7,18 @@
 #include <string.h>
 
 #include "core/config.h"
-#include "core/host_reads.h"
 #include "core/log.h"
 #include "core/philox.h"
-#include "diffusion/ddpm.h"
-#include "diffusion/edm.h"
-#include "diffusion/flow.h"
 #include "diffusion/objective_internal.h"
 
-const char *objective_name(ObjectiveKind kind) {
-    return kind == OBJECTIVE_FLOW ? "flow" : kind == OBJECTIVE_DDPM ? "ddpm" : "edm";
-}
+const char *objective_name(ObjectiveKind kind) { return objective_losses[kind]->name; }
 
 vfm_status objective_from_config(Objective *o, const Config *cfg) {
     memset(o, 0, sizeof *o);
     const char *name = cfg_str(cfg, "diffusion.objective");
-    o->kind = strcmp(name, "flow") == 0 ? OBJECTIVE_FLOW : strcmp(name, "ddpm") == 0 ? OBJECTIVE_DDPM : OBJECTIVE_EDM;
+    o->kind = OBJECTIVE_EDM;
+    for (int k = 0; k < OBJECTIVE_KINDS; k++)
+        if (!strcmp(name, objective_losses[k]->name)) o->kind = (ObjectiveKind)k;
     o->seed = (uint64_t)cfg_int(cfg, "rng.seed");
     o->sigma_data = (float)cfg_float(cfg, "model.sigma_data");
     o->p_mean = cfg_float(cfg, "diffusion.p_mean");
@@ -76,19 +72,7 @@ vfm_status objective_check_model(const Objective *o, const DiTConfig *mc) {
 }
 
 float objective_draw_time(const Objective *o, uint32_t step, uint64_t uid, int64_t tokens) {
-    if (o->kind == OBJECTIVE_DDPM) {
-        double u = philox_uniform_at(o->seed, RNG_STREAM_SIGMA, step, uid, 0);
-        int t = (int)(u * DDPM_NUM_TIMESTEPS);
-        return (float)(t < DDPM_NUM_TIMESTEPS ? t : DDPM_NUM_TIMESTEPS - 1);
-    }
-    float z = philox_normal_at(o->seed, RNG_STREAM_SIGMA, step, uid, 0);
-    double v;
-    if (o->kind == OBJECTIVE_EDM) {
-        v = expf((float)o->p_mean + (float)o->p_std * z); /* float, as EDM always drew it */
-    } else {
-        double n = o->p_mean + o->p_std * (double)z;
-        v = flow_shift_sigma(1.0 / (1.0 + exp(-n)), flow_shift_for(o, tokens));
-    }
+    double v = objective_losses[o->kind]->draw_time(o, step, uid, tokens);
     if (o->sigma_min > 0 && v < o->sigma_min) v = o->sigma_min;
     if (o->sigma_max > 0 && v > o->sigma_max) v = o->sigma_max;
     return (float)v;
@@ -177,62 +161,6 @@ void diffusion_draws_free(DiffusionDraws *d) {
     memset(d, 0, sizeof *d);
 }
 
-/* ---- one pack on the model's device ---- */
-
-vfm_status objective_put(Tensor *dst, const void *host) {
-    Tensor h = tensor_make((void *)host, dst->dtype, DEV_CPU, dst->ndim, dst->shape);
-    return tensor_copy(dst, &h);
-}
-
-vfm_status objective_get(void *host, const Tensor *src) {
-    Tensor h = tensor_make(host, src->dtype, DEV_CPU, src->ndim, src->shape);
-    return tensor_copy(&h, src);
-}
-
-Tensor objective_slice(const Tensor *t, int64_t at, int64_t n) {
-    return tensor_make((float *)t->data + at, DT_F32, t->device, 1, &n);
-}
-
-vfm_status objective_loss_on_device(const Tensor *stats, int n, int n_samples, ObjectiveResult *res, int *done) {
-    *done = res->loss_into && !res->sample_loss && !res->F;
-    if (!*done) return VFM_OK;
-    res->loss = NAN;
-    res->n_samples = n_samples;
-    Tensor loss = objective_slice(stats, 0, n);
-    return op_f64_accumulate(res->loss_into, STEP_LOSS, &loss, n);
-}
-
-vfm_status objective_fetch(ObjectiveBatch *b, const Tensor *t, const float **host) {
-    if (t->device == DEV_CPU) {
-        vfm_host_read("objective: statistics to the host"); /* on CUDA the copy below waits (counted there) */
-        *host = t->data;
-        return VFM_OK;
-    }
-    void *h;
-    VFM_TRY(objective_work_host(b->work, tensor_bytes(t), &h));
-    VFM_TRY(objective_get(h, t));
-    *host = h;
-    return VFM_OK;
-}
-
-vfm_status objective_output_to_host(ObjectiveResult *res, const Tensor *F, Tensor *scratch) {
-    if (!res->F) return VFM_OK;
-    const Tensor *f32 = F;
-    if (F->dtype != DT_F32) {
-        VFM_TRY(op_convert(scratch, F));
-        f32 = scratch;
-    }
-    return objective_get(res->F, f32);
-}
-
-Tensor objective_carve_f32_twin(Carver *k, const Tensor *t) {
-    return t->dtype == DT_F32 ? *t : carve(k, DT_F32, t->ndim, t->shape);
-}
-
-vfm_status objective_convert(Tensor *dst, const Tensor *src) {
-    return dst->data == src->data ? VFM_OK : op_convert(dst, src);
-}
-
 /* The pack's tensors (pt, or the pack copied or viewed), the noise (draws->noise copied or viewed,
  * or drawn on the device at `step`) and the conditioning, on the model's device. */
 static vfm_status batch_begin(ObjectiveBatch *b, DiT *model, const Objective *o, const Pack *p, const PackTensors *pt,
@@ -270,11 +198,7 @@ static vfm_status batch_begin(ObjectiveBatch *b, DiT *model, const Objective *o,
 }
 
 static vfm_status batch_prepare(DiT *model, const Objective *o, ObjectiveBatch *b) {
-    switch (o->kind) {
-    case OBJECTIVE_FLOW: VFM_TRY(flow_prepare(model, b)); break;
-    case OBJECTIVE_DDPM: VFM_TRY(ddpm_prepare(model, b)); break;
-    case OBJECTIVE_EDM: VFM_TRY(edm_prepare(model, o->sigma_data, b)); break;
-    }
+    VFM_TRY(objective_losses[o->kind]->prepare(model, o, b));
     b->cond.in.x = &b->in_x;
     b->cond.in.c_noise = &b->in_c_noise;
     return VFM_OK;
@@ -282,12 +206,7 @@ static vfm_status batch_prepare(DiT *model, const Objective *o, ObjectiveBatch *
 
 static vfm_status batch_finish(DiT *model, const Objective *o, ObjectiveBatch *b, double grad_scale,
                                ObjectiveResult *res) {
-    switch (o->kind) {
-    case OBJECTIVE_FLOW: return flow_finish(model, b, grad_scale, res);
-    case OBJECTIVE_DDPM: return ddpm_finish(model, b, grad_scale, res);
-    case OBJECTIVE_EDM: break;
-    }
-    return edm_finish(model, b, grad_scale, res);
+    return objective_losses[o->kind]->finish(model, b, grad_scale, res);
 }
 
 /* prepare, the whole model forward, the loss, and with grad_scale > 0 the model's backward */

@@ -28,6 +28,7 @@
 typedef struct Config Config;
 
 typedef enum { OBJECTIVE_EDM = 0, OBJECTIVE_FLOW = 1, OBJECTIVE_DDPM = 2 } ObjectiveKind;
+#define OBJECTIVE_KINDS 3
 
 #define DDPM_NUM_TIMESTEPS 1000
 

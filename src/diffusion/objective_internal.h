@@ -1,6 +1,6 @@
 /* Internal to src/diffusion: one pack ready for an objective's loss on the model's device — the
  * pack's tensors, the noise, the conditioning and the working memory — and the helpers the three
- * losses share (objective.c). */
+ * losses share (objective_batch.c). */
 #ifndef VFM_OBJECTIVE_INTERNAL_H
 #define VFM_OBJECTIVE_INTERNAL_H
 
@@ -22,17 +22,23 @@ typedef struct ObjectiveBatch {
     Tensor F, dF;                /* [S, out_dim] the network output and the loss's gradient of it */
 } ObjectiveBatch;
 
-/* Each loss in two halves around the model (edm.c, flow.c, ddpm.c), so that a pipeline stage can
- * run the model's chunks in between: prepare computes the network input and sets in_x, in_c_noise,
- * F and dF (tensors in b->work, kept until the work's next prepare); finish reads F and gives the
- * loss into res (and the per-sample losses, F), and with grad_scale > 0 writes grad_scale·∂loss/∂F
- * into dF (the model's backward from dF adds the weight gradients). */
-vfm_status edm_prepare(DiT *model, float sigma_data, ObjectiveBatch *b);
-vfm_status edm_finish(DiT *model, ObjectiveBatch *b, double grad_scale, ObjectiveResult *res);
-vfm_status flow_prepare(DiT *model, ObjectiveBatch *b);
-vfm_status flow_finish(DiT *model, ObjectiveBatch *b, double grad_scale, ObjectiveResult *res);
-vfm_status ddpm_prepare(DiT *model, ObjectiveBatch *b);
-vfm_status ddpm_finish(DiT *model, ObjectiveBatch *b, double grad_scale, ObjectiveResult *res);
+/* One objective as the dispatcher (objective.c) sees it: a row of objective_losses, by kind
+ * (objective_table.c). Each loss runs in two halves around the model (edm.c, flow.c, ddpm.c), so
+ * that a pipeline stage can run the model's chunks in between: prepare computes the network input
+ * and sets in_x, in_c_noise, F and dF (tensors in b->work, kept until the work's next prepare);
+ * finish reads F and gives the loss into res (and the per-sample losses, F), and with
+ * grad_scale > 0 writes grad_scale·∂loss/∂F into dF (the model's backward from dF adds the weight
+ * gradients). draw_time gives one sample's training time from its keyed draw, before
+ * diffusion.sigma_min/max clamp it (σ; DDPM: the integer timestep). */
+typedef struct ObjectiveLoss {
+    const char *name; /* diffusion.objective's value */
+    double (*draw_time)(const Objective *o, uint32_t step, uint64_t uid, int64_t tokens);
+    vfm_status (*prepare)(DiT *model, const Objective *o, ObjectiveBatch *b);
+    vfm_status (*finish)(DiT *model, ObjectiveBatch *b, double grad_scale, ObjectiveResult *res);
+} ObjectiveLoss;
+
+extern const ObjectiveLoss edm_loss, flow_loss, ddpm_loss;
+extern const ObjectiveLoss *const objective_losses[OBJECTIVE_KINDS];
 
 /* dst (a device tensor, f32 or i32) := n host values (the per-sample inputs of a loss). */
 vfm_status objective_put(Tensor *dst, const void *host);

@@ -1,5 +1,5 @@
 /* Comm objects: creation, argument checks, one-process groups, dispatch to the MPI or NCCL
- * backend, and the host definition of the ordered sum (see comm.h). */
+ * backend (see comm.h); the host helpers the backends share are in comm_host.c. */
 #include "comm.h"
 
 #include <stdio.h>
@@ -13,38 +13,6 @@ static const char *backend_name(CommBackend b) { return b == COMM_BACKEND_NCCL ?
 static vfm_status op_error(const Comm *c, const char *op, vfm_status code, const char *why) {
     return vfm_fail(code, "%s over %s (%d rank%s, %s): %s", op, c->name, c->size, c->size == 1 ? "" : "s",
                     backend_name(c->backend), why);
-}
-
-vfm_status comm_scratch(Comm *c, size_t bytes, void **out) {
-    if (bytes > c->impl->scratch_bytes) {
-        unsigned char *p = realloc(c->impl->scratch, bytes);
-        if (!p) return vfm_fail(VFM_ERR_NOMEM, "comm %s: %zu bytes of scratch", c->name, bytes);
-        c->impl->scratch = p;
-        c->impl->scratch_bytes = bytes;
-    }
-    *out = c->impl->scratch;
-    return VFM_OK;
-}
-
-#define SUM_ROWS(T)                                                        \
-    do {                                                                   \
-        T *d = (T *)dst;                                                   \
-        const T *r = (const T *)rows;                                      \
-        for (int64_t i = 0; i < count; i++) {                              \
-            T acc = r[i];                                                  \
-            for (int k = 1; k < n_rows; k++) acc = (T)(acc + r[(int64_t)k * count + i]); \
-            d[i] = acc;                                                    \
-        }                                                                  \
-    } while (0)
-
-void comm_sum_rows_ordered(void *dst, const void *rows, int n_rows, int64_t count, DType dt) {
-    switch (dt) {
-    case DT_F32: SUM_ROWS(float); break;
-    case DT_F64: SUM_ROWS(double); break;
-    case DT_I32: SUM_ROWS(int32_t); break;
-    case DT_I64: SUM_ROWS(int64_t); break;
-    default: break;
-    }
 }
 
 #ifndef VFM_MPI

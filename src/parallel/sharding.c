@@ -3,7 +3,7 @@
 
 #include <string.h>
 
-#include "parallel/fsdp.h"
+#include "parallel/fsdp_layout.h"
 
 const char *dp_sharding_name(DpSharding s) {
     switch (s) {

@@ -8,6 +8,7 @@
 
 #include "core/config.h"
 #include "data/loader/pack_feed.h"
+#include "data/loader/source.h"
 #include "test.h"
 
 static PackSource *mock_source(void) {

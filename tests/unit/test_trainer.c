@@ -143,6 +143,16 @@ static void make_sample(SampleData *s, int c, int t, int h, int w, int text_len,
 }
 
 /* Loss and gradient of a pack made of the listed samples. */
+/* The EDM loss (and gradient when grad_scale > 0) with given draws. */
+static vfm_status edm_loss_and_grad_given(DiT *model, float sigma_data, const Pack *p, const EdmDraws *draws,
+                                          double grad_scale, EdmStepResult *res) {
+    Objective o;
+    memset(&o, 0, sizeof o);
+    o.kind = OBJECTIVE_EDM;
+    o.sigma_data = sigma_data;
+    return objective_loss_given(model, &o, p, draws, grad_scale, res);
+}
+
 static double pack_loss(DiT *m, SampleData **ss, int n, float *grads_out) {
     Pack p;
     pack_init(&p, 16, 16, 8, 4);

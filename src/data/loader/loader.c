@@ -25,7 +25,6 @@
 #include "data/loader/loader.h"
 #include "data/loader/plan.h"
 #include "data/loader/selection.h"
-#include "data/loader/source.h"
 
 #define SKIP_LOG_LINES 100 /* skip lines printed per source before a summary takes over */
 

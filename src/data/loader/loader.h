@@ -1,4 +1,4 @@
-/* The WebDataset loader's extras beyond the PackSource interface (source.h): the dataset's
+/* The WebDataset loader's constructors, and its extras beyond the PackSource interface (pack_source.h): the dataset's
  * pixel_space mapping, the samples it skipped, and read counters for `vfm data bench`. Each
  * function takes any PackSource and answers "nothing" for one that is not a WebDataset source. */
 #ifndef VFM_DATA_LOADER_H
@@ -6,7 +6,8 @@
 
 #include <stdint.h>
 
-#include "data/loader/source.h"
+#include "core/config.h"
+#include "data/loader/pack_source.h"
 
 /* The pixel_space JSON object (text) of the dataset: from the first sample, in shard order, whose
  * json has one. NULL when no sample has one. Owned by the source. */
@@ -36,5 +37,11 @@ typedef struct LoaderInfo {
 } LoaderInfo;
 /* 0 (and *info zeroed) when src is not a WebDataset source. */
 int loader_info(const PackSource *src, LoaderInfo *info);
+
+/* WebDataset shards (or a metadataset) at dataset.path: training on dataset.split. */
+vfm_status webdataset_source_create(PackSource **out, const Config *cfg, int rank, int world);
+/* The same for `split`; validation != 0: unshuffled and unblended (see pack_source_create_split). */
+vfm_status webdataset_source_open(PackSource **out, const Config *cfg, const char *split, int validation, int rank,
+                                  int world);
 
 #endif

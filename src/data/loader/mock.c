@@ -12,7 +12,7 @@
 
 #include "core/philox.h"
 #include "data/loader/encode.h"
-#include "data/loader/source.h"
+#include "data/loader/mock.h"
 #include "ops/ops.h"
 
 typedef struct MockShape {

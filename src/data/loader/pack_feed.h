@@ -10,7 +10,7 @@
 #define VFM_PACK_FEED_H
 
 #include "data/pack/pack_tensors.h"
-#include "data/loader/source.h"
+#include "data/loader/pack_source.h"
 
 typedef struct PackFeed {
     PackSource *src;

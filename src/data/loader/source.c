@@ -4,6 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "data/loader/loader.h"
+#include "data/loader/mock.h"
+
 vfm_status pack_source_create(PackSource **out, const Config *cfg, int rank, int world) {
     *out = NULL;
     if (cfg_bool(cfg, "dataset.mock")) return mock_source_create(out, cfg, rank, world);
@@ -30,11 +33,3 @@ vfm_status pack_source_create_split(PackSource **out, const Config *cfg, const c
                            "no dataset: set dataset.path to a WebDataset directory, or dataset.mock=true (--mock)");
     return webdataset_source_open(out, cfg, split, 1, rank, world);
 }
-
-void pack_source_destroy(PackSource *s) {
-    if (s && s->destroy) s->destroy(s);
-}
-
-void pack_source_pin(PackSource *s, int on) { __atomic_store_n(&s->pin_packs, on != 0, __ATOMIC_RELAXED); }
-
-int pack_source_pinned(const PackSource *s) { return __atomic_load_n(&s->pin_packs, __ATOMIC_RELAXED); }

@@ -1,6 +1,6 @@
 // Run-time loading of cuBLASLt, NVRTC, cuDNN and NCCL (see cuda_libs.h; where they are looked for:
-// core/lib_search.h), and the report `vfm version` prints: the full path of each library loaded,
-// and for each that was not, every place looked in and why it failed. Host code only.
+// core/lib_search.h), and what was loaded from where: the full path of each library loaded, and for
+// each that was not, every place looked in and why it failed. Host code only.
 #include <cublas_api.h>
 #include <cudnn_version.h>
 #include <cuda_runtime.h>
@@ -12,10 +12,6 @@
 #include "core/lib_search.h"
 #include "cuda_libs.h"
 #include "ops_cuda.h"
-
-#ifdef VFM_CUDNN_FE
-extern "C" const char *cudnn_attention_frontend_version(void);
-#endif
 
 namespace {
 
@@ -128,24 +124,17 @@ extern "C" void *cuda_lib_symbol(CudaLib lib, const char *name) {
     return g_libs[lib].handle ? dlsym(g_libs[lib].handle, name) : NULL;
 }
 
-extern "C" const char *cuda_describe_libraries(void) {
-    static char buf[CUDA_LIB_COUNT * 4096 + 256];
-    buf[0] = 0;
+extern "C" size_t cuda_libs_describe(char *buf, size_t cap) {
     size_t n = 0;
+    buf[0] = 0;
     for (int i = 0; i < CUDA_LIB_COUNT; i++) {
         open_once((CudaLib)i);
         const LibState *st = &g_libs[i];
         if (st->handle)
-            n += (size_t)snprintf(buf + n, sizeof buf - n, "%s: %s (%s)\n", kSpecs[i].name, st->version, st->path);
+            n += (size_t)snprintf(buf + n, cap - n, "%s: %s (%s)\n", kSpecs[i].name, st->version, st->path);
         else
-            n += (size_t)snprintf(buf + n, sizeof buf - n, "%s: not loaded; looked in:\n%s", kSpecs[i].name, st->error);
-        if (n >= sizeof buf) return buf;
+            n += (size_t)snprintf(buf + n, cap - n, "%s: not loaded; looked in:\n%s", kSpecs[i].name, st->error);
+        if (n >= cap) return cap - 1;
     }
-#ifdef VFM_CUDNN_FE
-    snprintf(buf + n, sizeof buf - n, "cuDNN attention: cudnn-frontend %s (headers built in)\n",
-             cudnn_attention_frontend_version());
-#else
-    snprintf(buf + n, sizeof buf - n, "cuDNN attention: not built (NO_CUDNN_FE): the reference kernel runs\n");
-#endif
-    return buf;
+    return n;
 }

@@ -19,6 +19,9 @@ typedef enum { CUDA_LIB_CUBLASLT = 0, CUDA_LIB_NVRTC = 1, CUDA_LIB_CUDNN = 2, CU
 vfm_status cuda_lib_open(CudaLib lib);
 /* A symbol of an opened library (NULL when missing or when the library did not open). */
 void *cuda_lib_symbol(CudaLib lib, const char *name);
+/* One line per library into buf[cap]: its version and path, or why it did not load (opening each
+ * first). Returns the length written. */
+size_t cuda_libs_describe(char *buf, size_t cap);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,37 @@
+/* What the backends share on the host (comm_internal.h): the comm's scratch, and the host
+ * definition of the ordered sum. */
+#include <stdlib.h>
+
+#include "parallel/comm_internal.h"
+
+vfm_status comm_scratch(Comm *c, size_t bytes, void **out) {
+    if (bytes > c->impl->scratch_bytes) {
+        unsigned char *p = realloc(c->impl->scratch, bytes);
+        if (!p) return vfm_fail(VFM_ERR_NOMEM, "comm %s: %zu bytes of scratch", c->name, bytes);
+        c->impl->scratch = p;
+        c->impl->scratch_bytes = bytes;
+    }
+    *out = c->impl->scratch;
+    return VFM_OK;
+}
+
+#define SUM_ROWS(T)                                                        \
+    do {                                                                   \
+        T *d = (T *)dst;                                                   \
+        const T *r = (const T *)rows;                                      \
+        for (int64_t i = 0; i < count; i++) {                              \
+            T acc = r[i];                                                  \
+            for (int k = 1; k < n_rows; k++) acc = (T)(acc + r[(int64_t)k * count + i]); \
+            d[i] = acc;                                                    \
+        }                                                                  \
+    } while (0)
+
+void comm_sum_rows_ordered(void *dst, const void *rows, int n_rows, int64_t count, DType dt) {
+    switch (dt) {
+    case DT_F32: SUM_ROWS(float); break;
+    case DT_F64: SUM_ROWS(double); break;
+    case DT_I32: SUM_ROWS(int32_t); break;
+    case DT_I64: SUM_ROWS(int64_t); break;
+    default: break;
+    }
+}
