@@ -12,20 +12,15 @@
 # On the GPU machine run it through scripts/gpu_run.sh (VFM="scripts/gpu_run.sh build/vfm").
 cd "$(dirname "$0")/../.." || exit 1
 . tests/e2e/common.inc
-gpu=$($VFM version 2>/dev/null | sed -n 's/^cuda: built in; device: //p')
-if [ -z "$gpu" ] || [ "$gpu" = "no CUDA device" ]; then
-    for c in "GPU loss follows the CPU's" "GPU run repeatable" "GPU run killed by SIGKILL" "GPU resume logged" \
-             "GPU kill -9 + resume bitwise" \
-             "GPU checkpoint resumes on the CPU" "CPU checkpoint resumes on the GPU"; do
-        skip "$c" "no CUDA device"
-    done
-    finish
+gpu=$(gpu_device)
+if [ -z "$gpu" ]; then
+    gpu_skip_all "no CUDA device" "GPU loss follows the CPU's" "GPU run repeatable" "GPU run killed by SIGKILL" \
+        "GPU resume logged" "GPU kill -9 + resume bitwise" "GPU checkpoint resumes on the CPU" \
+        "CPU checkpoint resumes on the GPU"
     exit
 fi
 echo "device: $gpu"
-T=$(mktemp -d /tmp/vfm_e2e_gpu.XXXXXX)
-keep_logs() { [ "$FAILED" != 0 ] && [ -n "$GPU_TEST_LOGS" ] && mkdir -p "$GPU_TEST_LOGS" && cp "$T"/*.log "$GPU_TEST_LOGS"/ 2>/dev/null; rm -rf "$T"; }
-trap keep_logs EXIT
+gpu_test_dir vfm_e2e_gpu
 RUN="--config configs/tiny-mock.yaml train.train_iters=50 checkpoint.save_interval=25 checkpoint.keep=5 logger.level=warn"
 train() { # run-dir device [extra...]: the exit status in $T/run-dir.exit; each run's log its own file
     dir=$1 dev=$2; shift 2

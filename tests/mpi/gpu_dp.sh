@@ -7,20 +7,12 @@
 # The logs of a failing run are copied to GPU_TEST_LOGS when that is set (scripts/gpu_check2.sh).
 cd "$(dirname "$0")/../.." || exit 1
 . tests/e2e/common.inc
-gpu=$($VFM version 2>/dev/null | sed -n 's/^cuda: built in; device: //p')
-if [ -z "$gpu" ] || [ "$gpu" = "no CUDA device" ] || ! command -v mpirun >/dev/null 2>&1; then
-    why="no CUDA device"; command -v mpirun >/dev/null 2>&1 || why="mpirun is not installed"
-    for c in "GPU DP=2 on one GPU matches one rank" "GPU ZeRO-1 + overlapped buckets equal plain DP bitwise"; do
-        skip "$c" "$why"
-    done
-    finish
-    exit
-fi
-T=$(mktemp -d /tmp/vfm_mpi_gpu.XXXXXX)
-keep_logs() { [ "$FAILED" != 0 ] && [ -n "$GPU_TEST_LOGS" ] && mkdir -p "$GPU_TEST_LOGS" && cp "$T"/*.log "$GPU_TEST_LOGS"/ 2>/dev/null; rm -rf "$T"; }
-trap keep_logs EXIT
+names="GPU DP=2 on one GPU matches one rank|GPU ZeRO-1 + overlapped buckets equal plain DP bitwise"
+command -v mpirun >/dev/null 2>&1 || { IFS='|'; gpu_skip_all "mpirun is not installed" $names; exit; }
+[ -n "$(gpu_device)" ] || { IFS='|'; gpu_skip_all "no CUDA device" $names; exit; }
+gpu_test_dir vfm_mpi_gpu
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
-MPIRUN="mpirun --allow-run-as-root --oversubscribe --bind-to none --mca btl self,vader --mca btl_vader_single_copy_mechanism none -x OMP_NUM_THREADS -x OPENBLAS_NUM_THREADS"
+MPIRUN=$MPIRUN_LOCAL
 ARGS="--config configs/tiny-mock.yaml train.train_iters=20 train.global_batch_size=4 checkpoint.save_interval=20 train.device=cuda"
 $VFM train $ARGS checkpoint.save=$T/dp1 > $T/dp1.log 2>&1
 check "GPU, one rank, 20 steps" test -f $T/dp1/iter_0000020/DONE

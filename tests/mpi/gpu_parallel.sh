@@ -10,19 +10,13 @@
 # when that is set (scripts/gpu_check2.sh brings them back). VFM="scripts/gpu_run.sh build/vfm".
 cd "$(dirname "$0")/../.." || exit 1
 . tests/e2e/common.inc
-gpu=$($VFM version 2>/dev/null | sed -n 's/^cuda: built in; device: //p')
 LAYOUTS="dp2 tp2_sp cp2 pp2 zero3"
-if [ -z "$gpu" ] || [ "$gpu" = "no CUDA device" ] || ! command -v mpirun >/dev/null 2>&1; then
-    why="no CUDA device"; command -v mpirun >/dev/null 2>&1 || why="mpirun is not installed"
-    for l in $LAYOUTS; do skip "GPU $l on one GPU within 1e-3 of one rank" "$why"; done
-    finish
-    exit
-fi
-T=$(mktemp -d /tmp/vfm_mpi_gpu_parallel.XXXXXX)
-keep_logs() { [ "$FAILED" != 0 ] && [ -n "$GPU_TEST_LOGS" ] && mkdir -p "$GPU_TEST_LOGS" && cp "$T"/*.log "$GPU_TEST_LOGS"/ 2>/dev/null; rm -rf "$T"; }
-trap keep_logs EXIT
+names=$(for l in $LAYOUTS; do printf '%s|' "GPU $l on one GPU within 1e-3 of one rank"; done)
+command -v mpirun >/dev/null 2>&1 || { IFS='|'; gpu_skip_all "mpirun is not installed" $names; exit; }
+[ -n "$(gpu_device)" ] || { IFS='|'; gpu_skip_all "no CUDA device" $names; exit; }
+gpu_test_dir vfm_mpi_gpu_parallel
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
-MPIRUN="mpirun --allow-run-as-root --oversubscribe --bind-to none --mca btl self,vader --mca btl_vader_single_copy_mechanism none -x OMP_NUM_THREADS -x OPENBLAS_NUM_THREADS"
+MPIRUN=$MPIRUN_LOCAL
 ARGS="--config configs/tiny-mock.yaml train.device=cuda train.train_iters=10 train.global_batch_size=2 checkpoint.save_interval=10 logger.level=info dataset.mock_shapes=[4x3x6x10,4x1x8x10,4x1x2x2,4x2x4x6] model.num_query_groups=2"
 BOUND=1e-3
 $VFM train $ARGS checkpoint.save=$T/one > $T/one.log 2>&1
