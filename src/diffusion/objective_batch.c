@@ -7,10 +7,7 @@
 #include "core/host_reads.h"
 #include "ops/ops.h"
 
-vfm_status objective_put(Tensor *dst, const void *host) {
-    Tensor h = tensor_make((void *)host, dst->dtype, DEV_CPU, dst->ndim, dst->shape);
-    return tensor_copy(dst, &h);
-}
+vfm_status objective_put(Tensor *dst, const void *host) { return op_upload(dst, host); }
 
 vfm_status objective_get(void *host, const Tensor *src) {
     Tensor h = tensor_make(host, src->dtype, DEV_CPU, src->ndim, src->shape);

@@ -358,6 +358,11 @@ vfm_status op_count_nonfinite(int64_t *count, const Tensor *x);
 vfm_status op_fill(Tensor *x, double value);
 /* dst = src (any devices; same dtype and element count) */
 vfm_status op_copy(Tensor *dst, const Tensor *src);
+/* dst = the tensor_bytes(dst) bytes at host, issued on the ops' stream without waiting for the GPU
+ * (a blocking copy to the GPU would first wait for all the work before it): for the small per-pack
+ * values the training step uploads. host must be pageable memory (malloc'd: the runtime stages it
+ * at the call, so it may be reused at once), not page-locked. On the CPU a plain copy. */
+vfm_status op_upload(Tensor *dst, const void *host);
 /* dst = src with dtype conversion (e.g. f32 master -> bf16 weights); same element count. On CUDA:
  * f32 <-> bf16 (round to nearest even), both tensors on the GPU. */
 vfm_status op_convert(Tensor *dst, const Tensor *src);

@@ -680,15 +680,17 @@ static vfm_status train_step(Trainer *t, Window *w, int *stop) {
     VFM_TRY(update_weights(t, lr));
     /* the replicated embedders stay bitwise identical on every stage (design §3's claim, asserted) */
     if (t->layout.pp > 1) VFM_TRY(pp_check_replicated_values(&t->par.pp, &m->table, m->params, m->device, t->step + 1));
-    double dt = time_now() - t0;
-    w->seconds += dt;
+    double dt = time_now() - t0; /* the host's time in the step (on a GPU: issuing it) */
     t->unread_samples[t->unread] = t->consumed_samples;
     t->unread_seconds[t->unread] = dt;
     t->unread++;
     t->step++;
     if (t->step % t->log_interval == 0 || t->step == t->train_iters) {
         VFM_TRY(read_counters(t, w, stop));
+        w->seconds += time_now() - t0; /* with the wait for the GPU to finish the window's work */
         VFM_TRY(log_window(t, w, lr));
+    } else {
+        w->seconds += dt;
     }
     return VFM_OK;
 }
