@@ -7,12 +7,8 @@
 # The logs of a failing run are copied to GPU_TEST_LOGS when that is set (scripts/gpu_check2.sh).
 cd "$(dirname "$0")/../.." || exit 1
 . tests/e2e/common.inc
-names="GPU DP=2 on one GPU matches one rank|GPU ZeRO-1 + overlapped buckets equal plain DP bitwise"
-command -v mpirun >/dev/null 2>&1 || { IFS='|'; gpu_skip_all "mpirun is not installed" $names; exit; }
-[ -n "$(gpu_device)" ] || { IFS='|'; gpu_skip_all "no CUDA device" $names; exit; }
-gpu_test_dir vfm_mpi_gpu
-export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
-MPIRUN=$MPIRUN_LOCAL
+gpu_mpi_start vfm_mpi_gpu "GPU DP=2 on one GPU matches one rank" \
+    "GPU ZeRO-1 + overlapped buckets equal plain DP bitwise" || exit 0
 ARGS="--config configs/tiny-mock.yaml train.train_iters=20 train.global_batch_size=4 checkpoint.save_interval=20 train.device=cuda"
 $VFM train $ARGS checkpoint.save=$T/dp1 > $T/dp1.log 2>&1
 check "GPU, one rank, 20 steps" test -f $T/dp1/iter_0000020/DONE

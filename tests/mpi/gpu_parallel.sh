@@ -10,13 +10,9 @@
 # when that is set (scripts/gpu_check2.sh brings them back). VFM="scripts/gpu_run.sh build/vfm".
 cd "$(dirname "$0")/../.." || exit 1
 . tests/e2e/common.inc
-LAYOUTS="dp2 tp2_sp cp2 pp2 zero3"
-names=$(for l in $LAYOUTS; do printf '%s|' "GPU $l on one GPU within 1e-3 of one rank"; done)
-command -v mpirun >/dev/null 2>&1 || { IFS='|'; gpu_skip_all "mpirun is not installed" $names; exit; }
-[ -n "$(gpu_device)" ] || { IFS='|'; gpu_skip_all "no CUDA device" $names; exit; }
-gpu_test_dir vfm_mpi_gpu_parallel
-export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
-MPIRUN=$MPIRUN_LOCAL
+gpu_mpi_start vfm_mpi_gpu_parallel "GPU dp2 on one GPU within 1e-3 of one rank" \
+    "GPU tp2_sp on one GPU within 1e-3 of one rank" "GPU cp2 on one GPU within 1e-3 of one rank" \
+    "GPU pp2 on one GPU within 1e-3 of one rank" "GPU zero3 on one GPU within 1e-3 of one rank" || exit 0
 ARGS="--config configs/tiny-mock.yaml train.device=cuda train.train_iters=10 train.global_batch_size=2 checkpoint.save_interval=10 logger.level=info dataset.mock_shapes=[4x3x6x10,4x1x8x10,4x1x2x2,4x2x4x6] model.num_query_groups=2"
 BOUND=1e-3
 $VFM train $ARGS checkpoint.save=$T/one > $T/one.log 2>&1
