@@ -43,8 +43,8 @@ void dit_describe(DiT *m, const DiTConfig *cfg) {
     m->heads_local = m->cfg.heads, m->kv_heads_local = m->cfg.kv_heads, m->ffn_local = m->cfg.ffn;
 }
 
-static void localize_linear(void *ctx, Linear *l) { linear_localize(ctx, l); }
-static void localize_entry(void *ctx, int *e) { (void)ctx, (void)e; }
+/* TP: a column-parallel linear's rows on this rank (the other entries keep their indices). */
+static void localize_linear(void *m, Linear *l) { linear_localize(m, l); }
 
 static int pp_on(const DiT *m) { return m->par.pp > 1; }
 static int vp_of(const DiT *m) { return m->par.vp > 1 ? m->par.vp : 1; }
@@ -110,7 +110,7 @@ static vfm_status shard_table(DiT *m) {
     VFM_TRY(tp_shard_map_init(m->shards, split, m->par.tp, m->par.tp_rank));
     if (pp_on(m)) m->shards->file = m->full_table, m->shards->file_entry = m->stage->full_entry;
     VFM_TRY(param_table_copy(&m->table, &m->shards->local));
-    HandleVisitor localize = {localize_linear, localize_entry, m};
+    HandleVisitor localize = {localize_linear, NULL, m};
     visit_layers(m, m->n_blocks, &localize);
     m->heads_local = m->cfg.heads / m->par.tp;
     m->kv_heads_local = m->cfg.kv_heads / m->par.tp;

@@ -95,8 +95,8 @@ void region_comm_bytes(const struct DiT *m, double r, double b, double *fwd, dou
 
 /* ---- every parameter handle of a layer ---------------------------------------------------------- */
 typedef struct HandleVisitor {
-    void (*linear)(void *ctx, Linear *l); /* called for present layers only (w >= 0) */
-    void (*entry)(void *ctx, int *e);     /* called for present entries only (>= 0) */
+    void (*linear)(void *ctx, Linear *l); /* called for present layers only (w >= 0); NULL: none */
+    void (*entry)(void *ctx, int *e);     /* called for present entries only (>= 0); NULL: none */
     void *ctx;
 } HandleVisitor;
 void visit_linear(const HandleVisitor *v, Linear *l);

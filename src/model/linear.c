@@ -34,11 +34,11 @@ int vector_add(ParamTable *t, ParamInit init, int64_t n, unsigned groups, const 
 }
 
 void visit_linear(const HandleVisitor *v, Linear *l) {
-    if (l->w >= 0) v->linear(v->ctx, l);
+    if (l->w >= 0 && v->linear) v->linear(v->ctx, l);
 }
 
 void visit_entry(const HandleVisitor *v, int *e) {
-    if (*e >= 0) v->entry(v->ctx, e);
+    if (*e >= 0 && v->entry) v->entry(v->ctx, e);
 }
 
 /* ---- views ------------------------------------------------------------------------------------- */
