@@ -52,7 +52,7 @@ void dit_dfm_build(DiT *m) {
                           .norm_eps = c->ln_eps, .in = linear_normal(std, 0), .out = linear_normal(out_std, 0)};
     AttentionSpec cross = self;
     cross.self = 0, cross.kv_in = c->d_text, cross.kv_heads = c->heads, cross.qk_norm = f->cross_qk_norm;
-    MlpSpec mlp = {c->ffn, f->mlp_act, linear_normal(std, 0), linear_normal(out_std, 0)};
+    MlpSpec mlp = {.ffn = c->ffn, .act = f->mlp_act, .in = linear_normal(std, 0), .out = linear_normal(out_std, 0)};
     float eps = f->block_ln_eps;
     for (int l = 0; l < c->layers; l++) {
         DiTBlock *b = &m->blocks[l];

@@ -45,6 +45,12 @@ int block_has(const DiTBlock *p, MixerKind kind) {
     return 0;
 }
 
+const MlpLayer *block_mlp(const DiTBlock *p) {
+    for (int k = 0; k < p->n_sub; k++)
+        if (p->sub[k].kind == MIXER_MLP) return &p->sub[k].mlp;
+    return NULL;
+}
+
 static const Tensor *chunk(const BlockActs *b, int k) { return k >= 0 ? &b->mod.chunk[k] : NULL; }
 static Tensor *d_chunk(Acts *a, int k) { return k >= 0 ? &a->mod.d_chunk[k] : NULL; }
 
@@ -103,7 +109,7 @@ vfm_status block_carve(const DiT *m, const DiTBlock *p, ActCarver *cv, BlockActs
         VFM_TRY(carve_f32(cv, &sa->mean, Rl, 0));
         VFM_TRY(carve_f32(cv, &sa->rstd, Rl, 0));
         VFM_TRY(carve_act(cv, &sa->xm, Rl, D));
-        if (s->kind == MIXER_MLP) VFM_TRY(mlp_carve(m, cv, &sa->mlp, a));
+        if (s->kind == MIXER_MLP) VFM_TRY(mlp_carve(m, &s->mlp, cv, &sa->mlp, a));
         else VFM_TRY(attention_carve(m, &s->attn, cv, &sa->attn, a, selective));
         VFM_TRY(carve_act(cv, &sa->out, Rl, D));
     }

@@ -77,8 +77,9 @@ enum { CARVE_INPUT = 1, CARVE_REST = 2, CARVE_ALL = 3 };
  * attentions' o and lse are not carved (dit_carve_selective points them at the scratch's). */
 vfm_status block_carve(const struct DiT *m, const DiTBlock *p, ActCarver *cv, BlockActs *b, const struct Acts *a,
                        int what, int selective);
-/* 1 when the block has a sub-layer of this kind. */
+/* 1 when the block has a sub-layer of this kind; its first MLP (NULL: none). */
 int block_has(const DiTBlock *p, MixerKind kind);
+const MlpLayer *block_mlp(const DiTBlock *p);
 double block_flops(const struct DiT *m, const DiTBlock *p, const FlopShape *s);
 /* Bytes one rank sends for the block: the TP regions and CP self-attention (layer.h, attention.h). */
 void block_comm_bytes(const struct DiT *m, const DiTBlock *p, double r, double b, double *tp_fwd, double *tp_bwd,

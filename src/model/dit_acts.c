@@ -160,7 +160,8 @@ vfm_status dit_carve_acts(const DiT *m, Arena *arena, size_t *bytes, Acts *a, in
     if (!a->d_xm_full.data) a->d_xm_full = a->d_xm; /* no SP: the region's rows are the local rows */
     if (!a->d_partial.data) a->d_partial = a->d_branch;
     VFM_TRY(attention_carve_scratch(m, &cv, &a->attn, a, dit_has_mixer(m, MIXER_CROSS_ATTENTION)));
-    VFM_TRY(mlp_carve_scratch(m, &cv, &a->d_ffn, a));
+    const MlpLayer *mlp = block_mlp(&m->blocks[0]);
+    if (mlp) VFM_TRY(mlp_carve_scratch(m, mlp, &cv, &a->mlp, a));
     VFM_TRY(modulation_carve_scratch(&m->blocks[0].mod, &cv, &a->mod, B));
     *bytes = cv.bytes;
     return VFM_OK;

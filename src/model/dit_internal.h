@@ -63,7 +63,7 @@ typedef struct Acts {
     Tensor d_res, d_branch, d_xm;         /* [Rl,D] */
     Tensor d_xm_full, d_partial;          /* [R,D] (SP; otherwise views of d_xm, d_branch) */
     AttnScratch attn;
-    Tensor d_ffn;                         /* [R,ffn/TP] */
+    MlpScratch mlp;
     ModScratch mod;
     /* recomputation (dit_recompute.c), in the model's scratch arena: SELECTIVE blocks' attention
      * outputs, one pair per attention of a block, shared by every block; a FULL group's replayed
