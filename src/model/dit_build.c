@@ -13,7 +13,8 @@
  * the patch embedding, conditioning, adaLN and final layer get their gradients as sums over this
  * rank's tokens, partial over TP under sequence parallelism. */
 static void build_table(DiT *m) {
-    dit_arch(m->cfg.variant)->build(m);
+    const DiTArch *arch = dit_arch(m->cfg.variant);
+    if (arch) arch->build(m); /* an unknown variant: an empty table (dit_config_resolve refuses it) */
     for (int i = 0; i < m->table.count; i++) {
         ParamEntry *e = &m->table.entries[i];
         if (e->tp_split_dim < 0 && !(e->reduce_groups & REDUCE_TP_HEADS)) e->reduce_groups |= REDUCE_TP_SP;
