@@ -124,7 +124,8 @@ $(CUDNN_FE_HDR):
 cudnn-frontend: $(CUDNN_FE_HDR)
 endif
 
-test: deps
+test:
+	@scripts/deps.sh --test
 	@$(MAKE) --no-print-directory all fuzz
 	@tests/run_all.sh
 
