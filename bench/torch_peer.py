@@ -178,7 +178,10 @@ def main():
     ap.add_argument("--steps", type=int, default=None, help="timed steps (default: vfm's)")
     ap.add_argument("--skip-check", action="store_true", help="time without checking against vfm (not for results)")
     ap.add_argument("--peak-tflops", type=float, default=None, help="the peak MFU is measured against (default: vfm's)")
+    ap.add_argument("--threads", type=int, default=None, help="CPU threads of PyTorch's ops (default: PyTorch's)")
     a = ap.parse_args()
+    if a.threads:
+        torch.set_num_threads(a.threads)
 
     with open(os.path.join(a.src, "bench.json")) as f:
         info = json.load(f)
@@ -202,7 +205,7 @@ def main():
     compiled = not a.no_compile
     warmup = a.warmup if a.warmup is not None else max(b["warmup"], 3 if compiled else 1)
     steps = a.steps if a.steps is not None else b["steps"]
-    dev_name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
+    dev_name = torch.cuda.get_device_name(device) if device.type == "cuda" else f"cpu, {torch.get_num_threads()} threads"
     print(f"torch peer: torch {torch.__version__} on {dev_name}; "
           f"{'bf16 autocast over fp32 parameters' if bf16 else 'fp32'}; SDPA attention; "
           f"{'torch.compile (mode ' + a.compile_mode + ')' if compiled else 'eager'}; AdamW fused="
