@@ -29,8 +29,12 @@
 #include "real.h"
 #include "softmax_rows.h"
 
-#define ATTN_BQ 64  /* query rows per block */
-#define ATTN_BK 128 /* key rows per block */
+#ifndef ATTN_BQ
+#define ATTN_BQ 256 /* query rows per block (tuned on AVX-512 at head_dim 32: docs/bench.md) */
+#endif
+#ifndef ATTN_BK
+#define ATTN_BK 512 /* key rows per block */
+#endif
 
 typedef struct {
     int sample, head;
