@@ -77,7 +77,7 @@ CUDNN_FE_CXXFLAGS := -std=c++17 -O2 -fPIC -Wall -Wextra -Werror -DCUDNN_FRONTEND
 endif
 endif
 
-.PHONY: all deps test demo clean goldens gpu-bundle gpu-test gpu-bench cudnn-frontend fuzz
+.PHONY: all deps test demo clean goldens gpu-bundle gpu-test gpu-bench cudnn-frontend fuzz harness
 all: $(BUILD)/vfm $(BUILD)/vfm_tests $(BUILD)/vfm_mpi_tests
 
 deps:
@@ -126,7 +126,7 @@ endif
 
 test:
 	@scripts/deps.sh --test
-	@$(MAKE) --no-print-directory all fuzz
+	@$(MAKE) --no-print-directory all fuzz harness
 	@tests/run_all.sh
 
 demo: deps
@@ -208,5 +208,8 @@ goldens:
 
 clean:
 	rm -rf $(BUILD)
+
+# The CUDA kernels on the CPU, and the cuBLASLt and cuDNN stand-ins: `make harness` (make test)
+include tests/harness/harness.mk
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
