@@ -20,7 +20,7 @@
 # PyTorch: the first use installs PyPI's torch 2.x into a venv outside the repository,
 # $VFM_TORCH_VENV (default ~/.cache/vfm-bench/torch2; about 3 GB, several minutes) and says so;
 # later runs reuse it. Environment: VFM (default build/vfm), SHAPES, THREADS (default "1 2"),
-# REPEATS (default 3), PAIR_DIR (logs and checks; default a new /tmp/vfm_cpu_pair.* folder).
+# REPEATS (default 3), STEPS (vfm bench's step flags for every shape, e.g. "--warmup 1 --steps 1"), PAIR_DIR (logs and checks; default a new /tmp/vfm_cpu_pair.* folder).
 cd "$(dirname "$0")/.." || exit 1
 VFM=${VFM:-build/vfm}
 SHAPES=${SHAPES:-demo 1024 4096 8192}
@@ -52,8 +52,9 @@ shape_args() {
     esac
 }
 
-# Warm-up and timed steps: fewer for the long samples (seconds a step).
+# Warm-up and timed steps: fewer for the long samples (seconds a step); STEPS overrides.
 steps_for() {
+    [ -n "${STEPS:-}" ] && { echo "$STEPS"; return; }
     case $1 in
         demo|1024) echo "--warmup 2 --steps 10" ;;
         *) echo "--warmup 1 --steps 2" ;;
