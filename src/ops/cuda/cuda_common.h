@@ -50,6 +50,9 @@ typedef enum {
     SCRATCH_SLOTS
 } ScratchSlot;
 vfm_status cuda_scratch(ScratchSlot slot, size_t bytes, void **out);
+// bytes rounded up to 256: pieces carved one after another from a scratch buffer (which is
+// 256-byte aligned, as every cudaMalloc) stay 256-byte aligned.
+#define ALIGN256(bytes) (((size_t)(bytes) + 255) & ~(size_t)255)
 
 // ---- element access ---------------------------------------------------------------------------
 
