@@ -127,16 +127,16 @@ template <int N, typename T> __device__ __forceinline__ void chunk_read(T *v, co
 #else
     if (vec && i + N <= n) {
 #endif
-UNROLL
+        UNROLL
         for (int a = 0; a < N; a += P) {
             VFM_VECTOR_ACCESS(p + i + a);
             Vec16<T> x = *reinterpret_cast<const Vec16<T> *>(p + i + a);
-UNROLL
+            UNROLL
             for (int k = 0; k < P; k++) v[a + k] = x.v[k];
         }
         return;
     }
-UNROLL
+    UNROLL
     for (int k = 0; k < N; k++) v[k] = i + k < n ? p[i + k] : from_f32<T>(0.f);
 }
 
@@ -145,17 +145,17 @@ template <int N, typename T> __device__ __forceinline__ void chunk_write(T *p, c
     constexpr int P = 16 / sizeof(T);
     int64_t i = c * N;
     if (vec && i + N <= n) {
-UNROLL
+        UNROLL
         for (int a = 0; a < N; a += P) {
             Vec16<T> x;
-UNROLL
+            UNROLL
             for (int k = 0; k < P; k++) x.v[k] = v[a + k];
             VFM_VECTOR_ACCESS(p + i + a);
             *reinterpret_cast<Vec16<T> *>(p + i + a) = x;
         }
         return;
     }
-UNROLL
+    UNROLL
     for (int k = 0; k < N; k++)
         if (i + k < n) p[i + k] = v[k];
 }

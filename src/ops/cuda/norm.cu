@@ -70,7 +70,7 @@ __global__ void layernorm_modulate_forward_kernel(T *y, float *mean, float *rstd
     const T *xr = x + s * D;
     T xc[ROW_CHUNKS][W];  // the row's chunks of this thread, read once
     float sum = 0.f;
-UNROLL
+    UNROLL
     for (int j = 0; j < ROW_CHUNKS; j++) {
         int64_t c = row_chunk(j, chunks);
         if (c < 0) continue;
@@ -81,7 +81,7 @@ UNROLL
     }
     float mu = row_sum(sum) / (float)D;
     float sq = 0.f;
-UNROLL
+    UNROLL
     for (int j = 0; j < ROW_CHUNKS; j++) {
         int64_t c = row_chunk(j, chunks);
         if (c < 0) continue;
@@ -98,7 +98,7 @@ UNROLL
         rstd[s] = rs;
     }
     const T *sh = shift ? shift + (int64_t)b * D : NULL, *sc = scale ? scale + (int64_t)b * D : NULL;
-UNROLL
+    UNROLL
     for (int j = 0; j < ROW_CHUNKS; j++) {
         int64_t c = row_chunk(j, chunks);
         if (c < 0) continue;
@@ -130,7 +130,7 @@ __global__ void layernorm_modulate_dx_kernel(T *dx, const T *dy, const T *x, con
     float m = mean[s], rs = rstd[s];
     T gc[ROW_CHUNKS][W], xc[ROW_CHUNKS][W];
     float sum_g = 0.f, sum_gx = 0.f;
-UNROLL
+    UNROLL
     for (int j = 0; j < ROW_CHUNKS; j++) {
         int64_t c = row_chunk(j, chunks);
         if (c < 0) continue;
@@ -149,7 +149,7 @@ UNROLL
     }
     float mean_g = row_sum(sum_g) / (float)D, mean_gx = row_sum(sum_gx) / (float)D;
     T *dxr = dx + s * D;
-UNROLL
+    UNROLL
     for (int j = 0; j < ROW_CHUNKS; j++) {
         int64_t c = row_chunk(j, chunks);
         if (c < 0) continue;
@@ -354,7 +354,7 @@ __global__ void rmsnorm_forward_kernel(T *y, float *rstd, const T *x, const T *w
     const T *xr = x + n * d;
     T xc[ROW_CHUNKS][W];
     float sq = 0.f;
-UNROLL
+    UNROLL
     for (int j = 0; j < ROW_CHUNKS; j++) {
         int64_t c = row_chunk(j, chunks_of<W>(read_to));
         if (c < 0) continue;
@@ -369,7 +369,7 @@ UNROLL
     float rs = 1.f / sqrtf(row_sum(sq) / (float)d + eps);
     if (threadIdx.x == 0) rstd[n] = rs;
     T *yr = y + n * d;
-UNROLL
+    UNROLL
     for (int j = 0; j < ROW_CHUNKS; j++) {
         int64_t c = row_chunk(j, chunks);
         if (c < 0) continue;
@@ -394,7 +394,7 @@ __global__ void rmsnorm_dx_kernel(T *dx, const T *dy, const T *x, const float *r
     const T *xr = x + n * d, *gr = dy + n * d;
     float rs = rstd[n], sum_gx = 0.f;
     T gc[ROW_CHUNKS][W], xc[ROW_CHUNKS][W];
-UNROLL
+    UNROLL
     for (int j = 0; j < ROW_CHUNKS; j++) {
         int64_t c = row_chunk(j, chunks);
         if (c < 0) continue;
@@ -411,7 +411,7 @@ UNROLL
     }
     float mean_gx = row_sum(sum_gx) / (float)d;
     T *dxr = dx + n * d;
-UNROLL
+    UNROLL
     for (int j = 0; j < ROW_CHUNKS; j++) {
         int64_t c = row_chunk(j, chunks);
         if (c < 0) continue;
