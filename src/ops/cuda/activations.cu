@@ -30,52 +30,24 @@ __device__ __forceinline__ float sigmoid_f(float x) { return 1.f / (1.f + expf(-
 // The pointwise kernels run over chunks of VEC(T) elements (cuda_common.h, "16-byte vector access"):
 // 16-byte accesses where the tensors are aligned, the short last chunk element by element.
 template <typename T> __global__ void gelu_forward_kernel(T *y, const T *x, int64_t n, int kind, int vec) {
-    constexpr int W = VEC(T);
-    GRID_STRIDE(c, chunks_of<W>(n)) {
-        T v[W];
-        chunk_read<W>(v, x, c, n, vec);
-        for (int k = 0; k < W; k++) v[k] = from_f32<T>(gelu_value(to_f32(v[k]), kind));
-        chunk_write<W>(y, v, c, n, vec);
-    }
+    GRID_STRIDE(c, chunks_of<VEC(T)>(n)) map1_chunk(y, x, c, n, vec, [=](float v) { return gelu_value(v, kind); });
 }
 
 // dx may alias dy (the linear backward turns dy into dpre in place): same chunk read then written.
 template <typename T> __global__ void gelu_backward_kernel(T *dx, const T *dy, const T *x, int64_t n, int kind, int vec) {
-    constexpr int W = VEC(T);
-    GRID_STRIDE(c, chunks_of<W>(n)) {
-        T g[W], v[W];
-        chunk_read<W>(g, dy, c, n, vec);
-        chunk_read<W>(v, x, c, n, vec);
-        for (int k = 0; k < W; k++) g[k] = from_f32<T>(to_f32(g[k]) * gelu_slope(to_f32(v[k]), kind));
-        chunk_write<W>(dx, g, c, n, vec);
-    }
+    GRID_STRIDE(c, chunks_of<VEC(T)>(n))
+        map2_chunk(dx, dy, x, c, n, vec, [=](float g, float v) { return g * gelu_slope(v, kind); });
 }
 
 template <typename T> __global__ void silu_forward_kernel(T *y, const T *x, int64_t n, int vec) {
-    constexpr int W = VEC(T);
-    GRID_STRIDE(c, chunks_of<W>(n)) {
-        T v[W];
-        chunk_read<W>(v, x, c, n, vec);
-        for (int k = 0; k < W; k++) {
-            float a = to_f32(v[k]);
-            v[k] = from_f32<T>(a * sigmoid_f(a));
-        }
-        chunk_write<W>(y, v, c, n, vec);
-    }
+    GRID_STRIDE(c, chunks_of<VEC(T)>(n)) map1_chunk(y, x, c, n, vec, [](float v) { return v * sigmoid_f(v); });
 }
 
 template <typename T> __global__ void silu_backward_kernel(T *dx, const T *dy, const T *x, int64_t n, int vec) {
-    constexpr int W = VEC(T);
-    GRID_STRIDE(c, chunks_of<W>(n)) {
-        T g[W], v[W];
-        chunk_read<W>(g, dy, c, n, vec);
-        chunk_read<W>(v, x, c, n, vec);
-        for (int k = 0; k < W; k++) {
-            float a = to_f32(v[k]), s = sigmoid_f(a);
-            g[k] = from_f32<T>(to_f32(g[k]) * s * (1.f + a * (1.f - s)));
-        }
-        chunk_write<W>(dx, g, c, n, vec);
-    }
+    GRID_STRIDE(c, chunks_of<VEC(T)>(n)) map2_chunk(dx, dy, x, c, n, vec, [](float g, float v) {
+        float s = sigmoid_f(v);
+        return g * s * (1.f + v * (1.f - s));
+    });
 }
 
 // y[N,F] = silu(x[:, :F]) · x[:, F:], one warp per row (no division per element).

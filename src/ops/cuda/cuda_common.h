@@ -166,17 +166,32 @@ template <int N> __device__ __forceinline__ int chunk_len(int64_t c, int64_t n) 
     return left < N ? (int)left : N;
 }
 
-// ema = d·ema + one_minus·param on chunk c of n elements (op_ema_update and the step-gated EMA of
-// step.cu): the CPU's expression with explicitly rounded operations.
-template <typename T>
-__device__ __forceinline__ void ema_chunk(T *ema, const T *param, int64_t c, int64_t n, float d, float one_minus, int vec) {
+// The pointwise kernels' chunk: out = f(a) (map1_chunk) or f(a, b) (map2_chunk) element by element
+// in f32, rounded once on the store, on chunk c of n elements. out may alias a or b.
+template <typename T, class F>
+__device__ __forceinline__ void map1_chunk(T *out, const T *a, int64_t c, int64_t n, int vec, F f) {
     constexpr int W = VEC(T);
-    T e[W], p[W];
-    chunk_read<W>(e, ema, c, n, vec);
-    chunk_read<W>(p, param, c, n, vec);
-    for (int k = 0; k < W; k++)
-        e[k] = from_f32<T>(__fadd_rn(__fmul_rn(d, to_f32(e[k])), __fmul_rn(one_minus, to_f32(p[k]))));
-    chunk_write<W>(ema, e, c, n, vec);
+    T x[W];
+    chunk_read<W>(x, a, c, n, vec);
+    UNROLL
+    for (int k = 0; k < W; k++) x[k] = from_f32<T>(f(to_f32(x[k])));
+    chunk_write<W>(out, x, c, n, vec);
+}
+template <typename T, class F>
+__device__ __forceinline__ void map2_chunk(T *out, const T *a, const T *b, int64_t c, int64_t n, int vec, F f) {
+    constexpr int W = VEC(T);
+    T x[W], y[W];
+    chunk_read<W>(x, a, c, n, vec);
+    chunk_read<W>(y, b, c, n, vec);
+    UNROLL
+    for (int k = 0; k < W; k++) x[k] = from_f32<T>(f(to_f32(x[k]), to_f32(y[k])));
+    chunk_write<W>(out, x, c, n, vec);
+}
+
+// d·ema + one_minus·param, the CPU's expression with explicitly rounded operations (op_ema_update
+// and the step-gated EMA of step.cu).
+__device__ __forceinline__ float ema_value(float e, float p, float d, float one_minus) {
+    return __fadd_rn(__fmul_rn(d, e), __fmul_rn(one_minus, p));
 }
 
 // ---- launch geometry --------------------------------------------------------------------------

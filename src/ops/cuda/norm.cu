@@ -256,14 +256,7 @@ __global__ void gated_residual_forward_kernel(T *out, const T *x, const T *y, co
 
 // dx += dout
 template <typename T> __global__ void add_into_kernel(T *dx, const T *dout, int64_t n, int vec) {
-    constexpr int W = VEC(T);
-    GRID_STRIDE(c, chunks_of<W>(n)) {
-        T a[W], d[W];
-        chunk_read<W>(a, dx, c, n, vec);
-        chunk_read<W>(d, dout, c, n, vec);
-        for (int k = 0; k < W; k++) a[k] = from_f32<T>(to_f32(a[k]) + to_f32(d[k]));
-        chunk_write<W>(dx, a, c, n, vec);
-    }
+    GRID_STRIDE(c, chunks_of<VEC(T)>(n)) map2_chunk(dx, dx, dout, c, n, vec, [](float a, float d) { return a + d; });
 }
 
 // dy = gate[b]⊙dout (or dout); padding rows 0. dy may alias dout.

@@ -25,7 +25,8 @@ __global__ void step_decide_kernel(double *S, StepDecideHyper h) { step_decide(S
 template <typename T>
 __global__ void ema_if_kernel(T *E, const T *P, int64_t n, float d, float one_minus, const double *state, int vec) {
     if (state[STEP_OK] == 0) return;
-    GRID_STRIDE(c, chunks_of<VEC(T)>(n)) ema_chunk(E, P, c, n, d, one_minus, vec);
+    GRID_STRIDE(c, chunks_of<VEC(T)>(n))
+        map2_chunk(E, E, P, c, n, vec, [=](float e, float p) { return ema_value(e, p, d, one_minus); });
 }
 
 extern "C" vfm_status cuda_f64_accumulate(Tensor *acc, int64_t at, const Tensor *x, int n) {

@@ -13,63 +13,35 @@ template <typename T> __global__ void fill_kernel(T *x, int64_t n, float value, 
     GRID_STRIDE(c, chunks_of<W>(n)) chunk_write<W>(x, v, c, n, vec);
 }
 
-// Chunks of 8 elements: 16 bytes of bf16, two 16-byte accesses of f32.
-__global__ void f32_to_bf16_kernel(bf16 *dst, const float *src, int64_t n, int vec) {
+// f32 <-> bf16 in chunks of 8 elements: 16 bytes of bf16, two 16-byte accesses of f32.
+template <typename S, typename D> __global__ void convert_kernel(D *dst, const S *src, int64_t n, int vec) {
     GRID_STRIDE(c, chunks_of<8>(n)) {
-        float f[8];
-        bf16 h[8];
-        chunk_read<8>(f, src, c, n, vec);
-        for (int k = 0; k < 8; k++) h[k] = __float2bfloat16_rn(f[k]);
-        chunk_write<8>(dst, h, c, n, vec);
-    }
-}
-
-__global__ void bf16_to_f32_kernel(float *dst, const bf16 *src, int64_t n, int vec) {
-    GRID_STRIDE(c, chunks_of<8>(n)) {
-        bf16 h[8];
-        float f[8];
-        chunk_read<8>(h, src, c, n, vec);
-        for (int k = 0; k < 8; k++) f[k] = __bfloat162float(h[k]);
-        chunk_write<8>(dst, f, c, n, vec);
+        S s[8];
+        D d[8];
+        chunk_read<8>(s, src, c, n, vec);
+        for (int k = 0; k < 8; k++) d[k] = from_f32<D>(to_f32(s[k]));
+        chunk_write<8>(dst, d, c, n, vec);
     }
 }
 
 template <typename T> __global__ void add_kernel(T *out, const T *a, const T *b, int64_t n, int vec) {
-    constexpr int W = VEC(T);
-    GRID_STRIDE(c, chunks_of<W>(n)) {
-        T x[W], y[W];
-        chunk_read<W>(x, a, c, n, vec);
-        chunk_read<W>(y, b, c, n, vec);
-        for (int k = 0; k < W; k++) x[k] = from_f32<T>(__fadd_rn(to_f32(x[k]), to_f32(y[k])));
-        chunk_write<W>(out, x, c, n, vec);
-    }
+    GRID_STRIDE(c, chunks_of<VEC(T)>(n)) map2_chunk(out, a, b, c, n, vec, [](float x, float y) { return __fadd_rn(x, y); });
 }
 
 template <typename T> __global__ void scale_kernel(T *x, int64_t n, float alpha, int vec) {
-    constexpr int W = VEC(T);
-    GRID_STRIDE(c, chunks_of<W>(n)) {
-        T v[W];
-        chunk_read<W>(v, x, c, n, vec);
-        for (int k = 0; k < W; k++) v[k] = from_f32<T>(__fmul_rn(to_f32(v[k]), alpha));
-        chunk_write<W>(x, v, c, n, vec);
-    }
+    GRID_STRIDE(c, chunks_of<VEC(T)>(n)) map1_chunk(x, x, c, n, vec, [=](float v) { return __fmul_rn(v, alpha); });
 }
 
 // y += alpha·x
 template <typename T> __global__ void axpy_kernel(T *y, const T *x, int64_t n, float alpha, int vec) {
-    constexpr int W = VEC(T);
-    GRID_STRIDE(c, chunks_of<W>(n)) {
-        T a[W], b[W];
-        chunk_read<W>(a, y, c, n, vec);
-        chunk_read<W>(b, x, c, n, vec);
-        for (int k = 0; k < W; k++) a[k] = from_f32<T>(__fadd_rn(to_f32(a[k]), __fmul_rn(alpha, to_f32(b[k]))));
-        chunk_write<W>(y, a, c, n, vec);
-    }
+    GRID_STRIDE(c, chunks_of<VEC(T)>(n))
+        map2_chunk(y, y, x, c, n, vec, [=](float a, float b) { return __fadd_rn(a, __fmul_rn(alpha, b)); });
 }
 
 // ema = decay·ema + (1-decay)·param
 template <typename T> __global__ void ema_kernel(T *ema, const T *param, int64_t n, float d, float one_minus, int vec) {
-    GRID_STRIDE(c, chunks_of<VEC(T)>(n)) ema_chunk(ema, param, c, n, d, one_minus, vec);
+    GRID_STRIDE(c, chunks_of<VEC(T)>(n))
+        map2_chunk(ema, ema, param, c, n, vec, [=](float e, float p) { return ema_value(e, p, d, one_minus); });
 }
 
 // out[R,d] = in[R, col0 : col0+d] (add = 0) or out[R, col0 : col0+d] += in[R,d] (add = 1); wide[R,D].
@@ -120,10 +92,10 @@ extern "C" vfm_status cuda_convert(Tensor *dst, const Tensor *src) {
                         tensor_describe(src, b, sizeof b));
     }
     if (src->dtype == DT_F32 && dst->dtype == DT_BF16) {
-        if (n) LAUNCH_CHUNKS(f32_to_bf16_kernel, bf16, n, (bf16 *)dst->data, (const float *)src->data, n,
+        if (n) LAUNCH_CHUNKS((convert_kernel<float, bf16>), bf16, n, (bf16 *)dst->data, (const float *)src->data, n,
                              vec_ok(dst->data, src->data));
     } else if (src->dtype == DT_BF16 && dst->dtype == DT_F32) {
-        if (n) LAUNCH_CHUNKS(bf16_to_f32_kernel, bf16, n, (float *)dst->data, (const bf16 *)src->data, n,
+        if (n) LAUNCH_CHUNKS((convert_kernel<bf16, float>), bf16, n, (float *)dst->data, (const bf16 *)src->data, n,
                              vec_ok(dst->data, src->data));
     } else {
         return vfm_fail(VFM_ERR_UNSUPPORTED, "convert on cuda: %s to %s (only f32 <-> bf16)", dtype_name(src->dtype),
