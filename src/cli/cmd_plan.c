@@ -48,8 +48,8 @@ static vfm_status fixed_keys(const Config *cfg, const ArgList *pos, PlanFixed *f
             sharding = 1;
         else if (IS("model.recompute_granularity") || IS("model.recompute_method") || IS("model.recompute_num_layers")) {
             f->recompute = 1;
-            f->rc_granularity = cfg_str(cfg, "model.recompute_granularity");
-            f->rc_method = cfg_str(cfg, "model.recompute_method");
+            snprintf(f->rc_granularity, sizeof f->rc_granularity, "%s", cfg_str(cfg, "model.recompute_granularity"));
+            snprintf(f->rc_method, sizeof f->rc_method, "%s", cfg_str(cfg, "model.recompute_method"));
             f->rc_layers = (int)cfg_int(cfg, "model.recompute_num_layers");
         } else if (IS("ddp.overlap_grad_reduce"))
             f->overlap_grad_reduce = cfg_bool(cfg, "ddp.overlap_grad_reduce") + 1;

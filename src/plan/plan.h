@@ -52,9 +52,8 @@ vfm_status plan_device_calibrate(PlanDevice *d, const char *path);
 typedef struct PlanFixed {
     int tp, sp, cp, cp_type, a2a_size, pp, vp; /* 0: free; otherwise the value (sp, cp_type: value + 1) */
     int sharding;                              /* 0: free; otherwise DpSharding + 1 */
-    int recompute;                             /* 1: rc below */
-    RecomputeConfig rc_keys;                   /* the three keys as given (granularity, method, n) */
-    const char *rc_granularity, *rc_method;
+    int recompute;                             /* 1: the three recompute keys as given */
+    char rc_granularity[16], rc_method[16];
     int rc_layers;
     int overlap_grad_reduce;                   /* 0: free (the planner turns it on); 1: false; 2: true */
 } PlanFixed;
