@@ -80,6 +80,17 @@ static void print_json(const BenchResult *r) {
                           "flops_per_step", r->flops_per_step, "peak_device_bytes", (json_int_t)r->mem.peak,
                           "peak_host_bytes", (json_int_t)r->host_peak);
     if (j && r->attention[0]) json_object_set_new(j, "attention", json_string(r->attention));
+    if (j) json_object_set_new(j, "attn_flops_per_step", json_real(r->attn_flops_per_step));
+    if (j && r->n_profile) { /* --profile: what `vfm plan --calibrate` reads (GEMM and attention rates) */
+        json_t *rows = json_array();
+        for (int i = 0; i < r->n_profile; i++) {
+            const OpsProfileEntry *e = &r->profile[i];
+            json_array_append_new(rows, json_pack("{s:s,s:s,s:f,s:f}", "op", e->name, "device", device_name(e->device),
+                                                  "calls_per_step", (double)e->calls / r->steps, "seconds_per_step",
+                                                  e->seconds / r->steps));
+        }
+        json_object_set_new(j, "profile", rows);
+    }
     char *text = j ? json_dumps(j, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
     if (text) printf("bench-json: %s\n", text);
     free(text);

@@ -25,11 +25,11 @@ static vfm_status parse_long(const char *flag, const char *text, long lo, long h
 }
 
 /* The keys the user fixed on the command line (overrides a.b=v): the search keeps them. */
-static vfm_status fixed_keys(const Config *cfg, const ArgList *pos, PlanFixed *f) {
+static vfm_status fixed_keys(const Config *cfg, const char *const *items, int n_items, PlanFixed *f) {
     memset(f, 0, sizeof *f);
     int sharding = 0;
-    for (int i = 0; i < pos->n; i++) {
-        const char *it = pos->items[i], *eq = strchr(it, '=');
+    for (int i = 0; i < n_items; i++) {
+        const char *it = items[i], *eq = strchr(it, '=');
         size_t n = eq ? (size_t)(eq - it) : strlen(it);
 #define IS(k) (n == strlen(k) && strncmp(it, k, n) == 0)
         if (IS("model.tensor_model_parallel_size")) f->tp = (int)cfg_int(cfg, "model.tensor_model_parallel_size");
@@ -148,6 +148,67 @@ static void print_notes(const PlanRequest *r, const PlanResult *best) {
         printf("note: ZeRO-2/3 keeps fp32 units and runs the GPU model in f32 in this version (counted so)\n");
 }
 
+/* The numbers of the command line. */
+typedef struct PlanArgs {
+    const char *preset, *file, *gpu, *calibrate;
+    long seq, text, gpus, gpn, gbs;
+} PlanArgs;
+
+/* The request of the command line with the overrides items[n] (a.b=v; they are also the fixed keys). */
+static vfm_status make_request(const PlanArgs *a, const char *const *items, int n_items, PlanRequest *r) {
+    memset(r, 0, sizeof *r);
+    const char *ov[260];
+    char pre[128];
+    int n = 0;
+    if (a->preset) {
+        snprintf(pre, sizeof pre, "model.preset=%s", a->preset);
+        ov[n++] = pre;
+    }
+    for (int i = 0; i < n_items && n < 260; i++) ov[n++] = items[i];
+    Config *cfg;
+    VFM_TRY(config_load(&cfg, a->file, ov, n));
+    vfm_status s = dit_config_from(&r->model, cfg);
+    if (s == VFM_OK) s = fixed_keys(cfg, items, n_items, &r->fixed);
+    if (s == VFM_OK) s = plan_device_find(a->gpu, &r->dev);
+    if (s == VFM_OK && a->calibrate) s = plan_device_calibrate(&r->dev, a->calibrate);
+    r->seq = a->seq, r->text = r->model.f.cross_attn ? a->text : 0, r->gpus = (int)a->gpus, r->gpus_per_node = (int)a->gpn;
+    r->pad_multiple = (int)cfg_int(cfg, "dataset.pad_multiple");
+    r->ema = cfg_bool(cfg, "ema.enabled");
+    /* NeMo's pretrain_7b_pack recipe: 512 packs per step (../shared/research/dfm.md §4.5) */
+    r->global_batch = a->gbs ? a->gbs : cfg_is_set(cfg, "train.global_batch_size") ? cfg_int(cfg, "train.global_batch_size") : 512;
+    double intra = cfg_float(cfg, "plan.intra_node_bandwidth"), inter = cfg_float(cfg, "plan.inter_node_bandwidth");
+    r->intra_gb_s = intra > 0 ? intra : r->dev.intra_gb_s;
+    r->inter_gb_s = inter > 0 ? inter : r->dev.inter_gb_s;
+    config_free(cfg);
+    return s;
+}
+
+/* --versus: that layout's step beside the best's, the parts where it spends most more. */
+static void print_versus(const PlanResult *best, const PlanResult *v) {
+    char name[256];
+    plan_layout_name(&v->layout, name, sizeof name);
+    if (!v->fits) {
+        printf("versus %s: does not fit, %.1f GiB over (%.1f GiB per GPU)\n", name, gib(v->over_bytes), gib(v->mem.total));
+        return;
+    }
+    printf("versus %s: %.3f s per step against %.3f s (%.0f against %.0f TFLOP/s per GPU)", name, v->time.step,
+           best->time.step, v->time.model_tflops_per_gpu, best->time.model_tflops_per_gpu);
+    const char *names[PLAN_TIME_PARTS];
+    double a[PLAN_TIME_PARTS], b[PLAN_TIME_PARTS];
+    plan_time_parts(&v->time, names, a);
+    plan_time_parts(&best->time, names, b);
+    int used[PLAN_TIME_PARTS] = {0}, said = 0;
+    for (int k = 0; k < 3; k++) { /* the three parts it spends most more time in */
+        int m = -1;
+        for (int i = 0; i < PLAN_TIME_PARTS; i++)
+            if (!used[i] && a[i] - b[i] > 0.01 * best->time.step && (m < 0 || a[i] - b[i] > a[m] - b[m])) m = i;
+        if (m < 0) break;
+        used[m] = 1;
+        printf("%s %s %.3f s against %.3f s", said++ ? "," : "; it spends more in:", names[m], a[m], b[m]);
+    }
+    printf("\n");
+}
+
 int cmd_plan(int argc, char **argv) {
     ArgFlag flags[] = {
         {"--preset", "NAME", "a model preset (vfm model presets lists them)", NULL, 0},
@@ -161,6 +222,7 @@ int cmd_plan(int argc, char **argv) {
         {"--top", "K", "layouts to print (default 5)", NULL, 0},
         {"--calibrate", "FILE", "the output of vfm bench --profile on this GPU: its GEMM and attention rates", NULL, 0},
         {"--explain", NULL, "how each figure of the best layout was computed", NULL, 0},
+        {"--versus", "\"K=V ...\"", "a layout's keys (space-separated): its step beside the best's, and where it differs", NULL, 0},
         {"--json", NULL, "print {\"layouts\": [...]}, best first, those that do not fit last", NULL, 0},
     };
     int nflags = (int)(sizeof flags / sizeof flags[0]), help;
@@ -203,33 +265,12 @@ int cmd_plan(int argc, char **argv) {
         fprintf(stderr, "vfm plan: give --preset NAME or --config FILE\n");
         return 2;
     }
-    const char *ov[260];
-    char pre[128];
-    int n = 0;
-    if (preset) {
-        snprintf(pre, sizeof pre, "model.preset=%s", preset);
-        ov[n++] = pre;
-    }
-    for (int i = 0; i < pos.n && n < 260; i++) ov[n++] = pos.items[i];
+    PlanArgs a = {preset, file, args_value(flags, nflags, "--gpu", "h100-80gb"), args_value(flags, nflags, "--calibrate", NULL),
+                  seq, text, gpus, gpn, gbs};
     PlanRequest r;
-    memset(&r, 0, sizeof r);
-    Config *cfg;
-    if ((s = config_load(&cfg, file, ov, n)) != VFM_OK) return cli_report(s);
-    s = dit_config_from(&r.model, cfg);
-    if (s == VFM_OK) s = fixed_keys(cfg, &pos, &r.fixed);
-    if (s == VFM_OK) s = plan_device_find(args_value(flags, nflags, "--gpu", "h100-80gb"), &r.dev);
-    if (s == VFM_OK && (v = args_value(flags, nflags, "--calibrate", NULL))) s = plan_device_calibrate(&r.dev, v);
-    r.seq = seq, r.text = r.model.f.cross_attn ? text : 0, r.gpus = (int)gpus, r.gpus_per_node = (int)gpn;
-    r.pad_multiple = (int)cfg_int(cfg, "dataset.pad_multiple");
-    r.ema = cfg_bool(cfg, "ema.enabled");
-    r.global_batch = gbs ? gbs : cfg_is_set(cfg, "train.global_batch_size") ? cfg_int(cfg, "train.global_batch_size") : 512;
-    double intra = cfg_float(cfg, "plan.intra_node_bandwidth"), inter = cfg_float(cfg, "plan.inter_node_bandwidth");
-    r.intra_gb_s = intra > 0 ? intra : r.dev.intra_gb_s;
-    r.inter_gb_s = inter > 0 ? inter : r.dev.inter_gb_s;
-    config_free(cfg);
+    if ((s = make_request(&a, pos.items, pos.n, &r)) != VFM_OK) return cli_report(s);
     PlanList list;
-    if (s == VFM_OK) s = plan_search(&r, &list);
-    if (s != VFM_OK) return cli_report(s);
+    if ((s = plan_search(&r, &list)) != VFM_OK) return cli_report(s);
     int json = args_flag(flags, nflags, "--json")->present;
     if (json) {
         json_t *arr = json_array();
@@ -239,6 +280,18 @@ int cmd_plan(int argc, char **argv) {
         if (text_out) printf("%s\n", text_out);
         free(text_out);
         json_decref(j);
+    }
+    if (list.n_fit == 0) { /* a world too small: one line, the closest layout and by how much it misses (the
+                            * JSON, when asked for, is printed first) */
+        char name[256];
+        plan_layout_name(&list.items[0].layout, name, sizeof name);
+        fprintf(stderr, "vfm plan: no layout of %d x %s fits: the closest, %s, needs %.1f GiB per GPU, %.1f GiB more "
+                "than the %.1f GiB it has (%lld layouts tried)\n", r.gpus, r.dev.name, name, gib(list.items[0].mem.total),
+                gib(list.items[0].over_bytes), gib(r.dev.memory_bytes), (long long)list.considered);
+        plan_list_free(&list);
+        return 2;
+    }
+    if (json) {
         plan_list_free(&list);
         return 0;
     }
@@ -252,10 +305,6 @@ int cmd_plan(int argc, char **argv) {
     int shown = 0;
     for (int i = 0; i < list.n && shown < top; i++)
         if (list.items[i].fits) print_row(++shown, &list.items[i]);
-    if (list.n_fit == 0) { /* the closest, and by how much it misses */
-        printf("no layout fits: the closest needs %.1f GiB more per GPU\n", gib(list.items[0].over_bytes));
-        for (int i = 0; i < list.n && i < top; i++) print_row(i + 1, &list.items[i]);
-    }
     const PlanResult *best = &list.items[0];
     PlanOverride ovs[PLAN_MAX_OVERRIDES];
     int k = plan_layout_overrides(&best->layout, ovs);
@@ -263,6 +312,25 @@ int cmd_plan(int argc, char **argv) {
     for (int i = 0; i < k; i++) printf(" %s=%s", ovs[i].key, ovs[i].value);
     printf("\n");
     print_notes(&r, best);
+    const char *versus = args_value(flags, nflags, "--versus", NULL);
+    if (versus) { /* that layout's keys, space-separated, beside the command line's */
+        char buf[2048];
+        const char *items[300];
+        int n = 0;
+        snprintf(buf, sizeof buf, "%s", versus);
+        for (int i = 0; i < pos.n && n < 256; i++) items[n++] = pos.items[i];
+        for (char *tok = strtok(buf, " "); tok && n < 300; tok = strtok(NULL, " ")) items[n++] = tok;
+        PlanRequest vr;
+        PlanList vl;
+        s = make_request(&a, items, n, &vr);
+        if (s == VFM_OK) s = plan_search(&vr, &vl);
+        if (s != VFM_OK) {
+            plan_list_free(&list);
+            return cli_report(s);
+        }
+        print_versus(best, &vl.items[0]);
+        plan_list_free(&vl);
+    }
     if (args_flag(flags, nflags, "--explain")->present) print_explain(&r, best);
     plan_list_free(&list);
     return 0;

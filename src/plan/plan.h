@@ -108,6 +108,10 @@ typedef struct PlanTime {
     const char *dominant;                           /* the largest part's name */
 } PlanTime;
 
+/* The parts of a step time in a fixed order, with their names ("GEMMs", "PP bubble", ...). */
+enum { PLAN_TIME_PARTS = 10 };
+void plan_time_parts(const PlanTime *t, const char **names, double *seconds);
+
 typedef struct PlanResult {
     PlanLayout layout;
     PlanMemory mem;

@@ -140,13 +140,21 @@ void plan_step_time(const PlanRequest *r, const PlanLayout *pl, const PlanStageT
     double model_flops = 3 * r->sample_flops * (double)r->global_batch; /* the seeds' count: 3 x the forward */
     out->tokens_per_second_per_gpu = (double)r->global_batch * (double)r->seq / out->step / r->gpus;
     out->model_tflops_per_gpu = model_flops / out->step / r->gpus / 1e12;
-    const char *names[] = {"GEMMs", "attention", "elementwise", "recomputation", "TP collectives", "CP attention traffic",
-                           "PP messages", "PP bubble", "DP gradient traffic", "optimizer"};
-    double parts[] = {out->gemm, out->attention, out->elementwise, out->recompute, out->tp, out->cp, out->pp_p2p,
-                      out->bubble, out->dp, out->optimizer};
+    const char *names[PLAN_TIME_PARTS];
+    double parts[PLAN_TIME_PARTS];
+    plan_time_parts(out, names, parts);
     int k = 0;
-    for (int i = 1; i < 10; i++)
+    for (int i = 1; i < PLAN_TIME_PARTS; i++)
         if (parts[i] > parts[k]) k = i;
     out->dominant = names[k];
 }
 
+
+void plan_time_parts(const PlanTime *t, const char **names, double *seconds) {
+    static const char *const NAMES[PLAN_TIME_PARTS] = {
+        "GEMMs", "attention", "elementwise", "recomputation", "TP collectives", "CP attention traffic", "PP messages",
+        "PP bubble", "DP gradient traffic", "optimizer"};
+    double v[PLAN_TIME_PARTS] = {t->gemm, t->attention, t->elementwise, t->recompute, t->tp, t->cp, t->pp_p2p,
+                                 t->bubble, t->dp, t->optimizer};
+    for (int i = 0; i < PLAN_TIME_PARTS; i++) names[i] = NAMES[i], seconds[i] = v[i];
+}
