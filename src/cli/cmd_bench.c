@@ -1,7 +1,6 @@
 /* vfm bench: parses the command line, runs train/bench.c and prints its figures — a block for
  * people, the per-op table with --profile, and one `bench-json: {...}` line for scripts
  * (bench/run_pair.sh). */
-#include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,11 +12,8 @@
 #include "train/bench.h"
 
 static vfm_status parse_int(const char *flag, const char *text, int lo, int hi, int *out) {
-    char *end;
-    errno = 0;
-    long v = strtol(text, &end, 10);
-    if (errno || end == text || *end || v < lo || v > hi)
-        return vfm_fail(VFM_ERR_USAGE, "%s %s: expected an integer in [%d, %d]", flag, text, lo, hi);
+    long v;
+    VFM_TRY(args_long(flag, text, lo, hi, &v));
     *out = (int)v;
     return VFM_OK;
 }

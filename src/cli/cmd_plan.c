@@ -1,7 +1,6 @@
 /* vfm plan: the parallel layout for a model, a sequence length and a number of GPUs (src/plan,
  * docs/plan.md): the best layouts with their memory per GPU and step time, the overrides of the best
  * for `vfm train`; --explain shows how each figure was made, --json prints them for scripts. */
-#include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,16 +12,6 @@
 #include "plan/plan.h"
 
 static double gib(double b) { return b / (1024.0 * 1024.0 * 1024.0); }
-
-static vfm_status parse_long(const char *flag, const char *text, long lo, long hi, long *out) {
-    char *end;
-    errno = 0;
-    long v = strtol(text, &end, 10);
-    if (errno || end == text || *end || v < lo || v > hi)
-        return vfm_fail(VFM_ERR_USAGE, "%s %s: expected an integer in [%ld, %ld]", flag, text, lo, hi);
-    *out = v;
-    return VFM_OK;
-}
 
 /* The keys the user fixed on the command line (overrides a.b=v): the search keeps them. */
 static vfm_status fixed_keys(const Config *cfg, const char *const *items, int n_items, PlanFixed *f) {
@@ -242,19 +231,19 @@ int cmd_plan(int argc, char **argv) {
     }
     long seq = 0, text = 512, gpus = 0, gpn = 8, gbs = 0, top = 5;
     const char *v;
-    if ((v = args_value(flags, nflags, "--seq", NULL)) && (s = parse_long("--seq", v, 1, 1L << 30, &seq)) != VFM_OK)
+    if ((v = args_value(flags, nflags, "--seq", NULL)) && (s = args_long("--seq", v, 1, 1L << 30, &seq)) != VFM_OK)
         return cli_report(s);
-    if ((v = args_value(flags, nflags, "--text", NULL)) && (s = parse_long("--text", v, 0, 1L << 20, &text)) != VFM_OK)
+    if ((v = args_value(flags, nflags, "--text", NULL)) && (s = args_long("--text", v, 0, 1L << 20, &text)) != VFM_OK)
         return cli_report(s);
-    if ((v = args_value(flags, nflags, "--gpus", NULL)) && (s = parse_long("--gpus", v, 1, 1L << 20, &gpus)) != VFM_OK)
+    if ((v = args_value(flags, nflags, "--gpus", NULL)) && (s = args_long("--gpus", v, 1, 1L << 20, &gpus)) != VFM_OK)
         return cli_report(s);
     if ((v = args_value(flags, nflags, "--gpus-per-node", NULL)) &&
-        (s = parse_long("--gpus-per-node", v, 1, 1024, &gpn)) != VFM_OK)
+        (s = args_long("--gpus-per-node", v, 1, 1024, &gpn)) != VFM_OK)
         return cli_report(s);
     if ((v = args_value(flags, nflags, "--global-batch", NULL)) &&
-        (s = parse_long("--global-batch", v, 1, 1L << 30, &gbs)) != VFM_OK)
+        (s = args_long("--global-batch", v, 1, 1L << 30, &gbs)) != VFM_OK)
         return cli_report(s);
-    if ((v = args_value(flags, nflags, "--top", NULL)) && (s = parse_long("--top", v, 1, 1000, &top)) != VFM_OK)
+    if ((v = args_value(flags, nflags, "--top", NULL)) && (s = args_long("--top", v, 1, 1000, &top)) != VFM_OK)
         return cli_report(s);
     if (!seq || !gpus) {
         fprintf(stderr, "vfm plan: --seq N and --gpus G are required (vfm plan --help)\n");

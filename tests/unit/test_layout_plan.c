@@ -43,6 +43,15 @@ static vfm_status best_with(const PlanRequest *base, PlanFixed f, PlanResult *ou
     return VFM_OK;
 }
 
+/* The planner's best layout (that fits) for the request. */
+static vfm_status search_best(const PlanRequest *r, PlanResult *best, int *n_fit) {
+    PlanList l;
+    VFM_TRY(plan_search(r, &l));
+    *best = l.items[0], *n_fit = l.n_fit;
+    plan_list_free(&l);
+    return VFM_OK;
+}
+
 static void say(const char *row, const PlanResult *best, const PlanResult *seeds, double published) {
     char a[256], b[256];
     plan_layout_name(&best->layout, a, sizeof a);
@@ -70,11 +79,10 @@ TEST(plan_seeds_dit7b_8k) {
     PlanFixed f = {.tp = 1, .cp = 1, .pp = 1, .sharding = DP_SHARD_OPTIM + 1, .recompute = 1};
     REQUIRE_OK(best_with(&r, f, &base));
     CHECK_MSG(!base.fits, "DP256 ZeRO-1 without recomputation fits (%.1f GiB)", base.mem.total / 1073741824.0);
-    PlanList l;
-    REQUIRE_OK(plan_search(&r, &l));
-    REQUIRE(l.n_fit > 0);
-    PlanResult best = l.items[0], seeds;
-    plan_list_free(&l);
+    PlanResult best, seeds;
+    int n_fit;
+    REQUIRE_OK(search_best(&r, &best, &n_fit));
+    REQUIRE(n_fit > 0);
     PlanFixed tp2 = {.tp = 2, .sp = 2, .cp = 1, .pp = 1, .sharding = DP_SHARD_OPTIM + 1};
     REQUIRE_OK(best_with(&r, tp2, &seeds));
     CHECK(seeds.fits);
@@ -87,11 +95,10 @@ TEST(plan_seeds_dit7b_8k) {
 TEST(plan_seeds_dit7b_74k) {
     PlanRequest r;
     REQUIRE_OK(request(&r, "dit-7b", 74000, 256));
-    PlanList l;
-    REQUIRE_OK(plan_search(&r, &l));
-    REQUIRE(l.n_fit > 0);
-    PlanResult best = l.items[0], seeds;
-    plan_list_free(&l);
+    PlanResult best, seeds;
+    int n_fit;
+    REQUIRE_OK(search_best(&r, &best, &n_fit));
+    REQUIRE(n_fit > 0);
     CHECK_MSG(best.layout.l.cp > 1, "the best layout at 74k tokens does not use context parallelism");
     PlanFixed f = {.tp = 2, .sp = 2, .cp = 4, .cp_type = CP_COMM_P2P + 1, .pp = 1, .sharding = DP_SHARD_OPTIM + 1};
     REQUIRE_OK(best_with(&r, f, &seeds));
@@ -101,11 +108,10 @@ TEST(plan_seeds_dit7b_74k) {
 TEST(plan_seeds_dit28b_8k) {
     PlanRequest r;
     REQUIRE_OK(request(&r, "dit-28b", 8192, 256));
-    PlanList l;
-    REQUIRE_OK(plan_search(&r, &l));
-    REQUIRE(l.n_fit > 0);
-    PlanResult best = l.items[0], seeds;
-    plan_list_free(&l);
+    PlanResult best, seeds;
+    int n_fit;
+    REQUIRE_OK(search_best(&r, &best, &n_fit));
+    REQUIRE(n_fit > 0);
     const PlanLayout *b = &best.layout;
     CHECK_MSG(b->l.tp > 1 || b->l.pp > 1 || b->sharding == DP_SHARD_OPTIM_GRADS_PARAMS,
               "the best layout for DiT-28B at 8k does not split the model");
