@@ -48,6 +48,12 @@ fi
 $VFM bench --preset tiny --seq 256 --text 16 --steps 2 --warmup 1 --profile train.device=cpu train.threads=1 > $T/bench.txt 2>&1
 $VFM plan --preset dit-7b --seq 8192 --gpus 256 --top 1 --explain --calibrate $T/bench.txt > $T/cal.txt 2>&1
 check "--calibrate: the GEMM and attention rates of a vfm bench --profile run" grep -q '^  GEMMs .*, calibrated)' $T/cal.txt
+# the GPU check's plan step (scripts/gpu_check.sh plan-dit-xl) on this CPU run: the plumbing only — a
+# CPU's measured rates under an H100's memory and link figures predict nothing
+printf 'model:\n  preset: tiny\n' > $T/tiny.yaml
+scripts/gpu_check_steps.sh plan $T/tiny.yaml $T/bench.txt --text 16 > $T/pvb.txt 2>&1
+check "the GPU check's plan step: the calibrated prediction of the benchmarked layout beside the measured step" \
+    grep -qE '^plan-vs-bench: predicted [0-9.]+ s per step \(h100-80gb, calibrated\), measured [0-9.]+ s, ratio [0-9.]+$' $T/pvb.txt
 grep -v '"profile"' $T/bench.txt | sed 's/,"profile":.*}$/}/' > $T/noprofile.txt
 check "--calibrate with a bench run without --profile: exit 2, one line" \
     one_line_exit2 --preset dit-7b --seq 8192 --gpus 256 --calibrate $T/noprofile.txt
