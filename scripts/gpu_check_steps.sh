@@ -57,7 +57,7 @@ plan)
     predicted=$($VFM plan --config "$cfg" --seq "$seq" --gpus 1 --global-batch "$samples" --gpu "$gpu" --calibrate "$log" --json \
         model.tensor_model_parallel_size=1 model.sequence_parallel=false model.context_parallel_size=1 \
         model.pipeline_model_parallel_size=1 model.recompute_granularity=null "$@" |
-        sed -nE 's/^\{"layouts":\[\{[^]]*"step_seconds":([0-9.e+-]+).*/\1/p')
+        grep -o '"step_seconds":[0-9.e+-]*' | head -n 1 | cut -d: -f2)
     [ -n "$predicted" ] || { echo "vfm plan gave no step_seconds"; exit 1; }
     echo "$predicted $(num ms_per_step)" | awk -v gpu="$gpu" '{ m = $2 / 1e3
         printf "plan-vs-bench: predicted %.4f s per step (%s, calibrated), measured %.4f s, ratio %.2f\n", $1, gpu, m, $1 / m }'
