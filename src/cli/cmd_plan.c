@@ -90,10 +90,10 @@ static void print_explain(const PlanRequest *r, const PlanResult *p) {
     printf("  total          %8.2f GiB  of %.2f GiB (%s)\n", gib(m->total), gib(r->dev.memory_bytes), r->dev.label);
     printf("time per step, %lld micro-batch%s per replica:\n", (long long)p->layout.microbatches,
            p->layout.microbatches == 1 ? "" : "es");
-    printf("  GEMMs          %8.4f s  the rank's linear FLOPs x 3 at %.0f TFLOP/s (%.1f%% of %.1f%s)\n", t->gemm,
+    printf("  GEMMs          %8.4f s  the rank's linear FLOPs x 3 at %.3g TFLOP/s (%.3g%% of %.1f%s)\n", t->gemm,
            r->dev.peak_tflops * r->dev.gemm_efficiency, 100 * r->dev.gemm_efficiency, r->dev.peak_tflops,
            r->dev.calibrated ? ", calibrated" : "");
-    printf("  attention      %8.4f s  forward at %.0f / backward (2.5 x) at %.0f TFLOP/s (head dim 64) … %.0f / %.0f (128)\n",
+    printf("  attention      %8.4f s  forward at %.3g / backward (2.5 x) at %.3g TFLOP/s (head dim 64) … %.3g / %.3g (128)\n",
            t->attention, r->dev.attn_fwd_tflops[0], r->dev.attn_bwd_tflops[0], r->dev.attn_fwd_tflops[1],
            r->dev.attn_bwd_tflops[1]);
     printf("  elementwise    %8.4f s  3 passes over the kept activations at %.0f GB/s\n", t->elementwise, r->dev.hbm_gb_s);
