@@ -24,6 +24,7 @@
 #include "data/formats/tar.h"
 #include "diffusion/generate.h"
 #include "diffusion/sample_picture.h"
+#include "diffusion/sample_settings.h"
 #include "model/dit.h"
 #include "ops/ops.h"
 #include "train/checkpoint.h"
@@ -96,7 +97,7 @@ static vfm_status load_checkpoint(SampleJob *j, int use_ema, Device dev) {
     VFM_TRY(s);
     DiTConfig mc;
     VFM_TRY(dit_config_from(&mc, j->cfg));
-    VFM_TRY(objective_from_config(&j->objective, j->cfg));
+    VFM_TRY(objective_from_config(&j->objective, j->cfg, &mc));
     VFM_TRY(dit_create(&j->model, &mc, dev));
     char path[1400];
     path_join(path, sizeof path, dir, use_ema ? "ema.safetensors" : "model.safetensors");
@@ -282,18 +283,15 @@ int cmd_sample(int argc, char **argv) {
     if (num < 1) num = 1;
     GenerateOptions go;
     memset(&go, 0, sizeof go);
-    sampler_config_default(&go.sampler);
-    go.sampler.num_steps = (int)cfg_int(j.cfg, "sampler.num_steps");
-    go.sampler.sigma_min = cfg_float(j.cfg, "sampler.sigma_min");
-    go.sampler.sigma_max = cfg_float(j.cfg, "sampler.sigma_max");
-    go.sampler.rho = cfg_float(j.cfg, "sampler.rho");
-    go.sampler.s_churn = (v = args_value(flags, nflags, "--s-churn", NULL)) ? atof(v) : cfg_float(j.cfg, "sampler.s_churn");
+    SampleSettings defaults; /* the run's sampler keys for its objective */
+    if ((s = sample_settings_from_config(&defaults, j.cfg, j.objective.kind, 0)) != VFM_OK) return cli_report(s);
+    sample_settings_apply(&defaults, &go);
+    if ((v = args_value(flags, nflags, "--s-churn", NULL))) go.sampler.s_churn = atof(v);
     go.sampler.dfm_heun_parity = args_flag(flags, nflags, "--dfm-heun")->present;
     go.objective = &j.objective;
-    go.ddim = args_flag(flags, nflags, "--ddim")->present || cfg_bool(j.cfg, "sampler.ddim");
-    go.flow_linear = strcmp(cfg_str(j.cfg, "sampler.flow_schedule"), "linear") == 0;
+    if (args_flag(flags, nflags, "--ddim")->present) go.ddim = 1;
     if ((v = args_value(flags, nflags, "--steps", NULL))) go.sampler.num_steps = atoi(v);
-    go.guidance = (v = args_value(flags, nflags, "--guidance", NULL)) ? atof(v) : cfg_float(j.cfg, "sampler.guidance");
+    if ((v = args_value(flags, nflags, "--guidance", NULL))) go.guidance = atof(v);
     const char *cls = args_value(flags, nflags, "--class", NULL);
     int class_label = cls ? atoi(cls) : -1;
     if (cls && (mc->num_classes <= 0 || class_label < 0 || class_label >= mc->num_classes)) {
@@ -306,7 +304,6 @@ int cmd_sample(int argc, char **argv) {
                 objective_name(j.objective.kind));
     if (go.ddim && j.objective.kind != OBJECTIVE_DDPM)
         fprintf(stderr, "vfm sample: --ddim applies to ddpm; this checkpoint is %s (ignored)\n", objective_name(j.objective.kind));
-    go.sigma_data = (float)cfg_float(j.cfg, "model.sigma_data");
     go.seed = (uint64_t)atoll(args_value(flags, nflags, "--seed", "1"));
     go.progress = progress_bar;
     const char *fps_text = args_value(flags, nflags, "--fps", NULL);

@@ -270,7 +270,7 @@ static vfm_status bench_setup(Bench *b, const BenchOptions *o, BenchResult *r) {
 
     DiTConfig mc;
     VFM_TRY(dit_config_from(&mc, cfg));
-    VFM_TRY(objective_from_config(&b->obj, cfg));
+    VFM_TRY(objective_from_config(&b->obj, cfg, &mc));
     VFM_TRY(objective_check_model(&b->obj, &mc));
     b->accum = cfg_int(cfg, "train.global_batch_size");
     VFM_TRY(pack_source_create(&b->source, cfg, 0, 1));

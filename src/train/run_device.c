@@ -5,7 +5,10 @@
 #include <string.h>
 
 vfm_status run_select_device(const Config *cfg, Device *out, const char **why) {
-    const char *dev = cfg_str(cfg, "train.device");
+    return run_select_device_named(cfg_str(cfg, "train.device"), out, why);
+}
+
+vfm_status run_select_device_named(const char *dev, Device *out, const char **why) {
     int gpus = device_cuda_count();
     *out = DEV_CPU;
     if (strcmp(dev, "cpu") == 0) {

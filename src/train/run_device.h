@@ -10,6 +10,8 @@
  * has no GPU); auto = cuda when a GPU is present, else cpu.
  * *why receives a short reason for the choice (for the log line). */
 vfm_status run_select_device(const Config *cfg, Device *out, const char **why);
+/* The same for a train.device value already read. */
+vfm_status run_select_device_named(const char *dev, Device *out, const char **why);
 
 /* When s is VFM_ERR_NOMEM: appends to the current message the config keys that make a run use
  * less memory, with this run's values. Returns s unchanged. */

@@ -32,7 +32,7 @@
 #include "parallel/pp_stage.h"
 #include "optim/optimizer.h"
 #include "train/tensorboard.h"
-#include "train/train_config.h"
+#include "train/train_setup.h"
 #include "train/run_device.h"
 #include "train/validation.h"
 
@@ -137,18 +137,26 @@ static vfm_status trainer_setup(Trainer *t, const TrainOptions *opt) {
     memset(t, 0, sizeof *t);
     VFM_TRY(config_load(&t->cfg, opt->config_path, opt->overrides, opt->n_overrides));
     const Config *cfg = t->cfg;
-    int level = log_level_from_string(cfg_str(cfg, "logger.level"));
-    if (level >= 0) log_set_level((LogLevel)level);
-    VFM_TRY(train_check_keys(cfg));
-    DiTConfig mc;
-    VFM_TRY(dit_config_from(&mc, cfg));
+    LaunchInfo early; /* the rank from the launcher's environment, before MPI starts */
+    launch_detect(&early, NULL);
+    /* every key the run reads, read once (train_setup.h); a key the user set that this run does not
+     * use is named here — by rank 0, which speaks for the job */
+    TrainSetup setup;
+    LogLevel before = log_get_level();
+    if (early.rank != 0) log_set_level(LOG_ERROR);
+    vfm_status ss = train_setup_from_config(&setup, cfg, early.rank == 0);
+    log_set_level(before);
+    VFM_TRY(ss);
+    const TrainSetup *su = &setup;
+    if (su->log_level >= 0) log_set_level((LogLevel)su->log_level);
+    DiTConfig mc = su->model;
     VFM_TRY(launch_init(&t->launch));
     t->rank = t->launch.rank;
     if (t->rank != 0 && log_get_level() == LOG_INFO) log_set_level(LOG_WARN); /* rank 0 speaks for the job */
-    VFM_TRY(train_layout_from(&t->layout, cfg, t->rank == 0));
+    t->layout = su->layout;
     VFM_TRY(train_layout_check(&t->layout, &mc, t->launch.world_size));
     {
-        int64_t gbs = cfg_int(cfg, "train.global_batch_size");
+        int64_t gbs = su->global_batch_size;
         int dp = t->launch.world_size / (t->layout.tp * t->layout.pp * t->layout.cp);
         VFM_TRY(train_pipeline_check(mc.layers, t->layout.pp, t->layout.vp, gbs % dp == 0 ? gbs / dp : 0));
     }
@@ -157,51 +165,46 @@ static vfm_status trainer_setup(Trainer *t, const TrainOptions *opt) {
     VFM_TRY(train_parallel_init(&t->par, &t->layout, t->launch.world_size, t->rank));
     const char *why;
     char gpu[192] = "";
-    VFM_TRY(run_select_device(cfg, &t->device, &why));
+    VFM_TRY(run_select_device_named(su->device, &t->device, &why));
     if (t->device == DEV_CUDA) VFM_TRY(train_parallel_gpu(&t->par, &t->launch, gpu, sizeof gpu));
     log_info("device: %s (%s)%s%s", device_name(t->device), why, gpu[0] ? "; " : "", gpu);
     t->dp_rank = t->par.layout.dp_rank;
     t->dp_size = t->par.layout.dp;
-    int threads = (int)cfg_int(cfg, "train.threads");
-    ops_set_threads(threads > 0 ? threads : (int)sysconf(_SC_NPROCESSORS_ONLN));
+    ops_set_threads(su->threads > 0 ? su->threads : (int)sysconf(_SC_NPROCESSORS_ONLN));
 
-    VFM_TRY(objective_from_config(&t->objective, cfg));
-    VFM_TRY(objective_check_model(&t->objective, &mc));
-    OptimConfig oc;
-    VFM_TRY(optim_config_from(&oc, cfg));
-    t->train_iters = cfg_int(cfg, "train.train_iters");
-    int64_t gbs = cfg_int(cfg, "train.global_batch_size"); /* packs per step over the whole job */
+    t->objective = su->objective;
+    OptimConfig oc = su->optim;
+    t->train_iters = su->train_iters;
+    int64_t gbs = su->global_batch_size; /* packs per step over the whole job */
     if (gbs % t->dp_size != 0)
         return vfm_fail(VFM_ERR_USAGE, "train.global_batch_size (%lld) must be a multiple of the data-parallel size (%d)",
                         (long long)gbs, t->dp_size);
     t->accum = gbs / t->dp_size; /* micro-batches (one pack each) per replica per step */
-    t->save_interval = (int)cfg_int(cfg, "checkpoint.save_interval");
-    t->keep = (int)cfg_int(cfg, "checkpoint.keep");
-    t->log_interval = (int)cfg_int(cfg, "logger.log_interval");
-    t->max_nonfinite = (int)cfg_int(cfg, "train.max_nonfinite_steps");
-    t->overlap = cfg_bool(cfg, "ddp.overlap_grad_reduce");
-    snprintf(t->run_dir, sizeof t->run_dir, "%s", cfg_str(cfg, "checkpoint.save"));
+    t->save_interval = su->save_interval;
+    t->keep = su->keep;
+    t->log_interval = su->log_interval;
+    t->max_nonfinite = su->max_nonfinite;
+    t->overlap = su->overlap_grad_reduce;
+    snprintf(t->run_dir, sizeof t->run_dir, "%s", su->run_dir);
     if (!t->run_dir[0] && opt->resume && strcmp(opt->resume, "auto") == 0)
         return vfm_fail_at(VFM_ERR_USAGE, NULL, "checkpoint.save", "null", "--resume auto needs a run directory");
 
-    VFM_TRY(pack_source_create(&t->source, cfg, t->dp_rank, t->dp_size));
+    VFM_TRY(pack_source_from(&t->source, &su->data, t->dp_rank, t->dp_size));
     if (t->source->token_dim != dit_token_dim(&mc))
         return vfm_fail(VFM_ERR_USAGE, "the data has %d values per token but the model expects %d (in_channels·p²·pt)",
                         t->source->token_dim, dit_token_dim(&mc));
-    if (t->source->text_dim != mc.d_text)
+    if (mc.f.cross_attn && t->source->text_dim != mc.d_text)
         return vfm_fail(VFM_ERR_USAGE, "the data's text embeddings have width %d but model.crossattn_emb_size is %d",
                         t->source->text_dim, mc.d_text);
     VFM_TRY(pack_feed_init(&t->feed, t->source, t->device, ops_stream()));
 
     VFM_TRY(dit_create_parallel(&t->model, &mc, t->device, &t->par.model));
-    RecomputeConfig recompute; /* validated by train_check_keys */
-    VFM_TRY(recompute_from_config(cfg, &recompute));
-    VFM_TRY(dit_set_recompute(&t->model, &recompute));
-    VFM_TRY(dit_init_weights(&t->model, (uint64_t)cfg_int(cfg, "rng.seed")));
-    t->fixed_len = cfg_int(cfg, "train.fixed_pack_length");
+    VFM_TRY(dit_set_recompute(&t->model, &su->recompute));
+    VFM_TRY(dit_init_weights(&t->model, su->seed));
+    t->fixed_len = su->fixed_pack_length;
     if (t->fixed_len == 0 && t->layout.pp > 1) t->fixed_len = t->source->max_tokens; /* rounded at the first pack */
     t->padded = t->fixed_len > 0;
-    VFM_TRY(dp_sharding_from_config(cfg, &t->sharding));
+    t->sharding = su->sharding;
     int zero1 = t->sharding == DP_SHARD_OPTIM, fsdp = t->sharding >= DP_SHARD_OPTIM_GRADS;
     if (fsdp && t->device == DEV_CUDA) { /* the FSDP buffers are fp32 in this version */
         log_warn("%s on the GPU: f32 activations and weights (ZeRO-2/3 keeps fp32 units; bf16 units are not written)",
@@ -216,13 +219,13 @@ static vfm_status trainer_setup(Trainer *t, const TrainOptions *opt) {
         t->have_pipe = 1;
     }
     if (fsdp) {
-        int unsharded = cfg_bool(cfg, "ddp.fsdp_unsharded_accumulation") || t->accum == 1;
+        int unsharded = su->fsdp_unsharded_accumulation || t->accum == 1;
         VFM_TRY(train_parallel_fsdp_init(&t->par, &t->fsdp, &t->model, t->sharding, unsharded));
         t->have_fsdp = 1;
         t->dpv = &t->fsdp.dp;
         VFM_TRY(fsdp_optimizer_init(&t->fsdp, &t->opt, &oc));
     } else {
-        VFM_TRY(train_parallel_dp_init(&t->par, &t->dp, &t->model, cfg_float(cfg, "ddp.bucket_size_mb"), zero1));
+        VFM_TRY(train_parallel_dp_init(&t->par, &t->dp, &t->model, su->bucket_mb, zero1));
         t->have_dp = 1;
         t->dpv = &t->dp;
         VFM_TRY(dp_optimizer_init(&t->dp, &t->opt, &oc));
@@ -233,8 +236,8 @@ static vfm_status trainer_setup(Trainer *t, const TrainOptions *opt) {
     int writes_samples = t->par.layout.tp_rank == 0 && t->par.layout.cp_rank == 0 && t->par.layout.pp_rank == 0;
     VFM_TRY(validator_init(&t->val, cfg, &t->objective, t->dp_rank, t->dp_size, t->accum, t->rank,
                            writes_samples ? t->run_dir : ""));
-    if (cfg_bool(cfg, "ema.enabled")) {
-        t->ema_decay = cfg_float(cfg, "ema.decay");
+    if (su->ema) {
+        t->ema_decay = su->ema_decay;
         int64_t n = t->have_fsdp ? t->fsdp.dp.own_end - t->fsdp.dp.own_begin : t->model.table.total;
         size_t bytes = (size_t)(n > 0 ? n : 1) * sizeof(float);
         VFM_TRY(device_malloc(t->device, bytes, (void **)&t->ema));
@@ -272,10 +275,9 @@ static vfm_status trainer_setup(Trainer *t, const TrainOptions *opt) {
         VFM_TRY(restore(t, dir, 0, 1));
         resumed = 1;
     }
-    const char *load = cfg_str(cfg, "checkpoint.load");
-    if (!resumed && load[0]) {
-        VFM_TRY(resolve_checkpoint(load, dir, sizeof dir));
-        VFM_TRY(restore(t, dir, cfg_bool(cfg, "checkpoint.finetune"), cfg_bool(cfg, "checkpoint.load_optim")));
+    if (!resumed && su->load[0]) {
+        VFM_TRY(resolve_checkpoint(su->load, dir, sizeof dir));
+        VFM_TRY(restore(t, dir, su->finetune, su->finetune || su->load_optim));
     }
 
     if (t->rank == 0 && !t->run_dir[0])
@@ -295,7 +297,7 @@ static vfm_status trainer_setup(Trainer *t, const TrainOptions *opt) {
         t->metrics = fopen(path, "a");
         if (!t->metrics) return vfm_fail(VFM_ERR_IO, "%s: cannot open for appending", path);
     }
-    const char *tb_dir = cfg_str(cfg, "logger.tensorboard_dir");
+    const char *tb_dir = su->tensorboard_dir;
     char tb_default[1100];
     if (!tb_dir[0] && t->run_dir[0]) {
         path_join(tb_default, sizeof tb_default, t->run_dir, "tb_logs");
@@ -308,7 +310,7 @@ static vfm_status trainer_setup(Trainer *t, const TrainOptions *opt) {
     recompute_describe(&t->model.recompute, rc_text, sizeof rc_text);
     log_info("model: DiT %s, %lld parameters (%d layers, hidden %d, %d heads); objective %s; data: %s; %d thread%s per "
              "rank; %d rank%s: %s%s, %lld micro-batch%s of one pack per replica and step; activation recomputation: %s",
-             cfg_str(cfg, "model.variant"), (long long)param_table_trainable(t->model.full_table), mc.layers, mc.hidden,
+             dit_variant_name(mc.variant), (long long)param_table_trainable(t->model.full_table), mc.layers, mc.hidden,
              mc.heads, objective_name(t->objective.kind), t->source->kind, ops_get_threads(),
              ops_get_threads() > 1 ? "s" : "", t->launch.world_size, t->launch.world_size > 1 ? "s" : "", layout,
              fsdp ? (t->sharding == DP_SHARD_OPTIM_GRADS ? " (ZeRO-2)" : " (ZeRO-3)")

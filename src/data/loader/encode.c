@@ -30,6 +30,18 @@ static int64_t gcd64(int64_t a, int64_t b) {
     return a;
 }
 
+vfm_status encode_pad_multiple_from(const Config *cfg, int64_t budget, int *out) {
+    int64_t pad = cfg_int(cfg, "dataset.pad_multiple");
+    int64_t tpcp = cfg_int(cfg, "model.tensor_model_parallel_size") * cfg_int(cfg, "model.context_parallel_size");
+    int64_t lcm = pad / gcd64(pad, tpcp) * tpcp;
+    if (lcm > budget)
+        return vfm_fail_at(VFM_ERR_USAGE, NULL, "dataset.pad_multiple", NULL,
+                           "the pad multiple lcm(dataset.pad_multiple, TP·CP) = %lld exceeds "
+                           "dataset.task_encoder_seq_length = %lld", (long long)lcm, (long long)budget);
+    *out = (int)lcm;
+    return VFM_OK;
+}
+
 vfm_status encode_config_from(EncodeConfig *ec, const Config *cfg) {
     memset(ec, 0, sizeof *ec);
     ec->channels = (int)cfg_int(cfg, "model.in_channels");
@@ -37,14 +49,7 @@ vfm_status encode_config_from(EncodeConfig *ec, const Config *cfg) {
     ec->ph = ec->pw = (int)cfg_int(cfg, "model.patch_spatial");
     ec->text_dim = (int)cfg_int(cfg, "model.crossattn_emb_size");
     ec->budget = cfg_int(cfg, "dataset.task_encoder_seq_length");
-    int64_t pad = cfg_int(cfg, "dataset.pad_multiple");
-    int64_t tpcp = cfg_int(cfg, "model.tensor_model_parallel_size") * cfg_int(cfg, "model.context_parallel_size");
-    int64_t lcm = pad / gcd64(pad, tpcp) * tpcp;
-    if (lcm > ec->budget)
-        return vfm_fail_at(VFM_ERR_USAGE, NULL, "dataset.pad_multiple", NULL,
-                           "the pad multiple lcm(dataset.pad_multiple, TP·CP) = %lld exceeds "
-                           "dataset.task_encoder_seq_length = %lld", (long long)lcm, (long long)ec->budget);
-    ec->pad_multiple = (int)lcm;
+    VFM_TRY(encode_pad_multiple_from(cfg, ec->budget, &ec->pad_multiple));
     ec->max_frames = (int)cfg_int(cfg, "dataset.max_frames");
     ec->max_text_len = (int)cfg_int(cfg, "dataset.max_text_len");
     ec->keep_text_padding = cfg_bool(cfg, "dataset.keep_text_padding");
