@@ -261,7 +261,8 @@ vfm_status load_named_tensors(const char *path, const ParamTable *t, const char 
         snprintf(name, sizeof name, "%s%s", prefix, p->name);
         int k = safetensors_find(f, name);
         if (k < 0) {
-            s = vfm_fail(VFM_ERR_FORMAT, "%s: tensor '%s' is missing (was the checkpoint made by another model?)", path, name);
+            s = vfm_fail(VFM_ERR_FORMAT, "%s: tensor '%s' is missing (the config differs from the checkpoint's: another "
+                         "model.variant or model.* key? its config is in meta.json)", path, name);
             break;
         }
         DType dt;
@@ -271,7 +272,11 @@ vfm_status load_named_tensors(const char *path, const ParamTable *t, const char 
         int same = nd == p->ndim;
         for (int d = 0; same && d < nd; d++) same = shape[d] == p->shape[d];
         if (!same) {
-            s = vfm_fail(VFM_ERR_SHAPE, "%s: tensor '%s' has another shape than the model's", path, name);
+            char have[160], want[160];
+            tensor_shape_text(shape, nd, have, sizeof have);
+            tensor_shape_text(p->shape, p->ndim, want, sizeof want);
+            s = vfm_fail(VFM_ERR_SHAPE, "%s: tensor '%s' is %s in the checkpoint, %s in this model: the config differs "
+                         "from the checkpoint's (its model.* keys are in meta.json)", path, name, have, want);
             break;
         }
         s = safetensors_read_f32(f, k, buf + p->offset, p->numel);

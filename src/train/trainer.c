@@ -32,6 +32,7 @@
 #include "parallel/pp_stage.h"
 #include "optim/optimizer.h"
 #include "train/tensorboard.h"
+#include "train/resume_config.h"
 #include "train/train_setup.h"
 #include "train/run_device.h"
 #include "train/validation.h"
@@ -80,7 +81,10 @@ static vfm_status restore(Trainer *t, const char *dir, int finetune, int with_op
     CheckpointState st;
     VFM_TRY(checkpoint_read_meta(dir, &st));
     Optimizer *o = with_optim && !finetune ? &t->opt : NULL;
-    vfm_status s = t->have_fsdp ? train_parallel_load_fsdp(&t->par, &t->model, &t->fsdp, t->ema, o, dir)
+    /* the same run goes on: the same model and objective (fine-tuning starts a new one) */
+    vfm_status s = finetune ? VFM_OK : resume_config_check(t->cfg, st.config_yaml, dir, t->rank == 0);
+    if (s == VFM_OK)
+        s = t->have_fsdp ? train_parallel_load_fsdp(&t->par, &t->model, &t->fsdp, t->ema, o, dir)
                                 : train_parallel_load(&t->par, &t->model, t->ema, &t->dp, o, dir);
     if (s == VFM_OK && !finetune) {
         t->step = st.step;

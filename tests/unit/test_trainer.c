@@ -100,6 +100,33 @@ TEST(trainer_finetune_starts_a_new_run_from_the_weights) {
     CHECK(read_metrics(run3, loss, skipped, 8) == 2); /* steps 5 and 6 */
 }
 
+/* Resuming with another config (docs/checkpoints.md): another model or objective is refused
+ * naming each key with both values; the schedule may change; fine-tuning a model of another size
+ * names the first tensor that does not fit with both shapes. */
+TEST(trainer_resume_refuses_another_model_and_names_the_keys) {
+    char run[1200], load[1300], other[1200];
+    path_join(run, sizeof run, test_tmpdir(), "a");
+    path_join(other, sizeof other, test_tmpdir(), "b");
+    const char *first[] = {"train.train_iters=2", "checkpoint.save_interval=0"};
+    REQUIRE_OK(train_tiny_mock(run, first, 2));
+    snprintf(load, sizeof load, "checkpoint.load=%s", run);
+    const char *wider[] = {"train.train_iters=3", load, "model.hidden_size=128", "diffusion.objective=flow"};
+    CHECK(train_tiny_mock(other, wider, 4) == VFM_ERR_USAGE);
+    const char *e = vfm_last_error();
+    CHECK_MSG(strstr(e, "model.hidden_size (checkpoint 64, this run 128)") &&
+                  strstr(e, "diffusion.objective (checkpoint edm, this run flow)") && strstr(e, "checkpoint.finetune=true"),
+              "%s", e);
+    const char *schedule[] = {"train.train_iters=3", load, "optimizer.lr=1e-3", "checkpoint.save_interval=0"};
+    CHECK_OK(train_tiny_mock(other, schedule, 4)); /* a note, not a refusal */
+    char run3[1200];
+    path_join(run3, sizeof run3, test_tmpdir(), "c");
+    const char *finetune[] = {"train.train_iters=1", load, "checkpoint.finetune=true", "model.hidden_size=128"};
+    CHECK(train_tiny_mock(run3, finetune, 4) == VFM_ERR_SHAPE);
+    e = vfm_last_error();
+    CHECK_MSG(strstr(e, "in the checkpoint, [") && strstr(e, "in this model: the config differs from the checkpoint's") &&
+                  strstr(e, "[64,"), "%s", e);
+}
+
 /* ---- packing invariance --------------------------------------------------------------------- */
 
 static DiTConfig tiny_cfg(void) {
