@@ -78,7 +78,7 @@ endif
 endif
 
 .PHONY: all deps test demo clean goldens gpu-bundle gpu-test gpu-bench cudnn-frontend fuzz
-all: $(BUILD)/vfm $(BUILD)/vfm_tests $(BUILD)/vfm_mpi_tests
+all: $(BUILD)/vfm $(BUILD)/vfm-faults $(BUILD)/vfm_tests $(BUILD)/vfm_mpi_tests
 
 deps:
 	@scripts/deps.sh
@@ -90,10 +90,21 @@ $(BUILD)/libvfm.a: $(LIB_OBJ)
 $(BUILD)/vfm: $(CLI_SRC:%.c=$(BUILD)/%.o) $(BUILD)/libvfm.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-$(BUILD)/vfm_tests: $(TEST_SRC:%.c=$(BUILD)/%.o) $(filter-out $(BUILD)/src/cli/main.o,$(CLI_SRC:%.c=$(BUILD)/%.o)) $(BUILD)/libvfm.a
+# The test build's fault injection (src/train/fault_hooks.h): build/vfm-faults is build/vfm with the
+# VFM_TEST_* hooks live, for the tests that kill runs or break layouts; build/vfm has none. The
+# object comes before libvfm.a, so its fault_hook_env is the one linked.
+FAULTS_OBJ := $(BUILD)/faults/fault_hooks.o
+$(FAULTS_OBJ): src/train/fault_hooks.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -DVFM_FAULT_HOOKS -c $< -o $@
+
+$(BUILD)/vfm-faults: $(CLI_SRC:%.c=$(BUILD)/%.o) $(FAULTS_OBJ) $(BUILD)/libvfm.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-$(BUILD)/vfm_mpi_tests: $(MPI_TEST_SRC:%.c=$(BUILD)/%.o) $(BUILD)/tests/unit/test_util.o $(BUILD)/tests/unit/dit_pack.o $(BUILD)/libvfm.a
+$(BUILD)/vfm_tests: $(TEST_SRC:%.c=$(BUILD)/%.o) $(filter-out $(BUILD)/src/cli/main.o,$(CLI_SRC:%.c=$(BUILD)/%.o)) $(FAULTS_OBJ) $(BUILD)/libvfm.a
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/vfm_mpi_tests: $(MPI_TEST_SRC:%.c=$(BUILD)/%.o) $(BUILD)/tests/unit/test_util.o $(BUILD)/tests/unit/dit_pack.o $(FAULTS_OBJ) $(BUILD)/libvfm.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/%.o: %.c
@@ -185,11 +196,11 @@ $(FUZZ_DIR)/obj/%.o: %.c
 GPU_BUNDLE_MAX_MIB := 48
 gpu-bundle: all
 	@rm -rf $(BUILD)/gpu-libs && mkdir -p $(BUILD)/gpu-libs
-	@for b in $(BUILD)/vfm $(BUILD)/vfm_tests $(BUILD)/vfm_mpi_tests; do ldd $$b; done | awk '/=> \// {print $$3}' | \
+	@for b in $(BUILD)/vfm $(BUILD)/vfm-faults $(BUILD)/vfm_tests $(BUILD)/vfm_mpi_tests; do ldd $$b; done | awk '/=> \// {print $$3}' | \
 	    sort -u | grep -v -E 'libc\.so|libm\.so|ld-linux' | xargs -I{} cp -L {} $(BUILD)/gpu-libs/
-	@tar czf $(BUILD)/gpu-bundle.tgz $(BUILD)/vfm $(BUILD)/vfm_tests $(BUILD)/vfm_mpi_tests $(BUILD)/gpu-libs
+	@tar czf $(BUILD)/gpu-bundle.tgz $(BUILD)/vfm $(BUILD)/vfm-faults $(BUILD)/vfm_tests $(BUILD)/vfm_mpi_tests $(BUILD)/gpu-libs
 	@size=$$(du -m $(BUILD)/gpu-bundle.tgz | cut -f1); tree=$$(git ls-files -z | du -mc --files0-from=- | tail -1 | cut -f1); \
-	  echo "gpu-bundle: $(BUILD)/gpu-bundle.tgz ($$size MiB: 3 binaries + $$(ls $(BUILD)/gpu-libs | wc -l) libraries), tracked tree $$tree MiB"; \
+	  echo "gpu-bundle: $(BUILD)/gpu-bundle.tgz ($$size MiB: 4 binaries + $$(ls $(BUILD)/gpu-libs | wc -l) libraries), tracked tree $$tree MiB"; \
 	  echo "gpu-bundle: carry [\"$(BUILD)/gpu-bundle.tgz\"], then on the GPU machine: make gpu-test; make gpu-bench"; \
 	  if [ $$size -gt $(GPU_BUNDLE_MAX_MIB) ]; then echo "gpu-bundle: larger than $(GPU_BUNDLE_MAX_MIB) MiB" >&2; exit 1; fi
 

@@ -23,7 +23,7 @@ mkdir -p "$LOG"
 if [ -f build/gpu-bundle.tgz ] && { [ ! -x build/vfm ] || [ build/gpu-bundle.tgz -nt build/vfm ]; }; then
     tar xzf build/gpu-bundle.tgz || exit 1
 fi
-for b in build/vfm build/vfm_tests build/vfm_mpi_tests; do
+for b in build/vfm build/vfm-faults build/vfm_tests build/vfm_mpi_tests; do
     [ -x $b ] || { echo "gpu_session: $b is missing: run make gpu-bundle on the build machine and carry build/gpu-bundle.tgz" >&2; exit 1; }
 done
 failed=0
@@ -42,7 +42,8 @@ tests() {
     nvidia-smi > "$LOG/nvidia-smi.txt" 2>&1 && head -n 15 "$LOG/nvidia-smi.txt"
     step version scripts/gpu_run.sh build/vfm version
     step unit-cuda env VFM_CUDA_SYNC=${VFM_CUDA_SYNC:-1} scripts/gpu_run.sh build/vfm_tests cuda_
-    step gpu-train env VFM="scripts/gpu_run.sh build/vfm" sh tests/e2e/gpu_train.sh
+    step gpu-train env VFM="scripts/gpu_run.sh build/vfm" VFM_FAULTS="scripts/gpu_run.sh build/vfm-faults" \
+        sh tests/e2e/gpu_train.sh
     step mpi-one-rank env OMP_NUM_THREADS=1 scripts/gpu_run.sh build/vfm_mpi_tests
     if command -v mpirun > /dev/null 2>&1; then
         step mpi-two-ranks-one-gpu mpirun --allow-run-as-root --oversubscribe --bind-to none -np 2 \

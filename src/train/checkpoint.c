@@ -12,6 +12,7 @@
 #include "core/fileutil.h"
 #include "core/log.h"
 #include "data/formats/safetensors.h"
+#include "train/fault_hooks.h"
 
 void checkpoint_state_free(CheckpointState *s) {
     free(s->loader_state);
@@ -20,11 +21,11 @@ void checkpoint_state_free(CheckpointState *s) {
     s->loader_state = s->config_yaml = s->data_info = NULL;
 }
 
-/* Test hook: VFM_TEST_KILL_DURING_SAVE=<step>:<files|rename> kills this process with SIGKILL in
+/* Test hook (the test build only: fault_hooks.h): VFM_TEST_KILL_DURING_SAVE=<step>:<files|rename> kills this process with SIGKILL in
  * the middle of saving that step (after the weights are written / after the rename, before DONE),
  * so tests can prove a cut-off checkpoint is never loaded. */
 static void maybe_die(int64_t step, const char *phase) {
-    const char *env = getenv("VFM_TEST_KILL_DURING_SAVE");
+    const char *env = fault_hook_env("VFM_TEST_KILL_DURING_SAVE");
     if (!env) return;
     char want[64];
     snprintf(want, sizeof want, "%lld:%s", (long long)step, phase);

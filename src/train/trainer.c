@@ -32,6 +32,7 @@
 #include "parallel/pp_stage.h"
 #include "optim/optimizer.h"
 #include "train/tensorboard.h"
+#include "train/fault_hooks.h"
 #include "train/resume_config.h"
 #include "train/train_setup.h"
 #include "train/run_device.h"
@@ -392,11 +393,11 @@ static vfm_status save_checkpoint(Trainer *t) {
     return s;
 }
 
-/* Test hooks: VFM_TEST_KILL_AFTER_STEP=k dies by SIGKILL after step k completes (only rank
+/* Test hooks (the test build only: fault_hooks.h): VFM_TEST_KILL_AFTER_STEP=k dies by SIGKILL after step k completes (only rank
  * VFM_TEST_KILL_RANK when that is set); VFM_TEST_INJECT_NAN=a,b,... poisons the gradient at
  * those steps. */
 static int env_step_listed(const char *var, int64_t step) {
-    const char *env = getenv(var);
+    const char *env = fault_hook_env(var);
     if (!env) return 0;
     for (const char *p = env; *p;) {
         char *end;
@@ -687,7 +688,7 @@ vfm_status train_run(const TrainOptions *opt) {
         int last = t.step == t.train_iters;
         if (s == VFM_OK && saving && ((t.save_interval > 0 && t.step % t.save_interval == 0) || last))
             s = save_checkpoint(&t);
-        const char *kill_rank = getenv("VFM_TEST_KILL_RANK"); /* multi-rank tests: only this rank dies */
+        const char *kill_rank = fault_hook_env("VFM_TEST_KILL_RANK"); /* multi-rank tests: only this rank dies */
         if (env_step_listed("VFM_TEST_KILL_AFTER_STEP", t.step - 1) && (!kill_rank || atoi(kill_rank) == t.rank))
             raise(SIGKILL);
     }

@@ -24,7 +24,7 @@ trap 'rm -rf "$T"' EXIT
 RUN="--config configs/tiny-mock.yaml train.train_iters=50 checkpoint.save_interval=25 checkpoint.keep=5 logger.level=warn"
 train() { # run-dir device [extra...]
     dir=$1 dev=$2; shift 2
-    $VFM train $RUN checkpoint.save=$T/$dir train.device=$dev "$@" > $T/$dir.log 2>&1
+    timeout $RUN_LIMIT $VFM_FAULTS train $RUN checkpoint.save=$T/$dir train.device=$dev "$@" > $T/$dir.log 2>&1
 }
 # |a - b| <= 2% of |a| at every step of two metrics files (from step $3 on); prints the worst
 follows() {

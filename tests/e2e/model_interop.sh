@@ -10,7 +10,7 @@ T=$(mktemp -d /tmp/vfm_e2e_interop.XXXXXX)
 trap 'rm -rf "$T"' EXIT
 AZ="train.device=cpu --config configs/tiny-mock.yaml model.variant=adaln-zero model.num_classes=10 train.threads=2 logger.level=warn"
 
-$VFM train $AZ train.train_iters=2 checkpoint.save=$T/run > $T/train.log 2>&1
+timeout $RUN_LIMIT $VFM train $AZ train.train_iters=2 checkpoint.save=$T/run > $T/train.log 2>&1
 check "adaln-zero trains 2 steps" test -f $T/run/iter_0000002/DONE
 $VFM export --checkpoint $T/run --to $T/dit.safetensors --input-size 16 > $T/export.log 2>&1
 check "export --input-size 16 writes pos_embed [1, 64, 64]" grep -q "pos_embed \[1, 64, 64\] for input size 16" $T/export.log
@@ -22,11 +22,11 @@ $VFM export --checkpoint $T/imported --to $T/dit2.safetensors --input-size 16 > 
 check "exporting the import gives the same file" cmp -s $T/dit.safetensors $T/dit2.safetensors
 $VFM sample --device cpu --checkpoint $T/imported --out $T/samples --steps 2 > /dev/null 2>&1
 check "the imported run samples" test -f $T/samples/sample_000.npy
-$VFM train $AZ train.train_iters=1 checkpoint.save=$T/ft checkpoint.load=$T/imported checkpoint.finetune=true \
+timeout $RUN_LIMIT $VFM train $AZ train.train_iters=1 checkpoint.save=$T/ft checkpoint.load=$T/imported checkpoint.finetune=true \
     logger.level=info > $T/ft.log 2>&1
 check "the imported run fine-tunes" grep -q "fine-tuning from $T/imported/iter_0000000" $T/ft.log
 
-$VFM train --config configs/tiny-mock.yaml train.device=cpu train.train_iters=1 train.threads=2 logger.level=warn \
+timeout $RUN_LIMIT $VFM train --config configs/tiny-mock.yaml train.device=cpu train.train_iters=1 train.threads=2 logger.level=warn \
     checkpoint.save=$T/dfm > /dev/null 2>&1
 $VFM export --checkpoint $T/dfm --to $T/dfm.safetensors --input-size 16 > $T/dfm_export.log 2>&1
 rc=$?

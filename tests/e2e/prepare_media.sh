@@ -46,7 +46,7 @@ check "inspect: latent shapes per bucket" sh -c "grep -q '    3 x 1 x 16 x 24 (i
 check "inspect: parts, dtypes and shapes" sh -c "grep -q '    latent.npy  200 samples  npy  float32  shapes \[3,1,16,24\] x80, \[3,1,24,16\] x80, \[3,1,16,16\] x40' $T/img_inspect.log && \
     grep -q '    json        200 samples  json' $T/img_inspect.log"
 check "inspect: samples per shard" grep -q "  shards: 4; samples per shard: min 8, median 64, max 64" $T/img_inspect.log
-$VFM train $TRAIN dataset.path=$T/img checkpoint.save=$T/img_run > $T/img_train.log 2>&1
+timeout $RUN_LIMIT $VFM train $TRAIN dataset.path=$T/img checkpoint.save=$T/img_run > $T/img_train.log 2>&1
 check "train on the pictures (3 steps)" sh -c "test -f $T/img_run/iter_0000003/DONE && test \$(wc -l < $T/img_run/metrics.jsonl) = 3"
 $VFM sample --device cpu --checkpoint $T/img_run --out $T/img_samples --prompt "a test pattern" --steps 3 --threads 1 > $T/img_sample.log 2>&1
 check "sample a picture" sh -c "test -f $T/img_samples/sample_000.png && test -f $T/img_samples/grid.png"
@@ -64,7 +64,7 @@ check "prepare videos: 16 frames at 8 fps (6 + 6 + 4 of a half-second clip), the
     grep -q "^prepared 3 samples (3 videos, 16 frames at 8 fps; buckets 32x32: 1, 48x32: 2) in 1 shard" $T/vid.log
 $VFM data inspect $T/vid --config configs/demo.yaml > $T/vid_inspect.log 2>&1
 check "inspect: video latent shapes" sh -c "grep -q '    latent.npy  3 samples  npy  float32  shapes \[3,6,24,16\] x2, \[3,4,16,16\] x1' $T/vid_inspect.log"
-$VFM train $TRAIN dataset.path=$T/vid checkpoint.save=$T/vid_run > $T/vid_train.log 2>&1
+timeout $RUN_LIMIT $VFM train $TRAIN dataset.path=$T/vid checkpoint.save=$T/vid_run > $T/vid_train.log 2>&1
 check "train on the videos (3 steps)" test -f $T/vid_run/iter_0000003/DONE
 $VFM sample --device cpu --checkpoint $T/vid_run --out $T/vid_samples --prompt "a moving test pattern" --steps 3 --threads 1 > $T/vid_sample.log 2>&1
 check "sample a video: GIF and MP4" sh -c "test -f $T/vid_samples/sample_000.gif && test -f $T/vid_samples/sample_000.mp4"

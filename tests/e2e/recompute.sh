@@ -11,7 +11,7 @@ trap 'rm -rf "$T"' EXIT
 ARGS="--config configs/tiny-mock.yaml train.device=cpu model.num_layers=4 train.train_iters=4 checkpoint.save_interval=0 train.threads=1
       logger.log_interval=4 ema.enabled=true ema.decay=0.9"
 
-train() { name=$1; shift; $VFM train $ARGS checkpoint.save=$T/$name "$@" > $T/$name.log 2>&1; }
+train() { name=$1; shift; timeout $RUN_LIMIT $VFM train $ARGS checkpoint.save=$T/$name "$@" > $T/$name.log 2>&1; }
 same() { cmp -s $T/none/iter_0000004/model.safetensors $T/$1/iter_0000004/model.safetensors &&
          cmp -s $T/none/iter_0000004/ema.safetensors $T/$1/iter_0000004/ema.safetensors; }
 act() { sed -n 's/.*| act \([0-9.]*\) MiB.*/\1/p' $T/$1.log | tail -1; }
@@ -33,7 +33,7 @@ check "selective: the same weights and EMA bit for bit ($(act selective) MiB)" s
 # bad combinations: exit 2, one line naming the key, no run directory
 bad() { # NAME KEY OVERRIDES...
     name=$1; key=$2; shift 2
-    $VFM train $ARGS checkpoint.save=$T/bad "$@" > $T/bad.log 2>&1; rc=$?
+    timeout $RUN_LIMIT $VFM train $ARGS checkpoint.save=$T/bad "$@" > $T/bad.log 2>&1; rc=$?
     check "$name: exit 2 naming $key" sh -c "test $rc = 2 && grep -q '$key' $T/bad.log && test ! -e $T/bad"
 }
 bad "full without a method" model.recompute_method model.recompute_granularity=full model.recompute_num_layers=1

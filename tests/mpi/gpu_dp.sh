@@ -20,7 +20,7 @@ trap 'rm -rf "$T"' EXIT
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 MPIRUN="mpirun --allow-run-as-root --oversubscribe --bind-to none --mca btl self,vader --mca btl_vader_single_copy_mechanism none -x OMP_NUM_THREADS -x OPENBLAS_NUM_THREADS"
 ARGS="--config configs/tiny-mock.yaml train.train_iters=20 train.global_batch_size=4 checkpoint.save_interval=20 train.device=cuda"
-$VFM train $ARGS checkpoint.save=$T/dp1 > $T/dp1.log 2>&1
+timeout $RUN_LIMIT $VFM train $ARGS checkpoint.save=$T/dp1 > $T/dp1.log 2>&1
 check "GPU, one rank, 20 steps" test -f $T/dp1/iter_0000020/DONE
 timeout 300 $MPIRUN -np 2 $VFM train $ARGS checkpoint.save=$T/dp2 ddp.use_distributed_optimizer=false > $T/dp2.log 2>&1
 check "GPU DP=2 on one GPU: gradients through host memory" grep -q "gradients over MPI through host memory" $T/dp2.log

@@ -17,7 +17,7 @@ export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 MPIRUN="mpirun --allow-run-as-root --oversubscribe --bind-to none --mca btl self,vader --mca btl_vader_single_copy_mechanism none --mca mpi_yield_when_idle 1 -x OMP_NUM_THREADS -x OPENBLAS_NUM_THREADS"
 ARGS="train.device=cpu --config configs/tiny-mock.yaml train.train_iters=20 train.global_batch_size=4 checkpoint.save_interval=10 train.threads=1 logger.level=warn"
 
-$VFM train $ARGS checkpoint.save=$T/dp1 > $T/dp1.log 2>&1
+timeout $RUN_LIMIT $VFM train $ARGS checkpoint.save=$T/dp1 > $T/dp1.log 2>&1
 check "single rank, 20 steps" test -f $T/dp1/iter_0000020/DONE
 timeout 300 $MPIRUN -np 2 $VFM train $ARGS checkpoint.save=$T/dp2 ddp.use_distributed_optimizer=false > $T/dp2.log 2>&1
 check "DP=2 (plain), 20 steps" test -f $T/dp2/iter_0000020/DONE
@@ -43,7 +43,7 @@ check "and reaches the straight DP=4 weights within 1e-5" $VFM checkpoint diff $
 # a rank killed mid-run
 start=$(date +%s)
 VFM_TEST_KILL_AFTER_STEP=13 VFM_TEST_KILL_RANK=1 timeout 120 $MPIRUN -np 2 -x VFM_TEST_KILL_AFTER_STEP -x VFM_TEST_KILL_RANK \
-    $VFM train $ARGS checkpoint.save=$T/kill > $T/kill.log 2>&1
+    $VFM_FAULTS train $ARGS checkpoint.save=$T/kill > $T/kill.log 2>&1
 rc=$?; took=$(( $(date +%s) - start ))
 check "a killed rank brings the job down (exit $rc, ${took}s, no hang)" sh -c "test $rc != 0 && test $rc != 124"
 check "with a clear message" grep -q -i -E "signal 9|killed" $T/kill.log

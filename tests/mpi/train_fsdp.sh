@@ -86,10 +86,11 @@ check "and ends on the straight run, bit for bit" sh -c \
 # a non-finite gradient under ZeRO-3 (test hook: every rank poisons its flat shard) is skipped on every rank
 MPIRUN_PLAIN=$MPIRUN
 MPIRUN="$MPIRUN -x VFM_TEST_INJECT_NAN"
+VFM_PLAIN=$VFM; VFM=$VFM_FAULTS # the test build: its VFM_TEST_* hooks are live
 export VFM_TEST_INJECT_NAN=1
 train nan_z3 2 $Z3 train.train_iters=3 logger.level=info
 unset VFM_TEST_INJECT_NAN
-MPIRUN=$MPIRUN_PLAIN
+MPIRUN=$MPIRUN_PLAIN; VFM=$VFM_PLAIN
 check "ZeRO-3: a NaN gradient at step 1 is skipped on both ranks, the run goes on" sh -c \
     "test \$(grep -c 'step 1: non-finite gradient' $T/nan_z3.log) = 2 && test -f $T/nan_z3/iter_0000003/DONE && test \$(grep -c '\"skipped\": true' $T/nan_z3/metrics.jsonl) = 1"
 

@@ -37,7 +37,7 @@ BOUND=1e-5
 # train NAME NP OVERRIDES...: a 20-step run into $T/NAME (one rank without mpirun)
 train() {
     name=$1; np=$2; shift 2
-    if [ "$np" = 1 ]; then $VFM train $ARGS checkpoint.save=$T/$name "$@" > $T/$name.log 2>&1
+    if [ "$np" = 1 ]; then timeout $RUN_LIMIT $VFM train $ARGS checkpoint.save=$T/$name "$@" > $T/$name.log 2>&1
     else timeout 300 $MPIRUN -np "$np" $VFM train $ARGS checkpoint.save=$T/$name "$@" > $T/$name.log 2>&1; fi
 }
 close() { $VFM checkpoint diff "$1" "$2" --atol "$3" --quiet > /dev/null && $VFM checkpoint diff "$1" "$2" --atol "$3" --quiet --ema > /dev/null; }
@@ -80,6 +80,7 @@ check "ZeRO-1 equals plain DP bitwise at DP2 × TP2+SP" close $T/dp2_tp2_sp_plai
 # broken runs must fail the same check
 MPIRUN_ONE=$MPIRUN
 MPIRUN="$MPIRUN -x VFM_TEST_BREAK"
+VFM_PLAIN=$VFM; VFM=$VFM_FAULTS # the test build: its VFM_TEST_* hooks are live
 export VFM_TEST_BREAK=tp
 train broken_tp 2 $GQA model.tensor_model_parallel_size=2
 check "a TP reduction skipped: TP2 ends far from one rank" sh -c "! $VFM checkpoint diff $T/one $T/broken_tp --atol $BOUND --quiet > /dev/null"
@@ -87,7 +88,7 @@ export VFM_TEST_BREAK=ring
 train broken_ring 2 $GQA model.context_parallel_size=2
 check "a ring step dropped: CP2 ends far from one rank" sh -c "! $VFM checkpoint diff $T/one $T/broken_ring --atol $BOUND --quiet > /dev/null"
 unset VFM_TEST_BREAK
-MPIRUN=$MPIRUN_ONE
+MPIRUN=$MPIRUN_ONE; VFM=$VFM_PLAIN
 
 # saved at TP2+SP × CP2 (step 10), resumed at one rank and at DP2 × TP2+SP
 train re 4 $GQA model.tensor_model_parallel_size=2 model.sequence_parallel=true model.context_parallel_size=2 \
@@ -170,12 +171,13 @@ check "and after training at PP2 × TP2+SP it is written (rank 0 only)" \
 
 MPIRUN_ONE=$MPIRUN
 MPIRUN="$MPIRUN -x VFM_TEST_BREAK"
+VFM_PLAIN=$VFM; VFM=$VFM_FAULTS
 export VFM_TEST_BREAK=pp
 train broken_pp 2 $GQA model.pipeline_model_parallel_size=2
 check "embedder gradients not summed over the stages: PP2 ends far from one rank" sh -c "! $VFM checkpoint diff $T/one $T/broken_pp --atol $BOUND --quiet > /dev/null"
 check "and the trainer's per-step assertion stops it, naming the drift" grep -q "replicated embedders (REDUCE_PP entries) of stage 1 differ" $T/broken_pp.log
 unset VFM_TEST_BREAK
-MPIRUN=$MPIRUN_ONE
+MPIRUN=$MPIRUN_ONE; VFM=$VFM_PLAIN
 train re_pp 4 $GQA model.pipeline_model_parallel_size=2 model.tensor_model_parallel_size=2 train.train_iters=10 checkpoint.save_interval=10
 train re_pp 1 $GQA logger.level=info --resume auto
 check "one rank resumes the PP2 × TP2 checkpoint of step 10" grep -q "resumed from $T/re_pp/iter_0000010 (step 10)" $T/re_pp.log
