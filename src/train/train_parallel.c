@@ -71,6 +71,20 @@ void train_layout_describe(const TrainLayout *l, int dp, char *out, size_t n) {
 #undef PUT
 }
 
+void train_layout_state(const TrainLayout *l, int world, int dp, DpSharding sharding, const RecomputeConfig *rc,
+                        char *out, size_t n) {
+    char cp_type[48], plan[48];
+    snprintf(cp_type, sizeof cp_type, "%s", cp_comm_type_name(l->cp_type));
+    if (l->cp_type == CP_COMM_A2A_P2P)
+        snprintf(cp_type + strlen(cp_type), sizeof cp_type - strlen(cp_type), "[%d,%d]", l->a2a_size, l->cp / l->a2a_size);
+    if (rc->granularity == RECOMPUTE_FULL)
+        snprintf(plan, sizeof plan, "full,%s,%d", rc->method == RECOMPUTE_BLOCK ? "block" : "uniform", rc->num_layers);
+    else
+        snprintf(plan, sizeof plan, "%s", rc->granularity == RECOMPUTE_SELECTIVE ? "selective" : "none");
+    snprintf(out, n, "world=%d dp=%d pp=%d vp=%d cp=%d tp=%d sp=%d cp_comm_type=%s sharding=%s recompute=%s", world, dp,
+             l->pp, l->vp > 1 ? l->vp : 1, l->cp, l->tp, l->sp, cp_type, dp_sharding_name(sharding), plan);
+}
+
 void train_parallel_free(TrainParallel *p) {
     Comm *comms[] = {&p->world, &p->grad, &p->tp, &p->cp, &p->a2a, &p->ring, &p->grad_gpu, &p->pp};
     for (int i = 0; i < 8; i++)

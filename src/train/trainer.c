@@ -321,6 +321,9 @@ static vfm_status trainer_setup(Trainer *t, const TrainOptions *opt) {
              fsdp ? (t->sharding == DP_SHARD_OPTIM_GRADS ? " (ZeRO-2)" : " (ZeRO-3)")
              : zero1 && t->dp_size * t->layout.cp > 1 ? " (ZeRO-1)" : "",
              (long long)t->accum, t->accum > 1 ? "es" : "", rc_text);
+    char state[256]; /* what the run really uses, for the tests (and a user) to read back */
+    train_layout_state(&t->layout, t->launch.world_size, t->dp_size, t->sharding, &t->model.recompute, state, sizeof state);
+    log_info("layout: %s", state);
     return VFM_OK;
 }
 
@@ -430,6 +433,10 @@ static void memory_text(const Trainer *t, char *out, size_t n) {
                  (m.total - m.free) / 1048576.0, m.total / 1048576.0, act);
     else
         snprintf(out, n, "%.0f MiB | act %.1f MiB", m.peak / 1048576.0, act);
+    if (t->model.recompute.granularity != RECOMPUTE_NONE) { /* that it ran: blocks recomputed so far */
+        size_t k = strlen(out);
+        snprintf(out + k, k < n ? n - k : 0, " | recomputed %lld", (long long)t->model.rc_replays);
+    }
 }
 
 /* The log line of the last log_interval steps; throughput summed over the replicas (a collective:
@@ -451,7 +458,7 @@ static vfm_status log_window(Trainer *t, Window *w, double lr) {
         VFM_TRY(tb_add_scalar(&t->tb, t->step, now, "train/tflops", (float)(w->flops / secs / 1e12)));
         VFM_TRY(tb_flush(&t->tb));
     }
-    char mem[128];
+    char mem[192];
     memory_text(t, mem, sizeof mem);
     log_info("step %lld/%lld | loss %.4f | grad norm %.3f | lr %.3e | %.1f samples/s | %.0f tokens/s | %.1f ms/step | "
              "%.3f TFLOP/s | packs %.0f%% full | data wait %.1f ms | mem %s",

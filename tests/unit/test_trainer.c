@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "capture.h"
 #include "core/fileutil.h"
 #include "diffusion/edm.h"
 #include "model/dit.h"
@@ -288,4 +289,55 @@ TEST(trainer_trains_through_broken_samples_and_names_them) {
     for (const char *p = err; (p = strstr(p, "skipping ")); p++) lines++;
     CHECK_MSG(lines == 3, "%d skip lines (each broken sample is named once):\n%s", lines, err);
     free(err);
+}
+
+/* ---- vfm checkpoint diff ------------------------------------------------------------------ */
+
+/* Replaces the first `from` in the safetensors header of path by `to` (same length). */
+static int edit_header(const char *path, const char *from, const char *to) {
+    char *data;
+    size_t size;
+    if (read_file_all(path, &data, &size) != VFM_OK) return 0;
+    uint64_t hlen = 0;
+    memcpy(&hlen, data, 8);
+    char *hit = NULL;
+    for (size_t i = 8; i + strlen(from) <= 8 + hlen && !hit; i++)
+        if (!memcmp(data + i, from, strlen(from))) hit = data + i;
+    if (hit) memcpy(hit, to, strlen(to));
+    int ok = hit && write_file_atomic(path, data, size) == VFM_OK;
+    free(data);
+    return ok;
+}
+
+static int diff_says(const char *a, const char *b, const char *more, int want_rc, const char *want) {
+    const char *args[] = {"checkpoint", "diff", a, b, "--quiet", more};
+    char *out, *err;
+    int rc = run_vfm(args, more ? 6 : 5, &out, &err);
+    int ok = rc == want_rc && (strstr(out, want) || strstr(err, want));
+    if (!ok) test_fail(__FILE__, __LINE__, "diff %s %s %s: exit %d, %s%s", a, b, more ? more : "", rc, out, err);
+    free(out);
+    free(err);
+    return ok;
+}
+
+TEST(checkpoint_diff_fails_on_what_it_cannot_compare) {
+    char run[1200], a[1400], b[1400], c[1400], cmd[3000], file[1500];
+    path_join(run, sizeof run, test_tmpdir(), "run");
+    const char *extra[] = {"train.train_iters=4", "checkpoint.save_interval=2"};
+    REQUIRE_OK(train_tiny_mock(run, extra, 2));
+    path_join(a, sizeof a, run, "iter_0000002");
+    path_join(b, sizeof b, run, "iter_0000004");
+    path_join(c, sizeof c, test_tmpdir(), "copy");
+    diff_says(a, b, NULL, 1, "is at step 2");           /* other steps: not compared */
+    diff_says(a, b, "--any-step", 1, "max|a-b| = ");     /* unless asked: they differ */
+    snprintf(cmd, sizeof cmd, "cp -r '%s' '%s'", b, c);
+    REQUIRE(system(cmd) == 0);
+    diff_says(b, c, NULL, 0, "max|a-b| = 0\n");
+    path_join(file, sizeof file, c, "model.safetensors");
+    REQUIRE(edit_header(file, "\"F32\"", "\"F16\"")); /* a tensor it cannot read: named */
+    diff_says(b, c, NULL, 1, "tensor 'x_embedder.weight': unsupported dtype");
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' && cp -r '%s' '%s'", c, b, c);
+    REQUIRE(system(cmd) == 0);
+    REQUIRE(edit_header(file, "final_linear", "final_lineaX")); /* the tensor sets differ */
+    diff_says(b, c, NULL, 1, "0 unreadable, 2 in one checkpoint only");
 }
