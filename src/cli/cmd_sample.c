@@ -233,8 +233,24 @@ int cmd_sample(int argc, char **argv) {
     }
     snprintf(j.ckpt, sizeof j.ckpt, "%s", ckpt);
     snprintf(j.out, sizeof j.out, "%s", out);
-    const char *threads = args_value(flags, nflags, "--threads", NULL);
-    ops_set_threads(threads ? atoi(threads) : (int)sysconf(_SC_NPROCESSORS_ONLN));
+    /* the numbers first: a bad one is named before the checkpoint is read */
+    int64_t threads, num64, frames, height, width, steps, class64, seed;
+    double guidance, s_churn, fps_flag;
+    struct {
+        const char *flag;
+        int64_t lo, hi, *dst;
+    } ints[] = {{"--threads", 1, 4096, &threads},   {"--num", 1, 100000, &num64},          {"--frames", 1, 100000, &frames},
+                {"--height", 1, 100000, &height},   {"--width", 1, 100000, &width},      {"--steps", 1, 100000, &steps},
+                {"--class", 0, 10000000, &class64}, {"--seed", 0, INT64_MAX, &seed}};
+    int64_t fallback[] = {0, 1, 0, 0, 0, 0, -1, 1};
+    for (size_t i = 0; s == VFM_OK && i < sizeof ints / sizeof ints[0]; i++)
+        s = args_int("sample", flags, nflags, ints[i].flag, fallback[i], ints[i].lo, ints[i].hi, ints[i].dst);
+    if (s == VFM_OK) s = args_number("sample", flags, nflags, "--guidance", -1, 0, 1000, &guidance);
+    if (s == VFM_OK) s = args_number("sample", flags, nflags, "--s-churn", -1, 0, 1000, &s_churn);
+    if (s == VFM_OK) s = args_number("sample", flags, nflags, "--fps", 0, 1e-3, 1e6, &fps_flag);
+    if (s != VFM_OK) return cli_report(s);
+    int num = (int)num64, class_label = (int)class64;
+    ops_set_threads(threads > 0 ? (int)threads : (int)sysconf(_SC_NPROCESSORS_ONLN));
     Device dev;
     s = sample_device(args_value(flags, nflags, "--device", "auto"), &dev);
     if (s == VFM_OK) s = load_checkpoint(&j, args_flag(flags, nflags, "--ema")->present, dev);
@@ -270,32 +286,24 @@ int cmd_sample(int argc, char **argv) {
     }
 
     /* latent shape and sampler settings */
-    int32_t shape[4] = {j.shape[0], j.shape[1], j.shape[2], j.shape[3]};
-    const char *v;
-    if ((v = args_value(flags, nflags, "--frames", NULL))) shape[1] = atoi(v);
-    if ((v = args_value(flags, nflags, "--height", NULL))) shape[2] = atoi(v);
-    if ((v = args_value(flags, nflags, "--width", NULL))) shape[3] = atoi(v);
-    if (shape[1] < 1 || shape[2] < 1 || shape[3] < 1) {
-        fprintf(stderr, "vfm sample: --frames, --height and --width must be positive\n");
-        return 2;
-    }
-    int num = atoi(args_value(flags, nflags, "--num", "1"));
-    if (num < 1) num = 1;
+    int32_t shape[4] = {j.shape[0], frames ? (int32_t)frames : j.shape[1], height ? (int32_t)height : j.shape[2],
+                        width ? (int32_t)width : j.shape[3]};
     GenerateOptions go;
     memset(&go, 0, sizeof go);
     SampleSettings defaults; /* the run's sampler keys for its objective */
     if ((s = sample_settings_from_config(&defaults, j.cfg, j.objective.kind, 0)) != VFM_OK) return cli_report(s);
     sample_settings_apply(&defaults, &go);
-    if ((v = args_value(flags, nflags, "--s-churn", NULL))) go.sampler.s_churn = atof(v);
+    if (s_churn >= 0) go.sampler.s_churn = s_churn;
     go.sampler.dfm_heun_parity = args_flag(flags, nflags, "--dfm-heun")->present;
     go.objective = &j.objective;
     if (args_flag(flags, nflags, "--ddim")->present) go.ddim = 1;
-    if ((v = args_value(flags, nflags, "--steps", NULL))) go.sampler.num_steps = atoi(v);
-    if ((v = args_value(flags, nflags, "--guidance", NULL))) go.guidance = atof(v);
-    const char *cls = args_value(flags, nflags, "--class", NULL);
-    int class_label = cls ? atoi(cls) : -1;
-    if (cls && (mc->num_classes <= 0 || class_label < 0 || class_label >= mc->num_classes)) {
-        fprintf(stderr, "vfm sample: --class %s: the checkpoint's model has %d classes\n", cls, mc->num_classes);
+    if (steps) go.sampler.num_steps = (int)steps;
+    if (go.objective->kind == OBJECTIVE_DDPM && go.sampler.num_steps < 2)
+        return cli_report(vfm_fail(VFM_ERR_USAGE, "vfm sample: --steps %d: ddpm sampling needs at least 2",
+                                   go.sampler.num_steps));
+    if (guidance >= 0) go.guidance = guidance;
+    if (class_label >= 0 && (mc->num_classes <= 0 || class_label >= mc->num_classes)) {
+        fprintf(stderr, "vfm sample: --class %d: the checkpoint's model has %d classes\n", class_label, mc->num_classes);
         return 2;
     }
     if (j.n_prompts == 0 && !emb_file && class_label < 0) go.guidance = 0; /* unconditional: nothing to guide towards */
@@ -304,14 +312,9 @@ int cmd_sample(int argc, char **argv) {
                 objective_name(j.objective.kind));
     if (go.ddim && j.objective.kind != OBJECTIVE_DDPM)
         fprintf(stderr, "vfm sample: --ddim applies to ddpm; this checkpoint is %s (ignored)\n", objective_name(j.objective.kind));
-    go.seed = (uint64_t)atoll(args_value(flags, nflags, "--seed", "1"));
+    go.seed = (uint64_t)seed;
     go.progress = progress_bar;
-    const char *fps_text = args_value(flags, nflags, "--fps", NULL);
-    float fps = fps_text ? (float)atof(fps_text) : (float)j.data_fps;
-    if (!(fps > 0 && fps < 1e6)) {
-        fprintf(stderr, "vfm sample: --fps %s: want a number > 0\n", fps_text ? fps_text : "?");
-        return 2;
-    }
+    float fps = fps_flag > 0 ? (float)fps_flag : (float)j.data_fps;
 
     int n = n_cond * num;
     GenerateSample *gs = calloc((size_t)n, sizeof *gs);

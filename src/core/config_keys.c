@@ -328,15 +328,32 @@ static const char *leaf_of(const char *name) {
     return dot ? dot + 1 : name;
 }
 
+/* The last name part as Megatron and NeMo users spell it, and vfm's (DFM's) part for it. */
+static const char *const leaf_aliases[][2] = {
+    {"learning_rate", "lr"},          {"max_steps", "train_iters"},        {"max_iters", "train_iters"},
+    {"warmup_steps", "lr_warmup_iters"}, {"warmup_iters", "lr_warmup_iters"}, {"batch_size", "global_batch_size"},
+    {"val_check_interval", "eval_interval"}, {"limit_val_batches", "eval_iters"}, {"gradient_clip_val", "clip_grad"},
+    {"betas", "adam_beta1"},          {"eps", "adam_eps"},                 {"name", "optimizer"},
+    {"log_every_n_steps", "log_interval"}, {"every_n_train_steps", "save_interval"}, {"save_top_k", "keep"},
+};
+
 /* Nearest by edit distance over the full dotted name (first in registry order on ties). When
- * nothing is within 2 edits, a key with the same last part wins (lr → optimizer.lr). */
+ * nothing is within 2 edits, a key with the same last part wins (lr → optimizer.lr), its last part
+ * also read through the spellings of Megatron and NeMo (learning_rate → lr, max_steps →
+ * train_iters, micro_batch_size → train.micro_batch_size): among those, a key vfm uses, then the
+ * nearest. */
 const char *cfg_suggest_key(const char *name) {
+    const char *leaf = leaf_of(name);
+    for (size_t a = 0; a < sizeof leaf_aliases / sizeof leaf_aliases[0]; a++)
+        if (strcmp(leaf, leaf_aliases[a][0]) == 0) leaf = leaf_aliases[a][1];
     int best = -1, best_d = 1 << 30, same_leaf = -1, same_leaf_d = 1 << 30;
     for (int i = 0; i < cfg_key_count; i++) {
         int d = edit_distance(name, cfg_key_defs[i].name);
         if (d < best_d) { best_d = d; best = i; }
-        if (strcmp(leaf_of(name), leaf_of(cfg_key_defs[i].name)) == 0 && d < same_leaf_d) {
-            same_leaf_d = d;
+        if (strcmp(leaf, leaf_of(cfg_key_defs[i].name)) != 0) continue;
+        int rank = d + (cfg_key_defs[i].unused ? 1000 : 0); /* a key that does nothing is a poor suggestion */
+        if (rank < same_leaf_d) {
+            same_leaf_d = rank;
             same_leaf = i;
         }
     }

@@ -425,7 +425,7 @@ vfm_status bench_run(const BenchOptions *o, BenchResult *r) {
     } else if (s == VFM_OK) {
         s = bench_loop(&b, o, r);
     }
-    s = run_memory_hint(s, b.cfg);
+    s = run_memory_hint(s, b.cfg, 1); /* one rank */
     bench_teardown(&b);
     return s;
 }

@@ -100,8 +100,9 @@ static vfm_status restore(Trainer *t, const char *dir, int finetune, int with_op
     return s;
 }
 
-/* checkpoint.load may name a run directory (its newest checkpoint) or one iter_ directory. */
-static vfm_status resolve_checkpoint(const char *path, char *out, size_t n) {
+/* --resume DIR or checkpoint.load (`what`, named in messages) may name a run directory (its newest
+ * checkpoint) or one iter_ directory. */
+static vfm_status resolve_checkpoint(const char *path, const char *what, char *out, size_t n) {
     int found = 0;
     char done[1100];
     path_join(done, sizeof done, path, "DONE");
@@ -109,8 +110,9 @@ static vfm_status resolve_checkpoint(const char *path, char *out, size_t n) {
         snprintf(out, n, "%s", path);
         return VFM_OK;
     }
+    if (!path_exists(path)) return vfm_fail(VFM_ERR_USAGE, "%s %s: no such directory", what, path);
     VFM_TRY(checkpoint_find_latest(path, out, n, &found));
-    if (!found) return vfm_fail_at(VFM_ERR_USAGE, NULL, "checkpoint.load", path, "holds no complete checkpoint");
+    if (!found) return vfm_fail(VFM_ERR_USAGE, "%s %s: holds no complete checkpoint", what, path);
     return VFM_OK;
 }
 
@@ -276,12 +278,12 @@ static vfm_status trainer_setup(Trainer *t, const TrainOptions *opt) {
             log_info("--resume auto: no complete checkpoint in %s, starting fresh", t->run_dir);
         }
     } else if (opt->resume) {
-        VFM_TRY(resolve_checkpoint(opt->resume, dir, sizeof dir));
+        VFM_TRY(resolve_checkpoint(opt->resume, "--resume", dir, sizeof dir));
         VFM_TRY(restore(t, dir, 0, 1));
         resumed = 1;
     }
     if (!resumed && su->load[0]) {
-        VFM_TRY(resolve_checkpoint(su->load, dir, sizeof dir));
+        VFM_TRY(resolve_checkpoint(su->load, "checkpoint.load", dir, sizeof dir));
         VFM_TRY(restore(t, dir, su->finetune, su->finetune || su->load_optim));
     }
 
@@ -672,7 +674,7 @@ vfm_status train_run(const TrainOptions *opt) {
     if (opt->failed_everywhere) *opt->failed_everywhere = 1; /* until the layout checks pass */
     vfm_status s = trainer_setup(&t, opt);
     if (s != VFM_OK) {
-        s = run_memory_hint(s, t.cfg);
+        s = run_memory_hint(s, t.cfg, t.dp_size * t.layout.cp);
         trainer_teardown(&t);
         return s;
     }
@@ -700,7 +702,7 @@ vfm_status train_run(const TrainOptions *opt) {
             raise(SIGKILL);
     }
     if (s == VFM_OK) log_info("training done: %lld steps, %lld samples", (long long)t.step, (long long)t.consumed_samples);
-    s = run_memory_hint(s, t.cfg); /* out of memory: the keys that reduce it */
+    s = run_memory_hint(s, t.cfg, t.dp_size * t.layout.cp); /* out of memory: the keys that reduce it */
     trainer_teardown(&t);
     return s;
 }
