@@ -462,10 +462,12 @@ static vfm_status log_window(Trainer *t, Window *w, double lr) {
     }
     char mem[192];
     memory_text(t, mem, sizeof mem);
-    log_info("step %lld/%lld | loss %.4f | grad norm %.3f | lr %.3e | %.1f samples/s | %.0f tokens/s | %.1f ms/step | "
-             "%.3f TFLOP/s | packs %.0f%% full | data wait %.1f ms | mem %s",
+    char rate[3][32]; /* small rates keep their digits: 0.04 samples/s is not 0.0 */
+    log_info("step %lld/%lld | loss %.4f | grad norm %.3f | lr %.3e | %s samples/s | %s tokens/s | %.1f ms/step | "
+             "%s TFLOP/s | packs %.0f%% full | data wait %.1f ms | mem %s",
              (long long)t->step, (long long)t->train_iters, w->loss_sum / w->steps, w->grad_sum / w->steps, lr,
-             w->samples / secs, w->tokens / secs, 1e3 * secs / w->steps, w->flops / secs / 1e12,
+             log_rate_text(w->samples / secs, rate[0], sizeof rate[0]), log_rate_text(w->tokens / secs, rate[1], sizeof rate[1]),
+             1e3 * secs / w->steps, log_rate_text(w->flops / secs / 1e12, rate[2], sizeof rate[2]),
              w->capacity ? 100.0 * (double)w->tokens / (double)w->capacity : 0.0, 1e3 * w->wait / w->steps, mem);
     memset(w, 0, sizeof *w);
     return VFM_OK;

@@ -38,7 +38,7 @@ vfm_status validator_init(Validator *v, const Config *cfg, const Objective *o, i
     /* the val split (the train split with dataset.use_train_split_for_val; the mock set's val samples) */
     VFM_TRY(pack_source_create_split(&v->source, cfg, "val", dp_rank, dp_size));
     VFM_TRY(v->source->get_state(v->source, &v->start));
-    pack_init(&v->pack, v->source->token_dim, v->source->text_dim, 1, 1);
+    VFM_TRY(pack_init(&v->pack, v->source->token_dim, v->source->text_dim, 1, 1));
     GenerateOptions *g = &v->gen;
     g->objective = o;
     sample_settings_apply(&vc.gen, g);

@@ -95,10 +95,6 @@ typedef struct Loader {
 
 /* ---- skipped samples ---- */
 
-/* realloc, or for the tests an allocator that fails (loader_test_fail_skip_list). */
-static int g_fail_skip_list;
-void loader_test_fail_skip_list(int fail) { g_fail_skip_list = fail; }
-static void *skip_list_grow(void *p, size_t bytes) { return g_fail_skip_list ? NULL : realloc(p, bytes); }
 
 /* Records entry id as skipped (once) and names it in the log. Caller holds L->mu or is alone. */
 static void note_skip(Loader *L, int64_t id, const char *reason, int at_load, int print) {
@@ -110,7 +106,7 @@ static void note_skip(Loader *L, int64_t id, const char *reason, int at_load, in
     const char *rel = length_index_shard_of(li, local);
     if (L->n_skips == L->cap_skips) {
         int cap = L->cap_skips ? 2 * L->cap_skips : 16;
-        LoaderSkip *q = skip_list_grow(L->skips, (size_t)cap * sizeof *q);
+        LoaderSkip *q = realloc(L->skips, (size_t)cap * sizeof *q);
         if (q) {
             L->skips = q, L->cap_skips = cap;
         } else if (L->skips_unlisted++ == 0) {
@@ -318,7 +314,7 @@ static vfm_status start_readers(Loader *L) {
 
 /* ---- PackSource ---- */
 
-static void take_pack(Pack *out, Pack *built) {
+static vfm_status take_pack(Pack *out, Pack *built) {
     if (out->cu_seqlens && out->token_dim == built->token_dim && out->text_dim == built->text_dim) {
         Pack t = *out; /* the slot reuses the caller's buffers next time */
         *out = *built;
@@ -326,8 +322,9 @@ static void take_pack(Pack *out, Pack *built) {
     } else {
         pack_free(out);
         *out = *built;
-        pack_init(built, out->token_dim, out->text_dim, out->pad_multiple, out->text_pad_multiple);
+        return pack_init(built, out->token_dim, out->text_dim, out->pad_multiple, out->text_pad_multiple);
     }
+    return VFM_OK;
 }
 
 /* The samples skipped when read, for a message: "N samples skipped when read (a.tar:k: why; ...)". */
@@ -391,13 +388,14 @@ static vfm_status wds_next(PackSource *src, Pack *out) {
         int empty = slot->pack.n_samples == 0;
         int dropped = slot->dropped;
         int64_t epoch = slot->epoch;
-        if (!empty) take_pack(out, &slot->pack);
+        vfm_status taken = empty ? VFM_OK : take_pack(out, &slot->pack);
         pthread_mutex_lock(&L->mu);
         slot->state = SLOT_FREE;
         L->consumed++;
         L->last_epoch = epoch;
         pthread_cond_broadcast(&L->space);
         pthread_mutex_unlock(&L->mu);
+        VFM_TRY(taken); /* the slot's new empty pack could not be made: the source stops here */
         src->stats.skipped += dropped;
         L->tried += dropped + (empty ? 0 : out->n_samples);
         L->read_skips += dropped;
@@ -727,7 +725,7 @@ vfm_status webdataset_source_from(PackSource **out, const LoaderConfig *lc, cons
     }
     if (s == VFM_OK) {
         for (int i = 0; i < L->depth; i++)
-            pack_init(&L->slots[i].pack, src->token_dim, src->text_dim, L->ec.pad_multiple, 1);
+            if (s == VFM_OK) s = pack_init(&L->slots[i].pack, src->token_dim, src->text_dim, L->ec.pad_multiple, 1);
         s = start_readers(L);
     }
     if (s != VFM_OK) {

@@ -24,9 +24,6 @@ typedef struct LoaderSkip {
  * malloc'd copy (free it); returns the count. (LoaderInfo.skips_unlisted counts those the list could
  * not hold; a warning named the first.) */
 int loader_skipped(const PackSource *src, LoaderSkip **out);
-/* Tests only (no environment variable reaches it): 1 makes growing the list of skipped samples fail
- * as if out of memory. */
-void loader_test_fail_skip_list(int fail);
 
 typedef struct LoaderInfo {
     int n_datasets;         /* dataset directories read (a metadataset may name several) */
