@@ -282,7 +282,11 @@ static void print_parts(const InspectReport *r, int all) {
         const int limit = all ? p->n_shapes : p->n_shapes < 6 ? p->n_shapes : 6;
         for (int k = 0; k < limit; k++) printf("%s%s x%lld", k ? ", " : "  shapes ", p->shapes[k].text, (long long)p->shapes[k].count);
         if (limit < p->n_shapes) printf(", ... %d more", p->n_shapes - limit);
-        if (p->unreadable) printf("  (%lld unreadable)", (long long)p->unreadable);
+        if (p->unreadable) {
+            printf("  (%lld unreadable", (long long)p->unreadable);
+            if (p->refused) printf(", %lld refused: a pickle naming a global off the allow-list, see below", (long long)p->refused);
+            printf(")");
+        }
         printf("\n");
     }
 }

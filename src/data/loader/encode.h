@@ -30,6 +30,8 @@ typedef enum {
     ENC_SKIP_TEXT_WIDTH,  /* text width != model.crossattn_emb_size */
     ENC_SKIP_PATCH,       /* H or W not divisible by the patch, or 1 < T < patch_temporal */
     ENC_SKIP_TOO_LONG,    /* more tokens (padded) than dataset.task_encoder_seq_length */
+    ENC_SKIP_REFUSED,     /* a pickle naming a global off the unpickler's allow-list: a security event,
+                           * named first among the sample's problems (nothing was run) */
     ENC_SKIP_COUNT
 } EncodeSkip;
 
