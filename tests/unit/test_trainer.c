@@ -7,6 +7,7 @@
 
 #include "capture.h"
 #include "core/fileutil.h"
+#include "data/formats/safetensors.h"
 #include "diffusion/edm.h"
 #include "model/dit.h"
 #include "test.h"
@@ -340,4 +341,24 @@ TEST(checkpoint_diff_fails_on_what_it_cannot_compare) {
     REQUIRE(system(cmd) == 0);
     REQUIRE(edit_header(file, "final_linear", "final_lineaX")); /* the tensor sets differ */
     diff_says(b, c, NULL, 1, "0 unreadable, 2 in one checkpoint only");
+}
+
+/* vfm export writes a PyTorch state dict: "format": "pt" in the safetensors metadata, as Hugging
+ * Face-style loaders require (a checkpoint's own files say "vfm"). */
+TEST(export_writes_a_pytorch_state_dict) {
+    char run[1200], to[1300];
+    path_join(run, sizeof run, test_tmpdir(), "run");
+    path_join(to, sizeof to, test_tmpdir(), "export.safetensors");
+    const char *extra[] = {"train.train_iters=1", "checkpoint.save_interval=0"};
+    REQUIRE_OK(train_tiny_mock(run, extra, 2));
+    const char *args[] = {"export", "--checkpoint", run, "--to", to};
+    char *out, *err;
+    CHECK_MSG(run_vfm(args, 5, &out, &err) == 0, "%s", err);
+    free(out), free(err);
+    SafetensorsFile *f;
+    REQUIRE_OK(safetensors_open(&f, to));
+    const char *format = safetensors_metadata(f, "format");
+    CHECK_MSG(format && strcmp(format, "pt") == 0, "format %s", format ? format : "(none)");
+    CHECK(safetensors_find(f, "final_linear.weight") >= 0);
+    safetensors_close(f);
 }
