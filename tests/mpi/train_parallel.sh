@@ -44,12 +44,12 @@ close() { $VFM checkpoint diff "$1" "$2" --atol "$3" --quiet > /dev/null && $VFM
 # layout NAME NP REFERENCE "KEY=VALUE ..." OVERRIDES...: trains, checks that the run's log states the
 # layout asked for (so a key silently falling back to plain DP fails), and checks it against the
 # one-rank run REFERENCE
-layout() {
-    name=$1; np=$2; ref=$3; want=$4; shift 4
-    train "$name" "$np" "$@"
-    check "$name: the log states the layout ($want)" states $T/$name.log $want
-    check "$name: 20 steps within $BOUND of one rank ($($VFM checkpoint diff $T/$ref $T/$name 2>/dev/null | tail -1 | sed 's/.*max/max/'))" \
-        close $T/$ref $T/$name $BOUND
+layout() { # (check sets $name: these are layout's own)
+    run=$1; np=$2; ref=$3; want=$4; shift 4
+    train "$run" "$np" "$@"
+    check "$run: the log states the layout ($want)" states $T/$run.log $want
+    check "$run: 20 steps within $BOUND of one rank ($($VFM checkpoint diff $T/$ref $T/$run 2>/dev/null | tail -1 | sed 's/.*max/max/'))" \
+        close $T/$ref $T/$run $BOUND
 }
 
 train one 1 $GQA
