@@ -77,7 +77,7 @@ CUDNN_FE_CXXFLAGS := -std=c++17 -O2 -fPIC -Wall -Wextra -Werror -DCUDNN_FRONTEND
 endif
 endif
 
-.PHONY: all deps test demo clean goldens gpu-bundle gpu-test gpu-bench cudnn-frontend fuzz
+.PHONY: all deps test demo clean goldens gpu-bundle gpu-test gpu-bench cudnn-frontend fuzz harness
 all: $(BUILD)/vfm $(BUILD)/vfm-faults $(BUILD)/vfm_tests $(BUILD)/vfm_mpi_tests
 
 deps:
@@ -135,8 +135,9 @@ $(CUDNN_FE_HDR):
 cudnn-frontend: $(CUDNN_FE_HDR)
 endif
 
-test: deps
-	@$(MAKE) --no-print-directory all fuzz
+test:
+	@scripts/deps.sh --test
+	@$(MAKE) --no-print-directory all fuzz harness
 	@tests/run_all.sh
 
 demo: deps
@@ -218,5 +219,8 @@ goldens:
 
 clean:
 	rm -rf $(BUILD)
+
+# The CUDA kernels on the CPU, and the cuBLASLt and cuDNN stand-ins: `make harness` (make test)
+include tests/harness/harness.mk
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -18,7 +18,7 @@ rm -rf $OUT/run
 $VFM train --config configs/demo.yaml ${DEMO_ITERS:+train.train_iters=$DEMO_ITERS} $DEMO_ARGS
 echo "== 3/3 sample: one picture per caption of configs/demo-prompts.txt, beside a real example"
 $VFM sample --checkpoint $OUT/run --out $OUT --prompts configs/demo-prompts.txt --compare-dataset $OUT/data \
-    --steps 18 --guidance 3 --seed 1 --score-colours $DEMO_SAMPLE_ARGS | tee $OUT/score.txt
+    --steps 18 --guidance 3 --seed 1 --score-colours --score-shapes $DEMO_SAMPLE_ARGS | tee $OUT/score.txt
 end=$(date +%s)
 echo "demo done in $((end - start)) s: $OUT/grid.png (pairs: a real example, then the generated picture),"
 echo "$OUT/sample_*.png, $OUT/samples.json; the checkpoint is in $OUT/run"

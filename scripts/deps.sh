@@ -3,6 +3,7 @@
 # Works as root on a fresh machine (uses sudo when not root and sudo exists). clang with its
 # sanitizer/libFuzzer runtimes (libclang-rt-dev) and OpenMP (libomp-dev) builds the fuzz targets.
 #   scripts/deps.sh            build and test dependencies
+#   scripts/deps.sh --test     also Slurm (slurm-wlm, munge) for the tests' one-node cluster
 #   scripts/deps.sh --goldens  also python3-torch and numpy, to regenerate golden files
 #   scripts/deps.sh --cudnn-frontend VERSION DIR
 #                              only the header-only cudnn-frontend (PyPI nvidia-cudnn-frontend==VERSION)
@@ -64,6 +65,8 @@ PKGS="gcc g++ make unzip libopenblas-dev libopenblas-openmp-dev libyaml-dev libj
 PKGS="$PKGS libpng-dev libjpeg62-turbo-dev libavformat-dev libavcodec-dev libswscale-dev libavutil-dev ffmpeg"
 PKGS="$PKGS clang libclang-rt-dev libomp-dev"
 if [ "$1" = "--goldens" ]; then PKGS="$PKGS python3-torch python3-numpy"; fi
+# the tests' one-node Slurm cluster (tests/mpi/slurm.sh)
+if [ "$1" = "--test" ]; then PKGS="$PKGS slurm-wlm munge"; fi
 
 missing=""
 for p in $PKGS; do

@@ -33,7 +33,7 @@ run_suite() {
     total_p=$((total_p + p)); total_f=$((total_f + f)); total_s=$((total_s + s))
 }
 run_suite unit build/vfm_tests
-for t in tests/e2e/*.sh tests/mpi/*.sh; do
+for t in tests/e2e/*.sh tests/mpi/*.sh tests/harness/*.sh; do
     [ -f "$t" ] || continue
     run_suite "$t" sh "$t"
 done

@@ -17,6 +17,7 @@
 #include "core/timer.h"
 #include "data/prepare/caption_encoder.h"
 #include "data/synthetic/colour_score.h"
+#include "data/synthetic/shape_score.h"
 #include "data/media/image_io.h"
 #include "data/loader/length_index.h"
 #include "data/formats/npy.h"
@@ -202,6 +203,8 @@ int cmd_sample(int argc, char **argv) {
         {"--ema", NULL, "use the EMA weights", NULL, 0},
         {"--compare-dataset", "DIR", "put a real example of each caption (from this pixel-space dataset) in the grid", NULL, 0},
         {"--score-colours", NULL, "judge each picture's dominant colour against its caption and print the score", NULL, 0},
+        {"--score-shapes", NULL, "judge each picture's shape (the synthetic set's five) against its caption and print the score",
+         NULL, 0},
         {"--threads", "N", "CPU threads (default: all cores)", NULL, 0},
         {"--device", "auto|cpu|cuda", "where the network runs (default auto: the GPU when there is one)", NULL, 0},
     };
@@ -355,7 +358,10 @@ int cmd_sample(int argc, char **argv) {
     int groups_per_row = n_cond >= 10 ? 5 : 1; /* a wide grid: several prompts per row */
     RgbImage *tiles = calloc((size_t)n_cond * cols, sizeof *tiles);
     ColourJudge judge = colour_judge_defaults();
-    int judged = 0, correct = 0;
+    int judged = 0, correct = 0, shapes_judged = 0, shapes_correct = 0;
+    int score_shapes = args_flag(flags, nflags, "--score-shapes")->present && j.n_prompts && j.has_pixels;
+    ShapeJudge shape_judge; /* fitted on the synthetic renderer's own pictures at the data's factor */
+    if (score_shapes) s = shape_judge_fit(&shape_judge, SHAPE_JUDGE_FIT_SEED, SHAPE_JUDGE_FIT_RENDERS, j.map.factor);
     json_t *index = json_array();
     int n_mp4 = 0;
     const char *mp4_codec = NULL;
@@ -395,6 +401,15 @@ int cmd_sample(int argc, char **argv) {
                     json_object_set_new(rec, "colour_seen", json_string(got >= 0 ? synthetic_palette[got].name : "none"));
                 }
             }
+            int want_shape = score_shapes ? shape_from_caption(j.prompts[i / num]) : -1;
+            if (want_shape >= 0) { /* the first frame of a video */
+                int got = shape_judge_classify(&shape_judge, pixels, shape[2], shape[3],
+                                               (int64_t)shape[1] * shape[2] * shape[3], NULL);
+                shapes_judged++;
+                shapes_correct += got == want_shape;
+                json_object_set_new(rec, "shape_asked", json_string(synthetic_shape_name(want_shape)));
+                json_object_set_new(rec, "shape_seen", json_string(got >= 0 ? synthetic_shape_name(got) : "none"));
+            }
         }
         json_array_append_new(index, rec);
     }
@@ -419,6 +434,7 @@ int cmd_sample(int argc, char **argv) {
         json_t *doc = json_pack("{s:s,s:i,s:f,s:I,s:o}", "checkpoint", j.ckpt, "steps", go.sampler.num_steps, "guidance",
                                 go.guidance, "seed", (json_int_t)go.seed, "samples", index);
         if (judged) json_object_set_new(doc, "colour_score", json_real((double)correct / judged));
+        if (shapes_judged) json_object_set_new(doc, "shape_score", json_real((double)shapes_correct / shapes_judged));
         char *text = json_dumps(doc, JSON_INDENT(2));
         s = write_file_atomic(path, text, strlen(text));
         free(text);
@@ -429,5 +445,8 @@ int cmd_sample(int argc, char **argv) {
     if (s == VFM_OK && judged)
         printf("colour score: %d/%d = %.1f%% of the pictures show the colour their caption asks for\n", correct, judged,
                100.0 * correct / judged);
+    if (s == VFM_OK && shapes_judged)
+        printf("shape score: %d/%d = %.1f%% of the pictures show the shape their caption asks for\n", shapes_correct,
+               shapes_judged, 100.0 * shapes_correct / shapes_judged);
     return cli_report(s);
 }

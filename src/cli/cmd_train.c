@@ -6,6 +6,7 @@
 #include "commands.h"
 #include "core/error.h"
 #include "parallel/launch.h"
+#include "train/stop_signal.h"
 #include "train/trainer.h"
 
 int cmd_train(int argc, char **argv) {
@@ -24,7 +25,9 @@ int cmd_train(int argc, char **argv) {
                         "on the command line, e.g. model.preset=dit-xl optimizer.lr=1e-4 train.train_iters=1000.\n"
                         "Checkpoints, metrics.jsonl, config.yaml, TensorBoard event files (tb_logs/) and validation\n"
                         "samples (validation_generation/) go to checkpoint.save, the run directory (null: save nothing).\n"
-                        "diffusion.objective picks edm (default), flow or ddpm; train.eval_interval validates.",
+                        "diffusion.objective picks edm (default), flow or ddpm; train.eval_interval validates.\n"
+                        "SIGTERM or SIGUSR1 (a cluster's preemption or time limit) stops the run after the current\n"
+                        "step with a checkpoint, exit status 75: run again with --resume auto (scripts/train.sbatch).",
                         flags, nflags);
         return 0;
     }
@@ -38,10 +41,14 @@ int cmd_train(int argc, char **argv) {
         overrides[n++] = pos.items[i];
     }
     if (args_flag(flags, nflags, "--mock")->present) overrides[n++] = "dataset.mock=true";
-    int everywhere = 0;
+    int everywhere = 0, stopped = 0;
     TrainOptions opt = {args_value(flags, nflags, "--config", NULL), overrides, n,
-                        args_value(flags, nflags, "--resume", NULL), &everywhere};
+                        args_value(flags, nflags, "--resume", NULL), &everywhere, &stopped};
     s = train_run(&opt);
+    if (s == VFM_OK && stopped) {
+        launch_finalize();
+        return TRAIN_EXIT_STOPPED; /* checkpointed on a signal: a job script requeues (stop_signal.h) */
+    }
     if (s != VFM_OK && everywhere) {
         /* a config or layout check every rank failed alike, before any work: each rank ends
          * quietly with the same status and rank 0 alone prints the one line */

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "core/cuda_runtime_shim.h"
+#include "ops/cuda/cuda_launch.h"
 #include "ops/ops.h"
 #include "parallel/comm_internal.h"
 #include "parallel/launch.h"
@@ -172,16 +173,21 @@ template <typename T> __global__ void sum_rows_kernel(T *dst, const T *rows, int
     }
 }
 
+template <typename T>
+static void launch_sum_rows_of(void *dst, const void *rows, int n, long long count, int grid, cudaStream_t s) {
+    VFM_KERNEL_LAUNCH(sum_rows_kernel<T>, grid, 256, 0, s, (T *)dst, (const T *)rows, n, count);
+}
+
 static cudaError_t launch_sum_rows(void *dst, const void *rows, int n, int64_t count, DType dt, cudaStream_t s) {
     if (count == 0) return cudaSuccess;
     long long blocks = (count + 255) / 256;
     int grid = (int)(blocks < 8192 ? blocks : 8192);
     switch (dt) {
-    case DT_F32: sum_rows_kernel<<<grid, 256, 0, s>>>((float *)dst, (const float *)rows, n, count); break;
-    case DT_F64: sum_rows_kernel<<<grid, 256, 0, s>>>((double *)dst, (const double *)rows, n, count); break;
-    case DT_I32: sum_rows_kernel<<<grid, 256, 0, s>>>((int32_t *)dst, (const int32_t *)rows, n, count); break;
-    case DT_I64: sum_rows_kernel<<<grid, 256, 0, s>>>((long long *)dst, (const long long *)rows, n, count); break;
-    default: sum_rows_kernel<<<grid, 256, 0, s>>>((__nv_bfloat16 *)dst, (const __nv_bfloat16 *)rows, n, count); break;
+    case DT_F32: launch_sum_rows_of<float>(dst, rows, n, count, grid, s); break;
+    case DT_F64: launch_sum_rows_of<double>(dst, rows, n, count, grid, s); break;
+    case DT_I32: launch_sum_rows_of<int32_t>(dst, rows, n, count, grid, s); break;
+    case DT_I64: launch_sum_rows_of<long long>(dst, rows, n, count, grid, s); break;
+    default: launch_sum_rows_of<__nv_bfloat16>(dst, rows, n, count, grid, s); break;
     }
     return cudaGetLastError();
 }

@@ -44,6 +44,7 @@ void launch_detect(LaunchInfo *out, char **envp) {
     int slurm_step = env_get(envp, "SLURM_STEP_ID") != NULL || env_get(envp, "SLURM_STEPID") != NULL;
     int slurm_size = slurm_step ? env_int(envp, "SLURM_NTASKS") : -1;
     int slurm_local = slurm_step ? env_int(envp, "SLURM_LOCALID") : -1;
+    out->slurm_step = slurm_step;
     if (env_int(envp, "OMPI_COMM_WORLD_SIZE") > 0 && env_int(envp, "OMPI_COMM_WORLD_RANK") >= 0) {
         snprintf(out->launcher, sizeof out->launcher, "openmpi");
         out->world_size = env_int(envp, "OMPI_COMM_WORLD_SIZE");
@@ -74,6 +75,20 @@ void launch_detect(LaunchInfo *out, char **envp) {
     out->launched = 1;
 }
 
+const char *launch_describe(const LaunchInfo *i, char *buf, size_t size) {
+    const char *who = !strcmp(i->launcher, "openmpi") ? "mpirun (Open MPI)"
+                      : !strcmp(i->launcher, "pmix")  ? (i->slurm_step ? "srun with PMIx" : "a PMIx launcher")
+                      : !strcmp(i->launcher, "pmi")   ? (i->slurm_step ? "srun with PMI-2" : "a PMI launcher")
+                      : !strcmp(i->launcher, "slurm") ? "srun (Slurm's environment)"
+                                                      : "none";
+    if (!i->launched)
+        snprintf(buf, size, "%s: a single process%s", who, strcmp(who, "none") ? ", MPI not used" : "");
+    else
+        snprintf(buf, size, "%s: rank %d of %d, local rank %d of %d", who, i->rank, i->world_size, i->local_rank,
+                 i->local_size);
+    return buf;
+}
+
 int launch_mpi_active(void) {
 #ifdef VFM_MPI
     int init = 0, fini = 0;
@@ -92,6 +107,20 @@ vfm_status launch_init(LaunchInfo *out) {
     }
     LaunchInfo info;
     launch_detect(&info, NULL);
+#if defined(VFM_MPI) && defined(OPEN_MPI)
+    /* Open MPI joins a Slurm step through PMIx only (Debian's build has no PMI-1/PMI-2 client):
+     * MPI_Init under `srun --mpi=pmi2` or a plain `srun` would abort the process with a page of
+     * MPI errors. One task needs no MPI at all; more are refused in one line. */
+    if (info.launched && (!strcmp(info.launcher, "pmi") || !strcmp(info.launcher, "slurm"))) {
+        if (info.world_size > 1)
+            return vfm_fail(VFM_ERR_USAGE,
+                            "started by srun %s (%d tasks): vfm's MPI (Open MPI) joins a Slurm step through PMIx "
+                            "only; run `srun --mpi=pmix ...` (docs/parallel.md \"Slurm\")",
+                            !strcmp(info.launcher, "pmi") ? "with a PMI-2 environment (--mpi=pmi2)" : "without --mpi",
+                            info.world_size);
+        info.launched = 0; /* one task: a plain single process */
+    }
+#endif
     if (info.launched) {
 #ifdef VFM_MPI
         if (!launch_mpi_active()) {

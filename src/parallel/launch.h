@@ -14,6 +14,8 @@
 #ifndef VFM_LAUNCH_H
 #define VFM_LAUNCH_H
 
+#include <stddef.h>
+
 #include "core/error.h"
 
 #ifdef __cplusplus
@@ -25,6 +27,7 @@ typedef struct LaunchInfo {
     int world_size, rank;
     int local_rank, local_size; /* among the ranks on this node */
     char launcher[16];   /* "none", "openmpi", "pmix", "pmi", "slurm" */
+    int slurm_step;      /* inside a Slurm job step (srun): SLURM_STEP_ID set */
 } LaunchInfo;
 
 /* Reads the launcher's variables from envp (an environ-style NULL-terminated array; NULL means
@@ -34,8 +37,14 @@ typedef struct LaunchInfo {
  *   PMI:      PMI_RANK, PMI_SIZE (MPICH hydra, srun --mpi=pmi2), local rank from MPI_LOCALRANKID
  *   Slurm:    SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, only inside an srun step (SLURM_STEP_ID
  *             set): the batch script itself, which also has SLURM_PROCID=0, is not a launch.
- * Without any: world 1, rank 0, launcher "none". Values unknown before MPI_Init are 0. */
+ * Without any: world 1, rank 0, launcher "none". Values unknown before MPI_Init are 0.
+ * launch_init refuses "pmi" and "slurm" with more than one task when vfm's MPI is Open MPI (it joins
+ * a Slurm step through PMIx only) and runs a single such task without MPI. */
 void launch_detect(LaunchInfo *out, char **envp);
+
+/* One line for the log: who started this process and its place, e.g. "srun with PMIx: rank 0 of
+ * 8, local rank 0 of 4", "mpirun (Open MPI): ...", "none: a single process". */
+const char *launch_describe(const LaunchInfo *info, char *buf, size_t size);
 
 /* launch_detect, then, when launched, MPI_Init_thread (MPI_THREAD_FUNNELED: only the main thread
  * calls MPI) and the world size, rank and local rank from MPI itself (local rank: rank in the

@@ -27,6 +27,7 @@
 #include "parallel/groups.h"
 #include "parallel/launch.h"
 #include "train/checkpoint.h"
+#include "train/stop_signal.h"
 #include "train/train_parallel.h"
 #include "train/train_pipeline.h"
 #include "parallel/pp_stage.h"
@@ -160,6 +161,8 @@ static vfm_status trainer_setup(Trainer *t, const TrainOptions *opt) {
     VFM_TRY(launch_init(&t->launch));
     t->rank = t->launch.rank;
     if (t->rank != 0 && log_get_level() == LOG_INFO) log_set_level(LOG_WARN); /* rank 0 speaks for the job */
+    char launched[160];
+    log_info("launch: %s", launch_describe(&t->launch, launched, sizeof launched));
     t->layout = su->layout;
     VFM_TRY(train_layout_check(&t->layout, &mc, t->launch.world_size));
     {
@@ -671,6 +674,15 @@ static vfm_status validate(Trainer *t) {
     return s;
 }
 
+/* *sig := the stop signal any rank has received (the same on every rank, see stop_signal.h). */
+static vfm_status stop_agreed(Trainer *t, int *sig) {
+    int32_t v = stop_signal_received();
+    if (t->launch.world_size > 1) VFM_TRY(comm_all_reduce(&t->par.world, &v, 1, DT_I32, COMM_MAX));
+    if (v) stop_signal_agreed();
+    *sig = v;
+    return VFM_OK;
+}
+
 vfm_status train_run(const TrainOptions *opt) {
     Trainer t;
     if (opt->failed_everywhere) *opt->failed_everywhere = 1; /* until the layout checks pass */
@@ -681,11 +693,16 @@ vfm_status train_run(const TrainOptions *opt) {
         return s;
     }
     if (t.step >= t.train_iters) log_info("nothing to do: step %lld of %lld", (long long)t.step, (long long)t.train_iters);
+    if (opt->stopped_by_signal) *opt->stopped_by_signal = 0;
+    stop_signal_install();
     Window w;
     memset(&w, 0, sizeof w);
     int consecutive_bad = 0, stop = 0, saving = t.run_dir[0] != 0;
+    double save_seconds = 0;
     while (s == VFM_OK && t.step < t.train_iters) {
+        double t0 = time_now();
         s = train_step(&t, &w, &consecutive_bad, &stop);
+        double step_seconds = time_now() - t0;
         if (s != VFM_OK) break;
         if (stop) {
             if (saving) s = save_checkpoint(&t);
@@ -697,13 +714,34 @@ vfm_status train_run(const TrainOptions *opt) {
         }
         if (validator_due(&t.val, t.step)) s = validate(&t);
         int last = t.step == t.train_iters;
-        if (s == VFM_OK && saving && ((t.save_interval > 0 && t.step % t.save_interval == 0) || last))
+        int saved = s == VFM_OK && saving && ((t.save_interval > 0 && t.step % t.save_interval == 0) || last);
+        if (saved) {
+            double t1 = time_now();
             s = save_checkpoint(&t);
+            save_seconds = time_now() - t1;
+        }
+        stop_signal_set_grace(step_seconds, save_seconds);
+        int sig = 0;
+        if (s == VFM_OK) s = stop_agreed(&t, &sig);
+        if (s == VFM_OK && sig && !last) {
+            if (saving && !saved) s = save_checkpoint(&t);
+            if (s == VFM_OK && saving) {
+                log_info("stopped by %s after step %lld: checkpoint %s/iter_%07lld; continue with --resume auto",
+                         stop_signal_name(sig), (long long)t.step, t.run_dir, (long long)t.step);
+                if (opt->stopped_by_signal) *opt->stopped_by_signal = sig;
+            } else if (s == VFM_OK) {
+                s = vfm_fail(VFM_ERR_IO, "stopped by %s after step %lld with no checkpoint.save: nothing was saved",
+                             stop_signal_name(sig), (long long)t.step);
+            }
+            break;
+        }
         const char *kill_rank = fault_hook_env("VFM_TEST_KILL_RANK"); /* multi-rank tests: only this rank dies */
         if (env_step_listed("VFM_TEST_KILL_AFTER_STEP", t.step - 1) && (!kill_rank || atoi(kill_rank) == t.rank))
             raise(SIGKILL);
     }
-    if (s == VFM_OK) log_info("training done: %lld steps, %lld samples", (long long)t.step, (long long)t.consumed_samples);
+    stop_signal_restore();
+    if (s == VFM_OK && t.step == t.train_iters)
+        log_info("training done: %lld steps, %lld samples", (long long)t.step, (long long)t.consumed_samples);
     s = run_memory_hint(s, t.cfg, t.dp_size * t.layout.cp); /* out of memory: the keys that reduce it */
     trainer_teardown(&t);
     return s;

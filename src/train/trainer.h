@@ -15,6 +15,9 @@ typedef struct TrainOptions {
      * (config, parallel layout), so the caller may end every rank quietly instead of aborting the
      * job, rank 0 alone reporting the one line. */
     int *failed_everywhere;
+    /* Out (may be NULL): the signal (SIGTERM, SIGUSR1) that stopped the run after a checkpoint,
+     * 0 when it ran to the end (stop_signal.h). */
+    int *stopped_by_signal;
 } TrainOptions;
 
 vfm_status train_run(const TrainOptions *opt);

@@ -2,7 +2,8 @@
 # Training-time feedback end to end on pixel-space data (a small synthetic set): validation at the
 # right steps writes its loss (metrics.jsonl), one picture per rank and TensorBoard scalars and
 # images; the weights equal bit for bit those of the same run without validation. Flow matching
-# and DDPM with a learned variance train on it, and `vfm sample` samples each with its own sampler.
+# and DDPM with a learned variance train on it, and `vfm sample` samples each with its own sampler
+# (and judges colours and shapes).
 cd "$(dirname "$0")/../.." || exit 1
 . tests/e2e/common.inc
 T=$(mktemp -d /tmp/vfm_e2e_validation.XXXXXX)
@@ -31,6 +32,13 @@ check "the same run without validation ends with bitwise equal weights" \
 timeout $RUN_LIMIT $VFM train $ARGS checkpoint.save=$T/flow diffusion.objective=flow train.eval_interval=0 > $T/flow.log 2>&1
 $VFM sample --device cpu --checkpoint $T/flow --out $T/flow_s --prompt "a red circle" --steps 4 --threads 2 > $T/flow_s.log 2>&1
 check "flow matching trains and samples (Euler)" sh -c "grep -q 'flow, 4 steps' $T/flow_s.log && test -f $T/flow_s/sample_000.png"
+printf 'a red circle\na blue cross\n' > $T/prompts.txt
+$VFM sample --device cpu --checkpoint $T/flow --out $T/flow_j --prompts $T/prompts.txt --steps 4 --threads 2 \
+    --score-colours --score-shapes > $T/flow_j.log 2>&1
+check "sample --score-colours --score-shapes: both scores printed, each picture's verdicts in samples.json" sh -c \
+    "grep -qE '^colour score: [0-9]+/2 = ' $T/flow_j.log && grep -qE '^shape score: [0-9]+/2 = ' $T/flow_j.log &&
+     grep -q '\"shape_asked\": \"cross\"' $T/flow_j/samples.json && grep -q '\"shape_seen\"' $T/flow_j/samples.json &&
+     grep -q '\"shape_score\"' $T/flow_j/samples.json && grep -q '\"colour_score\"' $T/flow_j/samples.json"
 
 timeout $RUN_LIMIT $VFM train $ARGS checkpoint.save=$T/ddpm diffusion.objective=ddpm model.learn_sigma=true train.eval_interval=0 > $T/ddpm.log 2>&1
 $VFM sample --device cpu --checkpoint $T/ddpm --out $T/ddpm_s --prompt "a red circle" --steps 4 --ddim --threads 2 > $T/ddpm_s.log 2>&1

@@ -16,7 +16,7 @@ static int have_gpu(void) {
     return !any;
 }
 
-#define NEED_GPU()                                                         \
+#define NEED_GPU_ON_EVERY_RANK()                                           \
     do {                                                                   \
         if (!have_gpu()) SKIP("no CUDA device (on this rank or another)"); \
     } while (0)
@@ -48,7 +48,7 @@ static void same(const char *what, const void *d, const float *h, int64_t n) {
 }
 
 TEST(comm_staged_all_reduce_and_broadcast) {
-    NEED_GPU();
+    NEED_GPU_ON_EVERY_RANK();
     Comm *w = mt_world_comm();
     const int64_t counts[] = {5, 3001}; /* the all-gather and the all-to-all paths of the ordered sum */
     for (int k = 0; k < 2; k++)
@@ -75,7 +75,7 @@ TEST(comm_staged_all_reduce_and_broadcast) {
 }
 
 TEST(comm_staged_reduce_scatter_and_all_gather_in_place_and_not) {
-    NEED_GPU();
+    NEED_GPU_ON_EVERY_RANK();
     Comm *w = mt_world_comm();
     int P = mt_world(), r = mt_rank();
     const int64_t per = 1000;
@@ -107,7 +107,7 @@ TEST(comm_staged_reduce_scatter_and_all_gather_in_place_and_not) {
 }
 
 TEST(comm_staged_all_to_all_and_point_to_point) {
-    NEED_GPU();
+    NEED_GPU_ON_EVERY_RANK();
     Comm *w = mt_world_comm();
     int P = mt_world(), r = mt_rank();
     const int64_t per = 257;

@@ -1,8 +1,8 @@
-/* NCCL backend (GPU buffers), when this build has it and every local rank has a GPU: the GPU
- * ordered sum gives the CPU's bits, and each collective over the world gives the MPI backend's
- * result (integer-valued data for SUM/MAX, whose order cannot matter; order-sensitive data for
- * the ordered sum, compared bit for bit). With one GPU this runs as one rank: a real one-rank
- * NCCL communicator. Skipped without NCCL or a GPU. */
+/* NCCL backend (GPU buffers), when this build has it and every local rank has a GPU: each
+ * collective over the world gives the MPI backend's result (integer-valued data for SUM/MAX, whose
+ * order cannot matter; order-sensitive data for the ordered sum, compared bit for bit). With one
+ * GPU this runs as one rank: a real one-rank NCCL communicator. Skipped without NCCL or a GPU.
+ * (The GPU ordered sum's own test, which needs no NCCL: tests/unit/test_cuda_comm.c.) */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,37 +44,6 @@ static void from_gpu(void *host, const void *dev, size_t bytes) {
     if (bytes) CHECK_OK(vfm_cuda_memcpy(host, 0, dev, 1, bytes));
 }
 
-static void order_sensitive(float *x, int64_t n, uint64_t seed) {
-    test_fill_uniform_f32(x, n, seed, -1.0f, 1.0f);
-    for (int64_t i = 0; i < n; i++) x[i] *= (float)(1 << (i % 16));
-}
-
-TEST(nccl_ordered_sum_kernel_matches_cpu_bits) {
-    char why[256];
-    if (!gpus_ready(why, sizeof why, 0)) SKIP("%s", why);
-    const int rows = 5;
-    const int64_t count = 4099;
-    float *x = malloc(rows * count * sizeof *x), *cpu = malloc(count * sizeof *x), *gpu = malloc(count * sizeof *x);
-    double *x64 = malloc(rows * count * sizeof *x64), *cpu64 = malloc(count * sizeof *x64), *gpu64 = malloc(count * sizeof *x64);
-    order_sensitive(x, rows * count, 11);
-    for (int64_t i = 0; i < rows * count; i++) x64[i] = (double)x[i] * (1.0 + 1e-9 * (double)(i % 7));
-    comm_sum_rows_ordered(cpu, x, rows, count, DT_F32);
-    comm_sum_rows_ordered(cpu64, x64, rows, count, DT_F64);
-    void *dx = to_gpu(x, rows * count * sizeof *x), *dx64 = to_gpu(x64, rows * count * sizeof *x64);
-    void *dout = NULL, *dout64 = NULL;
-    REQUIRE(dx && dx64);
-    REQUIRE_OK(vfm_cuda_malloc(count * sizeof *x, &dout));
-    REQUIRE_OK(vfm_cuda_malloc(count * sizeof *x64, &dout64));
-    CHECK_OK(nccl_sum_rows_ordered(dout, dx, rows, count, DT_F32));
-    CHECK_OK(nccl_sum_rows_ordered(dout64, dx64, rows, count, DT_F64));
-    from_gpu(gpu, dout, count * sizeof *x);
-    from_gpu(gpu64, dout64, count * sizeof *x64);
-    CHECK_SAME_BITS("GPU ordered sum f32", gpu, cpu, count);
-    CHECK_SAME_BITS("GPU ordered sum f64", gpu64, cpu64, count);
-    vfm_cuda_free(dx), vfm_cuda_free(dx64), vfm_cuda_free(dout), vfm_cuda_free(dout64);
-    free(x), free(cpu), free(gpu), free(x64), free(cpu64), free(gpu64);
-}
-
 /* Runs one collective on the GPU (NCCL) and on the host (MPI) over the same data; compares. */
 typedef enum { K_ALL_REDUCE, K_REDUCE_SCATTER_V, K_ALL_GATHER_V, K_BROADCAST, K_ALL_TO_ALL_V } Kind;
 
@@ -86,7 +55,7 @@ static void compare_once(Comm *gpu_comm, Kind kind, CommOp op, int integer_data,
     int64_t in_n = kind == K_ALL_GATHER_V ? counts[r] : total, out_n = kind == K_REDUCE_SCATTER_V ? counts[r] : total;
     size_t cap = (size_t)(total + (base + 100) * n) * sizeof(float); /* room for every output */
     float *in = malloc((size_t)in_n * sizeof *in), *host = malloc(cap), *got = malloc(cap);
-    order_sensitive(in, in_n, 300 + (uint64_t)r);
+    test_fill_order_sensitive_f32(in, in_n, 300 + (uint64_t)r);
     if (integer_data)
         for (int64_t i = 0; i < in_n; i++) in[i] = (float)(int)(in[i] * 8);
     memcpy(host, in, (size_t)in_n * sizeof *in);
@@ -174,7 +143,7 @@ TEST(nccl_nonblocking_collectives_match_mpi) {
     const int64_t k = 1201;
     float *in = malloc((size_t)(n * k) * sizeof *in), *host_g = malloc((size_t)(n * k) * sizeof *in),
           *host_r = malloc((size_t)k * sizeof *in), *got = malloc((size_t)(n * k) * sizeof *in);
-    order_sensitive(in, n * k, 500 + (uint64_t)r);
+    test_fill_order_sensitive_f32(in, n * k, 500 + (uint64_t)r);
     void *din = to_gpu(in, (size_t)(n * k) * sizeof *in), *dg = NULL, *dr = NULL;
     REQUIRE(din);
     REQUIRE_OK(vfm_cuda_malloc((size_t)(n * k) * sizeof *in, &dg));
@@ -216,7 +185,7 @@ TEST(nccl_posted_bucket_reductions_follow_the_ops_stream) {
     for (int k = 0; k < 2; k++) {
         int64_t m = sizes[k];
         float *in = malloc((size_t)m * sizeof *in), *want = malloc((size_t)m * sizeof *in), *got = malloc((size_t)m * sizeof *in);
-        order_sensitive(in, m, 700 + (uint64_t)(r + 10 * k));
+        test_fill_order_sensitive_f32(in, m, 700 + (uint64_t)(r + 10 * k));
         void *d = to_gpu(in, (size_t)m * sizeof *in);
         REQUIRE(d);
         Tensor t = TENSOR(d, DT_F32, DEV_CUDA, m);

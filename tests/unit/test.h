@@ -60,6 +60,14 @@ const char *test_tmpdir(void);
         test_skip(__VA_ARGS__);   \
         return;                   \
     } while (0)
+/* The first line of a GPU test (names cuda_*): skips without a CUDA device. `make test` runs these
+ * tests in its harness suite, where the CPU harness (tests/harness) is the device. */
+#define NEED_GPU()                                                                               \
+    do {                                                                                         \
+        if (device_cuda_count() == 0) SKIP("no GPU here: the harness suite runs it on the CPU"); \
+    } while (0)
+/* 1 when the CUDA device is the CPU harness (kernels run on the host: no GPU timing). */
+int test_on_cpu_harness(void);
 
 /* Design §3 tolerance rule: passes when max|got-ref| <= atol + rtol·max|ref|. Reports the
  * worst element on failure. Returns 1 when close. */
@@ -76,6 +84,8 @@ void test_find_root(char *root, size_t n);
 /* Deterministic test data: uniform in [lo, hi) from a seeded counter RNG. */
 void test_fill_uniform_f32(float *x, int64_t n, uint64_t seed, float lo, float hi);
 void test_fill_uniform_f64(double *x, int64_t n, uint64_t seed, double lo, double hi);
+/* Uniform in [-1, 1) times 2^(i % 16): data whose float sums round differently in another order. */
+void test_fill_order_sensitive_f32(float *x, int64_t n, uint64_t seed);
 /* A malloc'd copy of an f32 or f64 tensor's values as double / as float (free() it). */
 double *test_as_f64(const Tensor *t);
 float *test_as_f32(const Tensor *t);

@@ -5,9 +5,10 @@
  * the order of float sums differs) and in bf16 (the training precision: bounds from bf16
  * rounding, below). The GPU's backward is repeated and must give the same bits. Three variants:
  * dfm with EDM, nemo-adaln with flow matching, adaln-zero with classes and a learned variance
- * with DDPM. Skipped without a CUDA device. Also: the objective's own draws on the device (noise by
- * op_randn_fill there) give the bits of the host's draws, and an ObjectiveWork kept from pack to
- * pack (the trainer's) gives the bits of a fresh one — the latter on the CPU too.
+ * with DDPM. Skipped without a CUDA device (the harness suite runs them on the CPU). Also: the
+ * objective's own draws on the device (noise by op_randn_fill there) give the bits of the host's
+ * draws, and an ObjectiveWork kept from pack to pack (the trainer's) gives the bits of a fresh one
+ * — the latter on the CPU too.
  *
  * bf16 bounds: every activation is rounded to 8 significant bits once per op (relative error
  * 2^-9 ≈ 0.2%), through ~15 ops per block and 2 blocks, and the backward accumulates bf16
@@ -170,18 +171,18 @@ static void compare_case(int k, DType act) {
 }
 
 TEST(cuda_model_f32_matches_cpu_forward_and_every_gradient) {
-    if (device_cuda_count() == 0) SKIP("no CUDA device");
+    NEED_GPU();
     for (int k = 0; k < 3; k++) compare_case(k, DT_F32);
 }
 
 TEST(cuda_model_bf16_matches_cpu_forward_and_every_gradient) {
-    if (device_cuda_count() == 0) SKIP("no CUDA device");
+    NEED_GPU();
     for (int k = 0; k < 3; k++) compare_case(k, DT_BF16);
 }
 
 /* The bf16 weight copy follows the master weights; checkpoints' fp32 masters round-trip exactly. */
 TEST(cuda_model_weights_master_copy_and_host_round_trip) {
-    if (device_cuda_count() == 0) SKIP("no CUDA device");
+    NEED_GPU();
     Case cs = make_case(0);
     REQUIRE_OK(dit_config_resolve(&cs.cfg));
     DiT m;
@@ -276,6 +277,6 @@ TEST(objective_kept_work_gives_the_bits_of_fresh_work_cpu) {
 }
 
 TEST(cuda_objective_device_draws_and_kept_work_give_the_host_draws_bits) {
-    if (device_cuda_count() == 0) SKIP("no CUDA device");
+    NEED_GPU();
     for (int k = 0; k < 3; k++) kept_work_case(k, DEV_CUDA, 1);
 }

@@ -87,6 +87,6 @@ static void feed_case(Device dev) {
 TEST(pack_feed_cpu_gives_the_source_packs_and_its_position) { feed_case(DEV_CPU); }
 
 TEST(cuda_pack_feed_copies_one_ahead_and_checkpoints_the_position_before_it) {
-    if (device_cuda_count() == 0) SKIP("no CUDA device");
+    NEED_GPU();
     feed_case(DEV_CUDA);
 }

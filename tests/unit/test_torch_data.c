@@ -123,7 +123,7 @@ static vfm_status train_dfm(const char *data, const char *run, int iters, const 
     int n = 0;
     while (n < 32 && ov[n]) n++;
     for (int i = 0; i < n_extra && n < 32; i++) ov[n++] = extra[i];
-    TrainOptions opt = {NULL, ov, n, NULL, NULL};
+    TrainOptions opt = {NULL, ov, n, NULL, NULL, NULL};
     return train_run(&opt);
 }
 

@@ -144,7 +144,7 @@ TEST(trainer_checkpoint_save_null_writes_nothing) {
     REQUIRE(chdir(dir) == 0); /* a forked test: the old default runs/default would appear here */
     const char *ov[] = {"checkpoint.save=null", "logger.level=error", "train.threads=1", "train.train_iters=3",
                         "train.eval_interval=2", "train.eval_iters=1", "model.val_generation_num_steps=2", "train.device=cpu"};
-    TrainOptions opt = {config, ov, 8, NULL, NULL};
+    TrainOptions opt = {config, ov, 8, NULL, NULL, NULL};
     REQUIRE_OK(train_run(&opt));
     DIR *d = opendir(".");
     REQUIRE(d);
@@ -152,7 +152,7 @@ TEST(trainer_checkpoint_save_null_writes_nothing) {
     for (struct dirent *e; (e = readdir(d));) entries += strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
     closedir(d);
     CHECK_MSG(entries == 0, "%d files or directories written with checkpoint.save null", entries);
-    TrainOptions resume = {config, ov, 8, "auto", NULL};
+    TrainOptions resume = {config, ov, 8, "auto", NULL, NULL};
     CHECK(train_run(&resume) == VFM_ERR_USAGE);
     CHECK_MSG(strstr(vfm_last_error(), "checkpoint.save") != NULL, "%s", vfm_last_error());
 }
@@ -190,7 +190,7 @@ TEST(trainer_webdataset_validation_reads_the_val_split) {
                         "dataset.num_workers=1", "train.train_iters=4", "train.global_batch_size=1", "train.threads=1",
                         "logger.level=error", "train.eval_interval=2", "train.eval_iters=1",
                         "train.device=cpu", "model.val_generation_num_steps=2", NULL};
-    TrainOptions opt = {NULL, ov, 14, NULL, NULL};
+    TrainOptions opt = {NULL, ov, 14, NULL, NULL, NULL};
     /* no split.yaml: every shard is train, the val split is empty — a usage error naming the ways out */
     path_join(run, sizeof run, test_tmpdir(), "nosplit");
     snprintf(save, sizeof save, "checkpoint.save=%s", run);

@@ -274,7 +274,7 @@ TEST(trainer_trains_through_broken_samples_and_names_them) {
                         "dataset.task_encoder_seq_length=512", "dataset.num_workers=1", "train.train_iters=14",
                         "train.global_batch_size=1", "checkpoint.save_interval=0", "train.threads=1",
                         "logger.level=warn"};
-    TrainOptions opt = {NULL, ov, (int)(sizeof ov / sizeof ov[0]), NULL, NULL};
+    TrainOptions opt = {NULL, ov, (int)(sizeof ov / sizeof ov[0]), NULL, NULL, NULL};
     Capture cap;
     capture_begin(&cap, 2);
     vfm_status st = train_run(&opt);

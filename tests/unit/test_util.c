@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "core/cuda_runtime_shim.h"
 #include "core/philox.h"
 #include "test.h"
 
@@ -85,4 +86,11 @@ float *test_as_f32(const Tensor *t) {
     for (int64_t i = 0; i < n; i++)
         f[i] = t->dtype == DT_F32 ? ((const float *)t->data)[i] : (float)((const double *)t->data)[i];
     return f;
+}
+
+int test_on_cpu_harness(void) { return device_cuda_count() > 0 && strstr(vfm_cuda_device_name(), "CPU harness") != NULL; }
+
+void test_fill_order_sensitive_f32(float *x, int64_t n, uint64_t seed) {
+    test_fill_uniform_f32(x, n, seed, -1.0f, 1.0f);
+    for (int64_t i = 0; i < n; i++) x[i] *= (float)(1 << (i % 16));
 }

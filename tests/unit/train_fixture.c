@@ -16,6 +16,6 @@ vfm_status train_tiny_mock(const char *run, const char *const *extra, int n_extr
     ov[n++] = "train.threads=1";
     ov[n++] = "train.device=cpu"; /* the CPU tests of the trainer (tests/e2e/gpu_train.sh runs the GPU) */
     for (int i = 0; i < n_extra && n < 48; i++) ov[n++] = extra[i];
-    TrainOptions opt = {test_fixture("../../configs/tiny-mock.yaml"), ov, n, NULL, NULL};
+    TrainOptions opt = {test_fixture("../../configs/tiny-mock.yaml"), ov, n, NULL, NULL, NULL};
     return train_run(&opt);
 }

@@ -103,7 +103,7 @@ int colour_dominant_rgb8(const ColourJudge *judge, const NamedColour *palette, i
     return tally_winner(&t, judge, share);
 }
 
-int colour_from_caption(const NamedColour *palette, int n_palette, const char *caption) {
+int caption_find_word(const char *caption, const char *const *words, int n_words) {
     const char *s = caption;
     while (*s) {
         while (*s && !isalpha((unsigned char)*s)) s++;
@@ -111,8 +111,15 @@ int colour_from_caption(const NamedColour *palette, int n_palette, const char *c
         while (*s && isalpha((unsigned char)*s)) s++;
         size_t len = (size_t)(s - w);
         if (len == 0) continue;
-        for (int i = 0; i < n_palette; i++)
-            if (strlen(palette[i].name) == len && strncasecmp(palette[i].name, w, len) == 0) return i;
+        for (int i = 0; i < n_words; i++)
+            if (strlen(words[i]) == len && strncasecmp(words[i], w, len) == 0) return i;
     }
     return -1;
+}
+
+int colour_from_caption(const NamedColour *palette, int n_palette, const char *caption) {
+    const char *names[64];
+    if (n_palette > 64) n_palette = 64;
+    for (int i = 0; i < n_palette; i++) names[i] = palette[i].name;
+    return caption_find_word(caption, names, n_palette);
 }

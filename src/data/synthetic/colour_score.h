@@ -33,6 +33,9 @@ int colour_dominant_planar(const ColourJudge *judge, const NamedColour *palette,
 int colour_dominant_rgb8(const ColourJudge *judge, const NamedColour *palette, int n_palette, const uint8_t *rgb,
                          int64_t n_pixels, float *share);
 
+/* Index into words[n_words] of the first of them that the caption holds as a whole word (a run of
+ * ASCII letters; case-insensitive), or -1 when none is. */
+int caption_find_word(const char *caption, const char *const *words, int n_words);
 /* Palette index of the first palette colour named as a whole word in caption (case-insensitive),
  * or -1 when none is. */
 int colour_from_caption(const NamedColour *palette, int n_palette, const char *caption);

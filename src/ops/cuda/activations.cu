@@ -73,52 +73,52 @@ extern "C" vfm_status cuda_gelu_forward(Tensor *y, const Tensor *x, Activation k
     int64_t n = tensor_numel(x);
     if (n == 0) return VFM_OK;
     FLOAT_DISPATCH("gelu_forward", "x", x, T,
-                   gelu_forward_kernel<T><<<cuda_blocks(n), CUDA_THREADS, 0, cuda_stream()>>>((T *)y->data,
-                                                                                              (const T *)x->data, n, (int)kind));
-    return cuda_check_launch("gelu_forward", x);
+                   CUDA_LAUNCH(gelu_forward_kernel<T>, cuda_blocks(n), CUDA_THREADS, 0, (T *)y->data,
+                               (const T *)x->data, n, (int)kind));
+    return VFM_OK;
 }
 
 extern "C" vfm_status cuda_gelu_backward(Tensor *dx, const Tensor *dy, const Tensor *x, Activation kind) {
     int64_t n = tensor_numel(x);
     if (n == 0) return VFM_OK;
     FLOAT_DISPATCH("gelu_backward", "x", x, T,
-                   gelu_backward_kernel<T><<<cuda_blocks(n), CUDA_THREADS, 0, cuda_stream()>>>(
-                       (T *)dx->data, (const T *)dy->data, (const T *)x->data, n, (int)kind));
-    return cuda_check_launch("gelu_backward", x);
+                   CUDA_LAUNCH(gelu_backward_kernel<T>, cuda_blocks(n), CUDA_THREADS, 0, (T *)dx->data,
+                               (const T *)dy->data, (const T *)x->data, n, (int)kind));
+    return VFM_OK;
 }
 
 extern "C" vfm_status cuda_silu_forward(Tensor *y, const Tensor *x) {
     int64_t n = tensor_numel(x);
     if (n == 0) return VFM_OK;
     FLOAT_DISPATCH("silu_forward", "x", x, T,
-                   silu_forward_kernel<T><<<cuda_blocks(n), CUDA_THREADS, 0, cuda_stream()>>>((T *)y->data,
-                                                                                              (const T *)x->data, n));
-    return cuda_check_launch("silu_forward", x);
+                   CUDA_LAUNCH(silu_forward_kernel<T>, cuda_blocks(n), CUDA_THREADS, 0, (T *)y->data,
+                               (const T *)x->data, n));
+    return VFM_OK;
 }
 
 extern "C" vfm_status cuda_silu_backward(Tensor *dx, const Tensor *dy, const Tensor *x) {
     int64_t n = tensor_numel(x);
     if (n == 0) return VFM_OK;
     FLOAT_DISPATCH("silu_backward", "x", x, T,
-                   silu_backward_kernel<T><<<cuda_blocks(n), CUDA_THREADS, 0, cuda_stream()>>>(
-                       (T *)dx->data, (const T *)dy->data, (const T *)x->data, n));
-    return cuda_check_launch("silu_backward", x);
+                   CUDA_LAUNCH(silu_backward_kernel<T>, cuda_blocks(n), CUDA_THREADS, 0, (T *)dx->data,
+                               (const T *)dy->data, (const T *)x->data, n));
+    return VFM_OK;
 }
 
 extern "C" vfm_status cuda_swiglu_forward(Tensor *y, const Tensor *x) {
     int64_t rows = tensor_rows(y), F = tensor_dim(y, -1);
     if (rows * F == 0) return VFM_OK;
     FLOAT_DISPATCH("swiglu_forward", "x", x, T,
-                   swiglu_forward_kernel<T><<<cuda_blocks(rows * F), CUDA_THREADS, 0, cuda_stream()>>>(
-                       (T *)y->data, (const T *)x->data, rows, F));
-    return cuda_check_launch("swiglu_forward", x);
+                   CUDA_LAUNCH(swiglu_forward_kernel<T>, cuda_blocks(rows * F), CUDA_THREADS, 0, (T *)y->data,
+                               (const T *)x->data, rows, F));
+    return VFM_OK;
 }
 
 extern "C" vfm_status cuda_swiglu_backward(Tensor *dx, const Tensor *dy, const Tensor *x) {
     int64_t rows = tensor_rows(dy), F = tensor_dim(dy, -1);
     if (rows * F == 0) return VFM_OK;
     FLOAT_DISPATCH("swiglu_backward", "x", x, T,
-                   swiglu_backward_kernel<T><<<cuda_blocks(rows * F), CUDA_THREADS, 0, cuda_stream()>>>(
-                       (T *)dx->data, (const T *)dy->data, (const T *)x->data, rows, F));
-    return cuda_check_launch("swiglu_backward", x);
+                   CUDA_LAUNCH(swiglu_backward_kernel<T>, cuda_blocks(rows * F), CUDA_THREADS, 0, (T *)dx->data,
+                               (const T *)dy->data, (const T *)x->data, rows, F));
+    return VFM_OK;
 }

@@ -42,7 +42,7 @@ extern "C" vfm_status cuda_adamw_step(Tensor *param, Tensor *m, Tensor *v, const
     s.bc2_sqrt = (float)sqrt(1.0 - pow(beta2, h->step));
     s.eps = (float)h->eps;
     s.scale = (float)h->grad_scale;
-    adamw_kernel<<<cuda_blocks(n), CUDA_THREADS, 0, cuda_stream()>>>((float *)param->data, (float *)m->data,
-                                                                     (float *)v->data, (const float *)grad->data, n, s);
-    return cuda_check_launch("adamw_step", param);
+    CUDA_LAUNCH(adamw_kernel, cuda_blocks(n), CUDA_THREADS, 0, (float *)param->data, (float *)m->data, (float *)v->data,
+                (const float *)grad->data, n, s);
+    return VFM_OK;
 }

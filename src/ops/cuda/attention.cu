@@ -99,8 +99,8 @@ static vfm_status padding_pass(const char *op, Tensor *x, float *lse, int64_t ls
     if (rows == 0) return VFM_OK;
     unsigned blocks = (unsigned)((rows + 7) / 8);
     FLOAT_DISPATCH(op, "output", x, T,
-                   attn_padding_kernel<T><<<blocks, 256, 0, cuda_stream()>>>((T *)x->data, row_elems, lse, lse_elems,
-                                                                             rows, a, side_q));
+                   CUDA_LAUNCH(attn_padding_kernel<T>, blocks, 256, 0, (T *)x->data, row_elems, lse, lse_elems, rows, a,
+                               side_q));
     return cuda_check_launch(op, x);
 }
 
@@ -140,10 +140,10 @@ extern "C" vfm_status cuda_attention_merge(Tensor *o, Tensor *lse, const Tensor 
     if (rows * H == 0) return VFM_OK;
     unsigned blocks = (unsigned)((rows * H + 7) / 8);
     FLOAT_DISPATCH("attention_merge", "o", o, T,
-                   attn_merge_kernel<T><<<blocks, 256, 0, cuda_stream()>>>(
-                       (T *)o->data, (float *)lse->data, (const T *)o_part->data, (const float *)lse_part->data, rows,
-                       H, hd, (const int32_t *)layout->cu_q.data, (const int32_t *)layout->cu_q_padded.data,
-                       layout->n_samples));
+                   CUDA_LAUNCH(attn_merge_kernel<T>, blocks, 256, 0, (T *)o->data, (float *)lse->data,
+                               (const T *)o_part->data, (const float *)lse_part->data, rows, H, hd,
+                               (const int32_t *)layout->cu_q.data, (const int32_t *)layout->cu_q_padded.data,
+                               layout->n_samples));
     return cuda_check_launch("attention_merge", o);
 }
 
@@ -175,6 +175,9 @@ __global__ void attn_cudnn_meta_kernel(AttnDims a, int B, int32_t *seq_q, int32_
         off_q[b] = (int64_t)a.cu_q_padded[src] * a.H * a.hd;
         off_kv[b] = (int64_t)a.cu_kv_padded[src] * a.Hkv * a.hd;
         off_lse[b] = (int64_t)a.cu_q_padded[src] * a.H;
+#if VFM_HARNESS_BREAK == BREAK_RAGGED_BYTES  // the must-fail build: offsets in bytes (cuda_launch.h)
+        off_q[b] *= sizeof(bf16), off_kv[b] *= sizeof(bf16);
+#endif
         if (b < B) {
             int lq = b < a.n ? a.cu_q[b + 1] - a.cu_q[b] : 0, lkv = b < a.n ? a.cu_kv[b + 1] - a.cu_kv[b] : 0;
             seq_q[b] = lkv == 0 ? 0 : lq;
@@ -212,8 +215,8 @@ static vfm_status cudnn_run(const AttnDims &a, int backward, const Tensor *q, co
     VFM_TRY(cuda_scratch(SCRATCH_ATTN_META, 3 * n64 * sizeof(int64_t) + 2 * (size_t)c.B * sizeof(int32_t), (void **)&meta));
     int64_t *off_q = (int64_t *)meta, *off_kv = off_q + n64, *off_lse = off_kv + n64;
     int32_t *seq_q = (int32_t *)(off_lse + n64), *seq_kv = seq_q + c.B;
-    attn_cudnn_meta_kernel<<<cuda_blocks(c.B + 1), CUDA_THREADS, 0, cuda_stream()>>>(a, c.B, seq_q, seq_kv, off_q, off_kv,
-                                                                                      off_lse);
+    CUDA_LAUNCH(attn_cudnn_meta_kernel, cuda_blocks(c.B + 1), CUDA_THREADS, 0, a, c.B, seq_q, seq_kv, off_q, off_kv,
+                off_lse);
     VFM_TRY(cuda_check_launch(backward ? "attention_backward" : "attention_forward", q));
     void *ws = NULL;
     if (ws_bytes) VFM_TRY(cuda_scratch(SCRATCH_ATTN_WS, ws_bytes, &ws));

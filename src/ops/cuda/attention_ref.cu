@@ -181,9 +181,9 @@ vfm_status attention_ref_forward(const AttnDims &a, Tensor *o, Tensor *lse, cons
     if (a.n == 0 || a.max_q == 0) return VFM_OK;
     dim3 grid((unsigned)a.max_q, (unsigned)a.n, (unsigned)a.H);
     FLOAT_DISPATCH("attention_forward (reference)", "q", q, T,
-                   attn_ref_forward_kernel<T><<<grid, ATTN_THREADS, 0, cuda_stream()>>>(
-                       a, (T *)o->data, (float *)lse->data, (const T *)q->data, (const T *)k->data, (const T *)v->data));
-    return cuda_check_launch("attention_forward (reference)", q);
+                   CUDA_LAUNCH(attn_ref_forward_kernel<T>, grid, ATTN_THREADS, 0, a, (T *)o->data, (float *)lse->data,
+                               (const T *)q->data, (const T *)k->data, (const T *)v->data));
+    return VFM_OK;
 }
 
 vfm_status attention_ref_backward(const AttnDims &a, Tensor *dq, Tensor *dk, Tensor *dv, const Tensor *dout,
@@ -192,24 +192,19 @@ vfm_status attention_ref_backward(const AttnDims &a, Tensor *dq, Tensor *dk, Ten
     if (a.n == 0) return VFM_OK;
     float *Dlt = NULL;
     VFM_TRY(cuda_scratch(SCRATCH_ATTN_META, (size_t)(a.Sq * a.H + 1) * sizeof(float), (void **)&Dlt));
-    cudaStream_t st = cuda_stream();
     FLOAT_DISPATCH(op, "q", q, T, {
         if (a.max_q > 0) {
             dim3 dgrid((unsigned)((a.max_q + 7) / 8), (unsigned)a.n, (unsigned)a.H);
-            attn_ref_delta_kernel<T><<<dgrid, 256, 0, st>>>(a, Dlt, (const T *)dout->data, (const T *)o->data);
+            CUDA_LAUNCH(attn_ref_delta_kernel<T>, dgrid, 256, 0, a, Dlt, (const T *)dout->data, (const T *)o->data);
             dim3 qgrid((unsigned)a.max_q, (unsigned)a.n, (unsigned)a.H);
-            attn_ref_dq_kernel<T><<<qgrid, ATTN_THREADS, 0, st>>>(a, (T *)dq->data, (const T *)dout->data,
-                                                                  (const T *)q->data, (const T *)k->data,
-                                                                  (const T *)v->data, (const float *)lse->data, Dlt);
-            VFM_TRY(cuda_check_launch(op, q));
+            CUDA_LAUNCH(attn_ref_dq_kernel<T>, qgrid, ATTN_THREADS, 0, a, (T *)dq->data, (const T *)dout->data,
+                        (const T *)q->data, (const T *)k->data, (const T *)v->data, (const float *)lse->data, Dlt);
         }
         if (a.max_kv > 0) {
             dim3 kgrid((unsigned)a.max_kv, (unsigned)a.n, (unsigned)a.Hkv);
-            attn_ref_dkdv_kernel<T><<<kgrid, ATTN_THREADS, 0, st>>>(a, (T *)dk->data, (T *)dv->data,
-                                                                    (const T *)dout->data, (const T *)q->data,
-                                                                    (const T *)k->data, (const T *)v->data,
-                                                                    (const float *)lse->data, Dlt);
-            VFM_TRY(cuda_check_launch(op, k));
+            CUDA_LAUNCH(attn_ref_dkdv_kernel<T>, kgrid, ATTN_THREADS, 0, a, (T *)dk->data, (T *)dv->data,
+                        (const T *)dout->data, (const T *)q->data, (const T *)k->data, (const T *)v->data,
+                        (const float *)lse->data, Dlt);
         }
     });
     return VFM_OK;

@@ -1,6 +1,7 @@
-// Shared by the .cu files of the CUDA backend (device code; nvcc only): the ops' stream, error
-// handling that names the op and the shapes, scratch buffers, bf16/f32 element access, dtype
-// dispatch, grid sizing and fixed-order (deterministic) block reductions.
+// Shared by the .cu files of the CUDA backend (device code: nvcc, or host C++ for the CPU harness of
+// the tests): the ops' stream, kernel launches, error handling that names the op and the shapes,
+// scratch buffers, bf16/f32 element access, dtype dispatch, grid sizing and fixed-order
+// (deterministic) block reductions.
 #ifndef VFM_CUDA_COMMON_H
 #define VFM_CUDA_COMMON_H
 
@@ -8,6 +9,7 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
+#include "cuda_launch.h"
 #include "ops_cuda.h"
 
 typedef __nv_bfloat16 bf16;
@@ -27,7 +29,14 @@ vfm_status cuda_bad_dtype(const char *op, const char *arg, const Tensor *t);
         cudaError_t cuda_try_e_ = (call);                                       \
         if (cuda_try_e_ != cudaSuccess) return cuda_call_fail(op, #call, cuda_try_e_, t); \
     } while (0)
-#define CUDA_LAUNCHED(op, t) VFM_TRY(cuda_check_launch(op, t))
+
+// Launches kernel on the ops' stream and checks the launch, naming the kernel (with VFM_CUDA_SYNC=1
+// it also waits and reports the kernel's own fault); a failure returns from the calling function.
+#define CUDA_LAUNCH(kernel, grid, block, shmem, ...)                                \
+    do {                                                                            \
+        VFM_KERNEL_LAUNCH(kernel, grid, block, shmem, cuda_stream(), __VA_ARGS__);  \
+        VFM_TRY(cuda_check_launch(#kernel, NULL));                                  \
+    } while (0)
 
 // Device scratch buffers that grow and are kept, one per use so that an op never hands a buffer to
 // itself twice. Valid until the next cuda_scratch call for the same slot (ops run on one stream).
@@ -98,7 +107,9 @@ template <typename V> __device__ V block_sum(V v) {
     v = warp_sum(v);
     __syncthreads();  // warp_part may still be read by a previous call
     if (lane == 0) warp_part[warp] = v;
+#if VFM_HARNESS_BREAK != BREAK_NO_BARRIER  // the must-fail build drops this barrier (cuda_launch.h)
     __syncthreads();
+#endif
     if (threadIdx.x == 0) {
         V s = warp_part[0];
         for (int w = 1; w < warps; w++) s += warp_part[w];
@@ -203,16 +214,13 @@ __global__ void column_sums_finish_kernel(const float *partial, int j, int K, in
 // Launches the sums: out0 (and out1 when NOUT == 2) [B, D] += column sums of the terms over the
 // rows of each sample (t2s [rows], or NULL for all rows with B = 1). An output may be NULL.
 template <int NOUT, class Terms, typename O>
-vfm_status column_sums(const char *op, const Tensor *desc, const Terms &terms, int64_t rows, const int32_t *t2s, int B,
-                       int64_t D, O *out0, O *out1) {
-    if (B <= 0 || D <= 0 || rows <= 0) return VFM_OK;
-    cudaStream_t st = cuda_stream();
+vfm_status column_sums_launch(const Terms &terms, int64_t rows, const int32_t *t2s, int B, int64_t D, O *out0,
+                              O *out1) {
     int *ranges = NULL;
     if (t2s) {
         VFM_TRY(cuda_scratch(SCRATCH_REDUCE2, (size_t)2 * B * sizeof(int), (void **)&ranges));
-        sample_ranges_init_kernel<<<cuda_blocks(B), CUDA_THREADS, 0, st>>>(ranges, B);
-        sample_ranges_kernel<<<cuda_blocks(rows), CUDA_THREADS, 0, st>>>(t2s, rows, B, ranges);
-        CUDA_LAUNCHED(op, desc);
+        CUDA_LAUNCH(sample_ranges_init_kernel, cuda_blocks(B), CUDA_THREADS, 0, ranges, B);
+        CUDA_LAUNCH(sample_ranges_kernel, cuda_blocks(rows), CUDA_THREADS, 0, t2s, rows, B, ranges);
     }
     int64_t col_tiles = (D + 31) / 32;
     int64_t k = 512 / (col_tiles * B);
@@ -223,15 +231,24 @@ vfm_status column_sums(const char *op, const Tensor *desc, const Terms &terms, i
     float *partial = NULL;
     VFM_TRY(cuda_scratch(SCRATCH_REDUCE, (size_t)NOUT * K * B * D * sizeof(float), (void **)&partial));
     dim3 grid((unsigned)col_tiles, (unsigned)B, (unsigned)K), block(32, COLSUM_LANES);
-    column_sums_partial_kernel<NOUT, Terms><<<grid, block, 0, st>>>(terms, rows, t2s, ranges, D, B, K, partial);
-    CUDA_LAUNCHED(op, desc);
+    CUDA_LAUNCH((column_sums_partial_kernel<NOUT, Terms>), grid, block, 0, terms, rows, t2s, ranges, D, B, K, partial);
     O *outs[2] = {out0, out1};
-    for (int j = 0; j < NOUT; j++) {
-        if (!outs[j]) continue;
-        column_sums_finish_kernel<O><<<cuda_blocks((int64_t)B * D), CUDA_THREADS, 0, st>>>(partial, j, K, B, D, outs[j]);
-        CUDA_LAUNCHED(op, desc);
-    }
+    for (int j = 0; j < NOUT; j++)
+        if (outs[j])
+            CUDA_LAUNCH(column_sums_finish_kernel<O>, cuda_blocks((int64_t)B * D), CUDA_THREADS, 0, partial, j, K, B, D,
+                        outs[j]);
     return VFM_OK;
+}
+
+// column_sums_launch for op (its tensor desc named in errors: these kernels serve several ops).
+template <int NOUT, class Terms, typename O>
+vfm_status column_sums(const char *op, const Tensor *desc, const Terms &terms, int64_t rows, const int32_t *t2s, int B,
+                       int64_t D, O *out0, O *out1) {
+    if (B <= 0 || D <= 0 || rows <= 0) return VFM_OK;
+    vfm_status s = column_sums_launch<NOUT, Terms, O>(terms, rows, t2s, B, D, out0, out1);
+    if (s == VFM_OK) return VFM_OK;
+    char d[128];
+    return vfm_fail_context(s, "%s (%s)", op, tensor_describe(desc, d, sizeof d));
 }
 
 #endif

@@ -26,9 +26,9 @@ extern "C" vfm_status cuda_noise_mix(Tensor *x_t, const Tensor *x0, const Tensor
     int64_t S = tensor_dim(x0, 0), C = tensor_dim(x0, 1);
     if (S * C == 0) return VFM_OK;
     FLOAT_DISPATCH("noise_mix", "x_t", x_t, A,
-                   noise_mix_kernel<A><<<cuda_blocks(S * C), CUDA_THREADS, 0, cuda_stream()>>>(
-                       (A *)x_t->data, CF32(x0), CF32(noise), CF32(a), CF32(s), T2S(tok2sample), S, C));
-    return cuda_check_launch("noise_mix", x0);
+                   CUDA_LAUNCH(noise_mix_kernel<A>, cuda_blocks(S * C), CUDA_THREADS, 0, (A *)x_t->data, CF32(x0),
+                               CF32(noise), CF32(a), CF32(s), T2S(tok2sample), S, C));
+    return VFM_OK;
 }
 
 // Rows of x [S, n·2g] ↔ first, second [S, n·g]: split = 1 copies out of x, else into x (a NULL
@@ -54,9 +54,9 @@ static vfm_status channel_halves(const char *op, Tensor *x, const Tensor *first,
     int64_t S = tensor_dim(x, 0), W = tensor_dim(x, 1);
     if (S * W == 0) return VFM_OK;
     FLOAT_DISPATCH(op, "x", x, T,
-                   channel_halves_kernel<T><<<cuda_blocks(S * W / 2), CUDA_THREADS, 0, cuda_stream()>>>(
-                       (T *)x->data, (T *)first->data, second ? (T *)second->data : (T *)NULL, S, W, group, split));
-    return cuda_check_launch(op, x);
+                   CUDA_LAUNCH(channel_halves_kernel<T>, cuda_blocks(S * W / 2), CUDA_THREADS, 0, (T *)x->data,
+                               (T *)first->data, second ? (T *)second->data : (T *)NULL, S, W, group, split));
+    return VFM_OK;
 }
 
 extern "C" vfm_status cuda_channel_halves_split(Tensor *first, Tensor *second, const Tensor *x, int64_t group) {
@@ -91,7 +91,7 @@ __global__ void vb_row_kernel(double *term, double *masks, const float *v, const
 }
 
 // Row terms (or only the masks) and their totals into scratch.
-static vfm_status vb_sums(const char *op, double **term, double **masks, double **totals, const Tensor *v,
+static vfm_status vb_sums(double **term, double **masks, double **totals, const Tensor *v,
                           const Tensor *eps, const Tensor *x_t, const Tensor *x0, const Tensor *coef, const Tensor *mask,
                           const Tensor *tok2sample, int want_terms) {
     int64_t S = tensor_dim(v, 0), C = tensor_dim(v, 1);
@@ -100,27 +100,24 @@ static vfm_status vb_sums(const char *op, double **term, double **masks, double 
     VFM_TRY(cuda_scratch(SCRATCH_REDUCE2, 2 * sizeof(double), (void **)totals));
     *term = want_terms ? buf : NULL;
     *masks = buf + S;
-    cudaStream_t st = cuda_stream();
     if (S > 0)
-        vb_row_kernel<<<cuda_blocks(S), CUDA_THREADS, 0, st>>>(*term, *masks, CF32(v), CF32(eps), CF32(x_t), CF32(x0),
-                                                               CF32(coef), CF32(mask), T2S(tok2sample), S, C);
-    row_terms_total_kernel<<<1, ROW_TERMS_THREADS, 0, st>>>(*term, *masks, S, *totals);
-    return cuda_check_launch(op, v);
+        CUDA_LAUNCH(vb_row_kernel, cuda_blocks(S), CUDA_THREADS, 0, *term, *masks, CF32(v), CF32(eps), CF32(x_t),
+                    CF32(x0), CF32(coef), CF32(mask), T2S(tok2sample), S, C);
+    CUDA_LAUNCH(row_terms_total_kernel, 1, ROW_TERMS_THREADS, 0, *term, *masks, S, *totals);
+    return VFM_OK;
 }
 
 extern "C" vfm_status cuda_ddpm_vb_forward(Tensor *loss, Tensor *sample_sum, const Tensor *v, const Tensor *eps,
                                            const Tensor *x_t, const Tensor *x0, const Tensor *coef, const Tensor *mask,
                                            const Tensor *tok2sample) {
-    const char *op = "ddpm_vb_forward";
     double *term, *masks, *totals;
-    VFM_TRY(vb_sums(op, &term, &masks, &totals, v, eps, x_t, x0, coef, mask, tok2sample, 1));
-    cudaStream_t st = cuda_stream();
-    row_terms_loss_kernel<<<1, 1, 0, st>>>((float *)loss->data, totals);
+    VFM_TRY(vb_sums(&term, &masks, &totals, v, eps, x_t, x0, coef, mask, tok2sample, 1));
+    CUDA_LAUNCH(row_terms_loss_kernel, 1, 1, 0, (float *)loss->data, totals);
     int64_t B = tensor_dim(coef, 0), S = tensor_dim(v, 0);
     if (sample_sum && B > 0)
-        row_terms_sample_kernel<<<(unsigned)B, CUDA_THREADS, 0, st>>>((float *)sample_sum->data, NULL, term, masks,
-                                                                       T2S(tok2sample), S);
-    return cuda_check_launch(op, v);
+        CUDA_LAUNCH(row_terms_sample_kernel, (unsigned)B, CUDA_THREADS, 0, (float *)sample_sum->data, NULL, term, masks,
+                    T2S(tok2sample), S);
+    return VFM_OK;
 }
 
 // dv = dloss·mask·∂vb/∂v/(C·Σmask); 0 on padding and mask-0 rows.
@@ -145,15 +142,13 @@ __global__ void vb_backward_kernel(float *dv, double dloss, const float *v, cons
 extern "C" vfm_status cuda_ddpm_vb_backward(Tensor *dv, double dloss, const Tensor *v, const Tensor *eps,
                                             const Tensor *x_t, const Tensor *x0, const Tensor *coef, const Tensor *mask,
                                             const Tensor *tok2sample) {
-    const char *op = "ddpm_vb_backward";
     double *term, *masks, *totals;
-    VFM_TRY(vb_sums(op, &term, &masks, &totals, v, eps, x_t, x0, coef, mask, tok2sample, 0));
+    VFM_TRY(vb_sums(&term, &masks, &totals, v, eps, x_t, x0, coef, mask, tok2sample, 0));
     int64_t S = tensor_dim(v, 0), C = tensor_dim(v, 1);
     if (S * C == 0) return VFM_OK;
-    vb_backward_kernel<<<cuda_blocks(S * C), CUDA_THREADS, 0, cuda_stream()>>>(
-        (float *)dv->data, dloss, CF32(v), CF32(eps), CF32(x_t), CF32(x0), CF32(coef), CF32(mask), T2S(tok2sample),
-        totals, S, C);
-    return cuda_check_launch(op, v);
+    CUDA_LAUNCH(vb_backward_kernel, cuda_blocks(S * C), CUDA_THREADS, 0, (float *)dv->data, dloss, CF32(v), CF32(eps),
+                CF32(x_t), CF32(x0), CF32(coef), CF32(mask), T2S(tok2sample), totals, S, C);
+    return VFM_OK;
 }
 
 // ---- the reverse step -------------------------------------------------------------------------
@@ -187,8 +182,8 @@ extern "C" vfm_status cuda_ddpm_step(Tensor *out, const Tensor *x, const Tensor 
     if (n == 0) return VFM_OK;
     StepCoef k = {c->recip_ac, c->recipm1_ac, c->c_x0, c->c_xt, c->c_eps, c->min_log, c->max_log, c->fixed_logvar};
     FLOAT_DISPATCH("ddpm_step", "x", x, T,
-                   ddpm_step_kernel<T><<<cuda_blocks(n), CUDA_THREADS, 0, cuda_stream()>>>(
-                       (T *)out->data, (const T *)x->data, (const T *)eps->data, v ? (const T *)v->data : (const T *)NULL,
-                       z ? (const T *)z->data : (const T *)NULL, k, n));
-    return cuda_check_launch("ddpm_step", x);
+                   CUDA_LAUNCH(ddpm_step_kernel<T>, cuda_blocks(n), CUDA_THREADS, 0, (T *)out->data, (const T *)x->data,
+                               (const T *)eps->data, v ? (const T *)v->data : (const T *)NULL,
+                               z ? (const T *)z->data : (const T *)NULL, k, n));
+    return VFM_OK;
 }

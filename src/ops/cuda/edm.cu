@@ -127,9 +127,9 @@ extern "C" vfm_status cuda_edm_precondition(Tensor *c_skip, Tensor *c_out, Tenso
                                             Tensor *weight, const Tensor *sigma, float sigma_data) {
     int64_t B = tensor_dim(sigma, 0);
     if (B == 0) return VFM_OK;
-    edm_precondition_kernel<<<cuda_blocks(B), CUDA_THREADS, 0, cuda_stream()>>>(
-        F32(c_skip), F32(c_out), F32(c_in), F32(c_noise), F32(weight), CF32(sigma), B, (double)sigma_data);
-    return cuda_check_launch("edm_precondition", sigma);
+    CUDA_LAUNCH(edm_precondition_kernel, cuda_blocks(B), CUDA_THREADS, 0, F32(c_skip), F32(c_out), F32(c_in),
+                F32(c_noise), F32(weight), CF32(sigma), B, (double)sigma_data);
+    return VFM_OK;
 }
 
 extern "C" vfm_status cuda_edm_add_noise(Tensor *x_t, Tensor *net_in, const Tensor *x0, const Tensor *noise,
@@ -138,13 +138,13 @@ extern "C" vfm_status cuda_edm_add_noise(Tensor *x_t, Tensor *net_in, const Tens
     if (S * C == 0) return VFM_OK;
     const float *cin = net_in ? CF32(c_in) : NULL;
     if (!net_in || net_in->dtype == DT_F32)
-        edm_add_noise_kernel<float><<<cuda_blocks(S * C), CUDA_THREADS, 0, cuda_stream()>>>(
-            F32(x_t), F32(net_in), CF32(x0), CF32(noise), CF32(sigma), cin, T2S(tok2sample), S, C);
+        CUDA_LAUNCH(edm_add_noise_kernel<float>, cuda_blocks(S * C), CUDA_THREADS, 0, F32(x_t), F32(net_in), CF32(x0),
+                    CF32(noise), CF32(sigma), cin, T2S(tok2sample), S, C);
     else
         FLOAT_DISPATCH("edm_add_noise", "net_in", net_in, A,
-                       edm_add_noise_kernel<A><<<cuda_blocks(S * C), CUDA_THREADS, 0, cuda_stream()>>>(
-                           F32(x_t), (A *)net_in->data, CF32(x0), CF32(noise), CF32(sigma), cin, T2S(tok2sample), S, C));
-    return cuda_check_launch("edm_add_noise", x0);
+                       CUDA_LAUNCH(edm_add_noise_kernel<A>, cuda_blocks(S * C), CUDA_THREADS, 0, F32(x_t),
+                                   (A *)net_in->data, CF32(x0), CF32(noise), CF32(sigma), cin, T2S(tok2sample), S, C));
+    return VFM_OK;
 }
 
 extern "C" vfm_status cuda_edm_denoise(Tensor *denoised, const Tensor *x_t, const Tensor *F, const Tensor *c_skip,
@@ -152,9 +152,9 @@ extern "C" vfm_status cuda_edm_denoise(Tensor *denoised, const Tensor *x_t, cons
     int64_t S = tensor_dim(x_t, 0), C = tensor_dim(x_t, 1);
     if (S * C == 0) return VFM_OK;
     FLOAT_DISPATCH("edm_denoise", "F", F, A,
-                   edm_denoise_kernel<A><<<cuda_blocks(S * C), CUDA_THREADS, 0, cuda_stream()>>>(
-                       F32(denoised), CF32(x_t), (const A *)F->data, CF32(c_skip), CF32(c_out), T2S(tok2sample), S, C));
-    return cuda_check_launch("edm_denoise", x_t);
+                   CUDA_LAUNCH(edm_denoise_kernel<A>, cuda_blocks(S * C), CUDA_THREADS, 0, F32(denoised), CF32(x_t),
+                               (const A *)F->data, CF32(c_skip), CF32(c_out), T2S(tok2sample), S, C));
+    return VFM_OK;
 }
 
 extern "C" vfm_status cuda_edm_denoise_backward(Tensor *dF, const Tensor *ddenoised, const Tensor *c_out,
@@ -162,13 +162,13 @@ extern "C" vfm_status cuda_edm_denoise_backward(Tensor *dF, const Tensor *ddenoi
     int64_t S = tensor_dim(ddenoised, 0), C = tensor_dim(ddenoised, 1);
     if (S * C == 0) return VFM_OK;
     FLOAT_DISPATCH("edm_denoise_backward", "dF", dF, A,
-                   edm_denoise_backward_kernel<A><<<cuda_blocks(S * C), CUDA_THREADS, 0, cuda_stream()>>>(
-                       (A *)dF->data, CF32(ddenoised), CF32(c_out), T2S(tok2sample), S, C));
-    return cuda_check_launch("edm_denoise_backward", ddenoised);
+                   CUDA_LAUNCH(edm_denoise_backward_kernel<A>, cuda_blocks(S * C), CUDA_THREADS, 0, (A *)dF->data,
+                               CF32(ddenoised), CF32(c_out), T2S(tok2sample), S, C));
+    return VFM_OK;
 }
 
 // Row terms and masks into scratch, then their totals (device doubles: term, mask).
-static vfm_status mse_sums(const char *op, double **term, double **masks, double **totals, const Tensor *pred,
+static vfm_status mse_sums(double **term, double **masks, double **totals, const Tensor *pred,
                            const Tensor *target, const Tensor *weight, const Tensor *mask, const Tensor *tok2sample,
                            int want_terms) {
     int64_t S = tensor_dim(pred, 0), C = tensor_dim(pred, 1);
@@ -177,37 +177,33 @@ static vfm_status mse_sums(const char *op, double **term, double **masks, double
     VFM_TRY(cuda_scratch(SCRATCH_REDUCE2, 2 * sizeof(double), (void **)totals));
     *term = buf;
     *masks = buf + S;
-    cudaStream_t st = cuda_stream();
     if (S > 0)
-        mse_row_kernel<<<cuda_blocks(S), CUDA_THREADS, 0, st>>>(*term, *masks, CF32(pred), CF32(target), CF32(weight),
-                                                               CF32(mask), T2S(tok2sample), S, C, want_terms);
-    row_terms_total_kernel<<<1, ROW_TERMS_THREADS, 0, st>>>(want_terms ? *term : NULL, *masks, S, *totals);
-    return cuda_check_launch(op, pred);
+        CUDA_LAUNCH(mse_row_kernel, cuda_blocks(S), CUDA_THREADS, 0, *term, *masks, CF32(pred), CF32(target),
+                    CF32(weight), CF32(mask), T2S(tok2sample), S, C, want_terms);
+    CUDA_LAUNCH(row_terms_total_kernel, 1, ROW_TERMS_THREADS, 0, want_terms ? *term : NULL, *masks, S, *totals);
+    return VFM_OK;
 }
 
 extern "C" vfm_status cuda_weighted_mse_forward(Tensor *loss, Tensor *sample_sum, Tensor *sample_count,
                                                 const Tensor *pred, const Tensor *target, const Tensor *weight,
                                                 const Tensor *mask, const Tensor *tok2sample) {
-    const char *op = "weighted_mse_forward";
     double *term, *masks, *totals;
-    VFM_TRY(mse_sums(op, &term, &masks, &totals, pred, target, weight, mask, tok2sample, 1));
-    cudaStream_t st = cuda_stream();
-    row_terms_loss_kernel<<<1, 1, 0, st>>>(F32(loss), totals);
+    VFM_TRY(mse_sums(&term, &masks, &totals, pred, target, weight, mask, tok2sample, 1));
+    CUDA_LAUNCH(row_terms_loss_kernel, 1, 1, 0, F32(loss), totals);
     int64_t B = tensor_dim(weight, 0), S = tensor_dim(pred, 0);
     if ((sample_sum || sample_count) && B > 0)
-        row_terms_sample_kernel<<<(unsigned)B, CUDA_THREADS, 0, st>>>(F32(sample_sum), F32(sample_count), term, masks,
-                                                                       T2S(tok2sample), S);
-    return cuda_check_launch(op, pred);
+        CUDA_LAUNCH(row_terms_sample_kernel, (unsigned)B, CUDA_THREADS, 0, F32(sample_sum), F32(sample_count), term,
+                    masks, T2S(tok2sample), S);
+    return VFM_OK;
 }
 
 extern "C" vfm_status cuda_weighted_mse_backward(Tensor *dpred, double dloss, const Tensor *pred, const Tensor *target,
                                                  const Tensor *weight, const Tensor *mask, const Tensor *tok2sample) {
-    const char *op = "weighted_mse_backward";
     double *term, *masks, *totals;
-    VFM_TRY(mse_sums(op, &term, &masks, &totals, pred, target, weight, mask, tok2sample, 0));
+    VFM_TRY(mse_sums(&term, &masks, &totals, pred, target, weight, mask, tok2sample, 0));
     int64_t S = tensor_dim(pred, 0), C = tensor_dim(pred, 1);
     if (S * C == 0) return VFM_OK;
-    mse_backward_kernel<<<cuda_blocks(S * C), CUDA_THREADS, 0, cuda_stream()>>>(
-        F32(dpred), dloss, CF32(pred), CF32(target), CF32(weight), CF32(mask), T2S(tok2sample), totals, S, C);
-    return cuda_check_launch(op, pred);
+    CUDA_LAUNCH(mse_backward_kernel, cuda_blocks(S * C), CUDA_THREADS, 0, F32(dpred), dloss, CF32(pred), CF32(target),
+                CF32(weight), CF32(mask), T2S(tok2sample), totals, S, C);
+    return VFM_OK;
 }

@@ -105,9 +105,9 @@ extern "C" vfm_status cuda_timestep_embedding_forward(Tensor *out, const Tensor 
     int64_t B = tensor_dim(out, 0), half = tensor_dim(out, 1) / 2;
     if (B * half == 0) return VFM_OK;
     FLOAT_DISPATCH("timestep_embedding_forward", "out", out, T,
-                   timestep_forward_kernel<T><<<cuda_blocks(B * half), CUDA_THREADS, 0, cuda_stream()>>>(
-                       (T *)out->data, (const float *)t->data, B, half, flip_sin_to_cos, shift, max_period));
-    return cuda_check_launch("timestep_embedding_forward", out);
+                   CUDA_LAUNCH(timestep_forward_kernel<T>, cuda_blocks(B * half), CUDA_THREADS, 0, (T *)out->data,
+                               (const float *)t->data, B, half, flip_sin_to_cos, shift, max_period));
+    return VFM_OK;
 }
 
 extern "C" vfm_status cuda_timestep_embedding_backward(Tensor *dt, const Tensor *dout, const Tensor *t,
@@ -115,28 +115,28 @@ extern "C" vfm_status cuda_timestep_embedding_backward(Tensor *dt, const Tensor 
     int64_t B = tensor_dim(dout, 0), half = tensor_dim(dout, 1) / 2;
     if (B == 0) return VFM_OK;
     FLOAT_DISPATCH("timestep_embedding_backward", "dout", dout, T,
-                   timestep_backward_kernel<T><<<(unsigned)B, CUDA_THREADS, 0, cuda_stream()>>>(
-                       (float *)dt->data, (const T *)dout->data, (const float *)t->data, half, flip_sin_to_cos, shift,
-                       max_period));
-    return cuda_check_launch("timestep_embedding_backward", dout);
+                   CUDA_LAUNCH(timestep_backward_kernel<T>, (unsigned)B, CUDA_THREADS, 0, (float *)dt->data,
+                               (const T *)dout->data, (const float *)t->data, half, flip_sin_to_cos, shift,
+                               max_period));
+    return VFM_OK;
 }
 
 extern "C" vfm_status cuda_pos_embed_3d_add(Tensor *x, const Tensor *pos, const Tensor *tok2sample) {
     int64_t S = tensor_dim(x, 0), D = tensor_dim(x, 1), pairs = D / 8 + 2 * (3 * D / 16);
     if (S * pairs == 0) return VFM_OK;
     FLOAT_DISPATCH("pos_embed_3d_add", "x", x, T,
-                   pos_embed_3d_kernel<T><<<cuda_blocks(S * pairs), CUDA_THREADS, 0, cuda_stream()>>>(
-                       (T *)x->data, (const int32_t *)pos->data, (const int32_t *)tok2sample->data, S, D));
-    return cuda_check_launch("pos_embed_3d_add", x);
+                   CUDA_LAUNCH(pos_embed_3d_kernel<T>, cuda_blocks(S * pairs), CUDA_THREADS, 0, (T *)x->data,
+                               (const int32_t *)pos->data, (const int32_t *)tok2sample->data, S, D));
+    return VFM_OK;
 }
 
 extern "C" vfm_status cuda_pos_embed_2d_add(Tensor *x, const Tensor *pos, const Tensor *tok2sample) {
     int64_t S = tensor_dim(x, 0), D = tensor_dim(x, 1), pairs = 2 * (D / 4);
     if (S * pairs == 0) return VFM_OK;
     FLOAT_DISPATCH("pos_embed_2d_add", "x", x, T,
-                   pos_embed_2d_kernel<T><<<cuda_blocks(S * pairs), CUDA_THREADS, 0, cuda_stream()>>>(
-                       (T *)x->data, (const int32_t *)pos->data, (const int32_t *)tok2sample->data, S, D));
-    return cuda_check_launch("pos_embed_2d_add", x);
+                   CUDA_LAUNCH(pos_embed_2d_kernel<T>, cuda_blocks(S * pairs), CUDA_THREADS, 0, (T *)x->data,
+                               (const int32_t *)pos->data, (const int32_t *)tok2sample->data, S, D));
+    return VFM_OK;
 }
 
 static vfm_status patch_copy(const char *op, Tensor *tokens, Tensor *latent, int pt, int ph, int pw, int to_tokens) {
@@ -144,14 +144,14 @@ static vfm_status patch_copy(const char *op, Tensor *tokens, Tensor *latent, int
     if (n == 0) return VFM_OK;
     const int64_t *L = latent->shape;
     if (dtype_size(latent->dtype) == 4)
-        patch_copy_kernel<uint32_t><<<cuda_blocks(n), CUDA_THREADS, 0, cuda_stream()>>>(
-            (uint32_t *)tokens->data, (uint32_t *)latent->data, L[0], L[1], L[2], L[3], pt, ph, pw, to_tokens);
+        CUDA_LAUNCH(patch_copy_kernel<uint32_t>, cuda_blocks(n), CUDA_THREADS, 0, (uint32_t *)tokens->data,
+                    (uint32_t *)latent->data, L[0], L[1], L[2], L[3], pt, ph, pw, to_tokens);
     else if (dtype_size(latent->dtype) == 2)
-        patch_copy_kernel<uint16_t><<<cuda_blocks(n), CUDA_THREADS, 0, cuda_stream()>>>(
-            (uint16_t *)tokens->data, (uint16_t *)latent->data, L[0], L[1], L[2], L[3], pt, ph, pw, to_tokens);
+        CUDA_LAUNCH(patch_copy_kernel<uint16_t>, cuda_blocks(n), CUDA_THREADS, 0, (uint16_t *)tokens->data,
+                    (uint16_t *)latent->data, L[0], L[1], L[2], L[3], pt, ph, pw, to_tokens);
     else
         return cuda_bad_dtype(op, "latent", latent);
-    return cuda_check_launch(op, latent);
+    return VFM_OK;
 }
 
 extern "C" vfm_status cuda_patchify(Tensor *tokens, const Tensor *latent, int pt, int ph, int pw) {

@@ -23,8 +23,8 @@ static vfm_status check_indices(const char *op, const Tensor *idx, int64_t count
     VFM_TRY(cuda_scratch(SCRATCH_HOST_RESULT, sizeof *first, (void **)&first));
     cudaStream_t st = cuda_stream();
     CUDA_TRY(op, idx, cudaMemsetAsync(first, 0xff, sizeof *first, st));  // ULLONG_MAX: none yet
-    first_bad_index_kernel<<<cuda_blocks(count), CUDA_THREADS, 0, st>>>((const int32_t *)idx->data, count, n, first);
-    VFM_TRY(cuda_check_launch(op, idx));
+    CUDA_LAUNCH(first_bad_index_kernel, cuda_blocks(count), CUDA_THREADS, 0, (const int32_t *)idx->data, count, n,
+                first);
     CUDA_TRY(op, idx, cudaMemcpyAsync(&host, first, sizeof host, cudaMemcpyDeviceToHost, st));
     CUDA_TRY(op, idx, cudaStreamSynchronize(st));
     if (host == ULLONG_MAX) return VFM_OK;
@@ -70,9 +70,9 @@ extern "C" vfm_status cuda_embedding_forward(Tensor *out, const Tensor *table, c
     VFM_TRY(check_indices(op, idx, B, tensor_dim(table, 0), "table's", "rows"));
     if (B * D == 0) return VFM_OK;
     FLOAT_DISPATCH(op, "table", table, T,
-                   embedding_forward_kernel<T><<<cuda_blocks(B * D), CUDA_THREADS, 0, cuda_stream()>>>(
-                       (T *)out->data, (const T *)table->data, (const int32_t *)idx->data, B, D));
-    return cuda_check_launch(op, table);
+                   CUDA_LAUNCH(embedding_forward_kernel<T>, cuda_blocks(B * D), CUDA_THREADS, 0, (T *)out->data,
+                               (const T *)table->data, (const int32_t *)idx->data, B, D));
+    return VFM_OK;
 }
 
 extern "C" vfm_status cuda_embedding_backward(Tensor *dtable, const Tensor *dout, const Tensor *idx) {
@@ -82,9 +82,9 @@ extern "C" vfm_status cuda_embedding_backward(Tensor *dtable, const Tensor *dout
     if (B * D == 0) return VFM_OK;
     if (dtable->dtype != DT_F32) return cuda_bad_dtype(op, "dtable", dtable);
     FLOAT_DISPATCH(op, "dout", dout, T,
-                   embedding_backward_kernel<T><<<cuda_blocks(D), CUDA_THREADS, 0, cuda_stream()>>>(
-                       (float *)dtable->data, (const T *)dout->data, (const int32_t *)idx->data, B, D));
-    return cuda_check_launch(op, dout);
+                   CUDA_LAUNCH(embedding_backward_kernel<T>, cuda_blocks(D), CUDA_THREADS, 0, (float *)dtable->data,
+                               (const T *)dout->data, (const int32_t *)idx->data, B, D));
+    return VFM_OK;
 }
 
 extern "C" vfm_status cuda_gather_columns(Tensor *out, const Tensor *in, const Tensor *idx) {
@@ -94,14 +94,14 @@ extern "C" vfm_status cuda_gather_columns(Tensor *out, const Tensor *in, const T
     if (N * K == 0) return VFM_OK;
     const int32_t *I = (const int32_t *)idx->data;
     if (dtype_size(in->dtype) == 4)
-        gather_columns_kernel<uint32_t><<<cuda_blocks(N * K), CUDA_THREADS, 0, cuda_stream()>>>(
-            (uint32_t *)out->data, (const uint32_t *)in->data, I, N, K, M);
+        CUDA_LAUNCH(gather_columns_kernel<uint32_t>, cuda_blocks(N * K), CUDA_THREADS, 0, (uint32_t *)out->data,
+                    (const uint32_t *)in->data, I, N, K, M);
     else if (dtype_size(in->dtype) == 2)
-        gather_columns_kernel<uint16_t><<<cuda_blocks(N * K), CUDA_THREADS, 0, cuda_stream()>>>(
-            (uint16_t *)out->data, (const uint16_t *)in->data, I, N, K, M);
+        CUDA_LAUNCH(gather_columns_kernel<uint16_t>, cuda_blocks(N * K), CUDA_THREADS, 0, (uint16_t *)out->data,
+                    (const uint16_t *)in->data, I, N, K, M);
     else
         return cuda_bad_dtype(op, "in", in);
-    return cuda_check_launch(op, in);
+    return VFM_OK;
 }
 
 extern "C" vfm_status cuda_gather_columns_backward(Tensor *din, const Tensor *dout, const Tensor *idx) {
@@ -110,7 +110,7 @@ extern "C" vfm_status cuda_gather_columns_backward(Tensor *din, const Tensor *do
     VFM_TRY(check_indices(op, idx, K, M, "input's", "columns"));
     if (N * K == 0) return VFM_OK;
     FLOAT_DISPATCH(op, "din", din, T,
-                   gather_columns_backward_kernel<T><<<cuda_blocks(N), CUDA_THREADS, 0, cuda_stream()>>>(
-                       (T *)din->data, (const T *)dout->data, (const int32_t *)idx->data, N, K, M));
-    return cuda_check_launch(op, din);
+                   CUDA_LAUNCH(gather_columns_backward_kernel<T>, cuda_blocks(N), CUDA_THREADS, 0, (T *)din->data,
+                               (const T *)dout->data, (const int32_t *)idx->data, N, K, M));
+    return VFM_OK;
 }

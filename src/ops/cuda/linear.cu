@@ -273,6 +273,9 @@ extern "C" vfm_status cuda_linear_forward(Tensor *y, Tensor *pre, const Tensor *
     if (in == 0) return vfm_fail(VFM_ERR_UNSUPPORTED, "%s: x has no columns (in = 0) on cuda", op);
     Gemm g = plain_gemm(op, x, CUBLAS_OP_T, CUBLAS_OP_N, out, n, in, in, in, out, x->dtype, x->dtype, w->data, x->data,
                         NULL, 0.f);
+#if VFM_HARNESS_BREAK == BREAK_GEMM_LD  // the must-fail build: w's leading dimension one too large (cuda_launch.h)
+    g.lda = in + 1;
+#endif
     g.bias = b ? b->data : NULL;
     g.bias_type = b ? b->dtype : x->dtype;
     // cuBLASLt's GELU (tanh form, possibly a fast tanh: bf16 outputs only) writes y, pre goes to aux

@@ -93,11 +93,11 @@ extern "C" vfm_status cuda_layernorm_modulate_forward(Tensor *y, Tensor *mean, T
     int64_t S = tensor_rows(x), D = tensor_dim(x, -1);
     if (S == 0) return VFM_OK;
     FLOAT_DISPATCH("layernorm_modulate_forward", "x", x, T,
-                   layernorm_modulate_forward_kernel<T><<<row_blocks(S), 32 * ROWS_PER_BLOCK, 0, cuda_stream()>>>(
-                       (T *)y->data, (float *)mean->data, (float *)rstd->data, (const T *)x->data,
-                       shift ? (const T *)shift->data : NULL, scale ? (const T *)scale->data : NULL,
-                       (const int32_t *)tok2sample->data, S, D, eps));
-    return cuda_check_launch("layernorm_modulate_forward", x);
+                   CUDA_LAUNCH(layernorm_modulate_forward_kernel<T>, row_blocks(S), 32 * ROWS_PER_BLOCK, 0,
+                               (T *)y->data, (float *)mean->data, (float *)rstd->data, (const T *)x->data,
+                               shift ? (const T *)shift->data : NULL, scale ? (const T *)scale->data : NULL,
+                               (const int32_t *)tok2sample->data, S, D, eps));
+    return VFM_OK;
 }
 
 extern "C" vfm_status cuda_layernorm_modulate_backward(Tensor *dx, Tensor *dshift, Tensor *dscale, const Tensor *dy,
@@ -109,10 +109,9 @@ extern "C" vfm_status cuda_layernorm_modulate_backward(Tensor *dx, Tensor *dshif
     const int32_t *t2s = (const int32_t *)tok2sample->data;
     FLOAT_DISPATCH(op, "x", x, T, {
         if (dx) {
-            layernorm_modulate_dx_kernel<T><<<row_blocks(S), 32 * ROWS_PER_BLOCK, 0, cuda_stream()>>>(
-                (T *)dx->data, (const T *)dy->data, (const T *)x->data, (const float *)mean->data,
-                (const float *)rstd->data, scale ? (const T *)scale->data : NULL, t2s, S, D);
-            VFM_TRY(cuda_check_launch(op, x));
+            CUDA_LAUNCH(layernorm_modulate_dx_kernel<T>, row_blocks(S), 32 * ROWS_PER_BLOCK, 0, (T *)dx->data,
+                        (const T *)dy->data, (const T *)x->data, (const float *)mean->data, (const float *)rstd->data,
+                        scale ? (const T *)scale->data : NULL, t2s, S, D);
         }
         if (dshift || dscale) {
             LayerNormModTerms<T> terms = {(const T *)dy->data, (const T *)x->data, (const float *)mean->data,
@@ -173,10 +172,10 @@ extern "C" vfm_status cuda_gated_residual_forward(Tensor *out, const Tensor *x, 
     int64_t S = tensor_rows(x), D = tensor_dim(x, -1);
     if (S * D == 0) return VFM_OK;
     FLOAT_DISPATCH("gated_residual_forward", "x", x, T,
-                   gated_residual_forward_kernel<T><<<cuda_blocks(S * D), CUDA_THREADS, 0, cuda_stream()>>>(
-                       (T *)out->data, (const T *)x->data, (const T *)y->data, gate ? (const T *)gate->data : NULL,
-                       (const int32_t *)tok2sample->data, S, D));
-    return cuda_check_launch("gated_residual_forward", x);
+                   CUDA_LAUNCH(gated_residual_forward_kernel<T>, cuda_blocks(S * D), CUDA_THREADS, 0, (T *)out->data,
+                               (const T *)x->data, (const T *)y->data, gate ? (const T *)gate->data : NULL,
+                               (const int32_t *)tok2sample->data, S, D));
+    return VFM_OK;
 }
 
 // In stream order: dgate and dx read dout before dy (which may alias dout) is written.
@@ -193,14 +192,12 @@ extern "C" vfm_status cuda_gated_residual_backward(Tensor *dx, Tensor *dy, Tenso
                                                       (T *)dgate->data, (T *)NULL)));
         }
         if (dx && dx->data != dout->data) {
-            add_into_kernel<T><<<cuda_blocks(S * D), CUDA_THREADS, 0, cuda_stream()>>>((T *)dx->data,
-                                                                                       (const T *)dout->data, S * D);
-            VFM_TRY(cuda_check_launch(op, dout));
+            CUDA_LAUNCH(add_into_kernel<T>, cuda_blocks(S * D), CUDA_THREADS, 0, (T *)dx->data, (const T *)dout->data,
+                        S * D);
         }
         if (dy) {
-            gated_residual_dy_kernel<T><<<cuda_blocks(S * D), CUDA_THREADS, 0, cuda_stream()>>>(
-                (T *)dy->data, (const T *)dout->data, gate ? (const T *)gate->data : NULL, t2s, S, D);
-            VFM_TRY(cuda_check_launch(op, dout));
+            CUDA_LAUNCH(gated_residual_dy_kernel<T>, cuda_blocks(S * D), CUDA_THREADS, 0, (T *)dy->data,
+                        (const T *)dout->data, gate ? (const T *)gate->data : NULL, t2s, S, D);
         }
     });
     return VFM_OK;
@@ -215,7 +212,11 @@ __global__ void rmsnorm_forward_kernel(T *y, float *rstd, const T *x, const T *w
     if (n >= N) return;
     const T *xr = x + n * d;
     float sq = 0.f;
+#if VFM_HARNESS_BREAK == BREAK_OFF_BY_ONE  // the must-fail build reads one element past the row (cuda_launch.h)
+    for (int64_t j = lane; j <= d; j += 32) {
+#else
     for (int64_t j = lane; j < d; j += 32) {
+#endif
         float v = to_f32(xr[j]);
         sq += v * v;
     }
@@ -261,9 +262,9 @@ extern "C" vfm_status cuda_rmsnorm_forward(Tensor *y, Tensor *rstd, const Tensor
     int64_t N = tensor_rows(x), d = tensor_dim(x, -1);
     if (N == 0) return VFM_OK;
     FLOAT_DISPATCH("rmsnorm_forward", "x", x, T,
-                   rmsnorm_forward_kernel<T><<<row_blocks(N), 32 * ROWS_PER_BLOCK, 0, cuda_stream()>>>(
-                       (T *)y->data, (float *)rstd->data, (const T *)x->data, w ? (const T *)w->data : NULL, N, d, eps));
-    return cuda_check_launch("rmsnorm_forward", x);
+                   CUDA_LAUNCH(rmsnorm_forward_kernel<T>, row_blocks(N), 32 * ROWS_PER_BLOCK, 0, (T *)y->data,
+                               (float *)rstd->data, (const T *)x->data, w ? (const T *)w->data : NULL, N, d, eps));
+    return VFM_OK;
 }
 
 extern "C" vfm_status cuda_rmsnorm_backward(Tensor *dx, Tensor *dw, const Tensor *dy, const Tensor *x,
@@ -273,10 +274,8 @@ extern "C" vfm_status cuda_rmsnorm_backward(Tensor *dx, Tensor *dw, const Tensor
     if (N == 0) return VFM_OK;
     FLOAT_DISPATCH(op, "x", x, T, {
         if (dx) {
-            rmsnorm_dx_kernel<T><<<row_blocks(N), 32 * ROWS_PER_BLOCK, 0, cuda_stream()>>>(
-                (T *)dx->data, (const T *)dy->data, (const T *)x->data, (const float *)rstd->data,
-                w ? (const T *)w->data : NULL, N, d);
-            VFM_TRY(cuda_check_launch(op, x));
+            CUDA_LAUNCH(rmsnorm_dx_kernel<T>, row_blocks(N), 32 * ROWS_PER_BLOCK, 0, (T *)dx->data, (const T *)dy->data,
+                        (const T *)x->data, (const float *)rstd->data, w ? (const T *)w->data : NULL, N, d);
         }
         if (dw) {
             RmsWeightTerms<T> terms = {(const T *)dy->data, (const T *)x->data, (const float *)rstd->data, d};

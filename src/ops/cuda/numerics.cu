@@ -40,9 +40,8 @@ extern "C" vfm_status cuda_sum_squares(double *out, const Tensor *x) {
     VFM_TRY(cuda_scratch(SCRATCH_HOST_RESULT, sizeof(double), (void **)&result));
     cudaStream_t st = cuda_stream();
     FLOAT_DISPATCH("sum_squares", "x", x, T,
-                   sum_squares_partial_kernel<T><<<blocks, CUDA_THREADS, 0, st>>>((const T *)x->data, n, partial));
-    sum_partials_kernel<<<1, CUDA_THREADS, 0, st>>>(partial, (int)blocks, result);
-    VFM_TRY(cuda_check_launch("sum_squares", x));
+                   CUDA_LAUNCH(sum_squares_partial_kernel<T>, blocks, CUDA_THREADS, 0, (const T *)x->data, n, partial));
+    CUDA_LAUNCH(sum_partials_kernel, 1, CUDA_THREADS, 0, partial, (int)blocks, result);
     CUDA_TRY("sum_squares", x, cudaMemcpyAsync(out, result, sizeof(double), cudaMemcpyDeviceToHost, st));
     CUDA_TRY("sum_squares", x, cudaStreamSynchronize(st));
     return VFM_OK;
@@ -57,8 +56,7 @@ extern "C" vfm_status cuda_count_nonfinite(int64_t *count, const Tensor *x) {
     cudaStream_t st = cuda_stream();
     CUDA_TRY("count_nonfinite", x, cudaMemsetAsync(dev, 0, sizeof *dev, st));
     FLOAT_DISPATCH("count_nonfinite", "x", x, T,
-                   count_nonfinite_kernel<T><<<cuda_blocks(n), CUDA_THREADS, 0, st>>>((const T *)x->data, n, dev));
-    VFM_TRY(cuda_check_launch("count_nonfinite", x));
+                   CUDA_LAUNCH(count_nonfinite_kernel<T>, cuda_blocks(n), CUDA_THREADS, 0, (const T *)x->data, n, dev));
     CUDA_TRY("count_nonfinite", x, cudaMemcpyAsync(&host, dev, sizeof host, cudaMemcpyDeviceToHost, st));
     CUDA_TRY("count_nonfinite", x, cudaStreamSynchronize(st));
     *count = (int64_t)host;

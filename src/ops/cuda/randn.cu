@@ -1,17 +1,7 @@
 // CUDA backend: Philox normal fill. The same philox.h code as the CPU (no fused multiply-adds,
 // our own log/sincos), so element e gets the same bits on the GPU as on the CPU.
-#include <cuda_bf16.h>
-#include <cuda_runtime.h>
-
 #include "core/philox.h"
-#include "ops_cuda.h"
-
-template <typename T>
-__device__ __forceinline__ T from_float(float v);
-template <>
-__device__ __forceinline__ float from_float<float>(float v) { return v; }
-template <>
-__device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+#include "cuda_common.h"
 
 // One thread per element: element e uses lane e % 4 of counter block e / 4.
 template <typename T>
@@ -23,7 +13,7 @@ __global__ void randn_fill_kernel(T *out, int64_t n, uint32_t k0, uint32_t k1, u
     uint64_t e = element_offset + (uint64_t)i;
     float z[4];
     philox_normal4(key, e >> 2, step, uid, z);
-    out[i] = from_float<T>(__fmul_rn(std, z[e & 3]));
+    out[i] = from_f32<T>(__fmul_rn(std, z[e & 3]));
 }
 
 extern "C" vfm_status cuda_randn_fill(Tensor *out, uint64_t seed, uint32_t stream, uint32_t step, uint64_t uid,
@@ -34,13 +24,8 @@ extern "C" vfm_status cuda_randn_fill(Tensor *out, uint64_t seed, uint32_t strea
     philox_key(seed, stream, key);
     int threads = 256;
     unsigned blocks = (unsigned)((n + threads - 1) / threads);
-    if (out->dtype == DT_F32)
-        randn_fill_kernel<float><<<blocks, threads>>>((float *)out->data, n, key[0], key[1], step, uid, element_offset, std);
-    else if (out->dtype == DT_BF16)
-        randn_fill_kernel<__nv_bfloat16><<<blocks, threads>>>((__nv_bfloat16 *)out->data, n, key[0], key[1], step, uid,
-                                                               element_offset, std);
-    else
-        return vfm_fail(VFM_ERR_SHAPE, "randn_fill: unsupported dtype %s on cuda", dtype_name(out->dtype));
-    cudaError_t e = cudaGetLastError();
-    return e == cudaSuccess ? VFM_OK : vfm_fail(VFM_ERR_UNSUPPORTED, "randn_fill kernel: %s", cudaGetErrorString(e));
+    FLOAT_DISPATCH("randn_fill", "out", out, T,
+                   CUDA_LAUNCH(randn_fill_kernel<T>, blocks, threads, 0, (T *)out->data, n, key[0], key[1], step, uid,
+                               element_offset, std));
+    return VFM_OK;
 }

@@ -43,13 +43,14 @@ template <typename T> __global__ void columns_kernel(T *narrow, T *wide, int64_t
     }
 }
 
-#define LAUNCH(kernel, n, ...) kernel<<<cuda_blocks(n), CUDA_THREADS, 0, cuda_stream()>>>(__VA_ARGS__)
+// A grid-stride kernel over n items.
+#define LAUNCH_N(kernel, n, ...) CUDA_LAUNCH(kernel, cuda_blocks(n), CUDA_THREADS, 0, __VA_ARGS__)
 
 extern "C" vfm_status cuda_fill(Tensor *x, double value) {
     int64_t n = tensor_numel(x);
     if (n == 0) return VFM_OK;
-    FLOAT_DISPATCH("fill", "x", x, T, LAUNCH(fill_kernel<T>, n, (T *)x->data, n, (float)value));
-    return cuda_check_launch("fill", x);
+    FLOAT_DISPATCH("fill", "x", x, T, LAUNCH_N(fill_kernel<T>, n, (T *)x->data, n, (float)value));
+    return VFM_OK;
 }
 
 extern "C" vfm_status cuda_convert(Tensor *dst, const Tensor *src) {
@@ -60,35 +61,36 @@ extern "C" vfm_status cuda_convert(Tensor *dst, const Tensor *src) {
                         tensor_describe(src, b, sizeof b));
     }
     if (src->dtype == DT_F32 && dst->dtype == DT_BF16) {
-        if (n) LAUNCH(f32_to_bf16_kernel, n, (bf16 *)dst->data, (const float *)src->data, n);
+        if (n) LAUNCH_N(f32_to_bf16_kernel, n, (bf16 *)dst->data, (const float *)src->data, n);
     } else if (src->dtype == DT_BF16 && dst->dtype == DT_F32) {
-        if (n) LAUNCH(bf16_to_f32_kernel, n, (float *)dst->data, (const bf16 *)src->data, n);
+        if (n) LAUNCH_N(bf16_to_f32_kernel, n, (float *)dst->data, (const bf16 *)src->data, n);
     } else {
         return vfm_fail(VFM_ERR_UNSUPPORTED, "convert on cuda: %s to %s (only f32 <-> bf16)", dtype_name(src->dtype),
                         dtype_name(dst->dtype));
     }
-    return cuda_check_launch("convert", src);
+    return VFM_OK;
 }
 
 extern "C" vfm_status cuda_add(Tensor *out, const Tensor *a, const Tensor *b) {
     int64_t n = tensor_numel(out);
     if (n == 0) return VFM_OK;
-    FLOAT_DISPATCH("add", "out", out, T, LAUNCH(add_kernel<T>, n, (T *)out->data, (const T *)a->data, (const T *)b->data, n));
-    return cuda_check_launch("add", out);
+    FLOAT_DISPATCH("add", "out", out, T,
+                   LAUNCH_N(add_kernel<T>, n, (T *)out->data, (const T *)a->data, (const T *)b->data, n));
+    return VFM_OK;
 }
 
 extern "C" vfm_status cuda_scale(Tensor *x, double alpha) {
     int64_t n = tensor_numel(x);
     if (n == 0) return VFM_OK;
-    FLOAT_DISPATCH("scale", "x", x, T, LAUNCH(scale_kernel<T>, n, (T *)x->data, n, (float)alpha));
-    return cuda_check_launch("scale", x);
+    FLOAT_DISPATCH("scale", "x", x, T, LAUNCH_N(scale_kernel<T>, n, (T *)x->data, n, (float)alpha));
+    return VFM_OK;
 }
 
 extern "C" vfm_status cuda_axpy(Tensor *y, double alpha, const Tensor *x) {
     int64_t n = tensor_numel(y);
     if (n == 0) return VFM_OK;
-    FLOAT_DISPATCH("axpy", "y", y, T, LAUNCH(axpy_kernel<T>, n, (T *)y->data, (const T *)x->data, n, (float)alpha));
-    return cuda_check_launch("axpy", y);
+    FLOAT_DISPATCH("axpy", "y", y, T, LAUNCH_N(axpy_kernel<T>, n, (T *)y->data, (const T *)x->data, n, (float)alpha));
+    return VFM_OK;
 }
 
 extern "C" vfm_status cuda_ema_update(Tensor *ema, const Tensor *param, double decay) {
@@ -96,22 +98,22 @@ extern "C" vfm_status cuda_ema_update(Tensor *ema, const Tensor *param, double d
     if (n == 0) return VFM_OK;
     float d = (float)decay, one_minus = (float)(1.0 - decay);
     FLOAT_DISPATCH("ema_update", "ema", ema, T,
-                   LAUNCH(ema_kernel<T>, n, (T *)ema->data, (const T *)param->data, n, d, one_minus));
-    return cuda_check_launch("ema_update", ema);
+                   LAUNCH_N(ema_kernel<T>, n, (T *)ema->data, (const T *)param->data, n, d, one_minus));
+    return VFM_OK;
 }
 
 extern "C" vfm_status cuda_columns_get(Tensor *out, const Tensor *in, int64_t col0) {
     int64_t rows = tensor_rows(out), d = tensor_dim(out, -1), D = tensor_dim(in, -1);
     if (rows * d == 0) return VFM_OK;
     FLOAT_DISPATCH("columns_get", "out", out, T,
-                   LAUNCH(columns_kernel<T>, rows * d, (T *)out->data, (T *)in->data, rows, d, D, col0, 0));
-    return cuda_check_launch("columns_get", in);
+                   LAUNCH_N(columns_kernel<T>, rows * d, (T *)out->data, (T *)in->data, rows, d, D, col0, 0));
+    return VFM_OK;
 }
 
 extern "C" vfm_status cuda_columns_add(Tensor *out, const Tensor *in, int64_t col0) {
     int64_t rows = tensor_rows(in), d = tensor_dim(in, -1), D = tensor_dim(out, -1);
     if (rows * d == 0) return VFM_OK;
     FLOAT_DISPATCH("columns_add", "out", out, T,
-                   LAUNCH(columns_kernel<T>, rows * d, (T *)in->data, (T *)out->data, rows, d, D, col0, 1));
-    return cuda_check_launch("columns_add", out);
+                   LAUNCH_N(columns_kernel<T>, rows * d, (T *)in->data, (T *)out->data, rows, d, D, col0, 1));
+    return VFM_OK;
 }

@@ -1,0 +1,57 @@
+/* The demo's shape judge: which of the synthetic set's five shapes a picture of one shape on black
+ * shows, and which shape a caption asks for.
+ *
+ * A picture becomes a brightness map (the brightest channel of each pixel, 0 below the colour
+ * judge's threshold, so the colour does not matter); the map's centroid and its spread
+ * s = sqrt(var_x + var_y) give a frame that follows the shape's position and size (a few noisy
+ * pixels move it little, unlike a bounding box); the map is resampled bilinearly on a G x G grid
+ * spanning c ± SHAPE_JUDGE_SPAN·s and scaled to unit length. From real renders of each shape
+ * (shape_judge_fit) the judge keeps the class means, their centre (the mean of the means) and a
+ * template per shape: its mean less the centre, so that what all shapes share (a bright middle)
+ * does not dominate the angle. It names the shape whose template is nearest in angle to the
+ * picture's vector less the centre — when that angle is no wider than the widest any fitting
+ * render of that shape had; otherwise the picture shows no shape (a blob is not a circle).
+ * Nothing is tuned on generated pictures: the fit reads only the synthetic renderer's own output,
+ * at the resolution the demo trains on (the pixel -> latent box filter, inverted to pixels). Its
+ * accuracy on held-out renders is tested (>= 95%). */
+#ifndef VFM_DATA_SHAPE_SCORE_H
+#define VFM_DATA_SHAPE_SCORE_H
+
+#include <stdint.h>
+
+#include "core/error.h"
+#include "data/synthetic/synthetic.h"
+
+#define SHAPE_JUDGE_GRID 12
+#define SHAPE_JUDGE_SPAN 2.0f
+#define SHAPE_JUDGE_NONE (-2) /* bright enough, but like no shape */
+/* What `vfm sample --score-shapes` fits on: 200 renders of each shape of seed 1 (a few ms). */
+#define SHAPE_JUDGE_FIT_SEED 1
+#define SHAPE_JUDGE_FIT_RENDERS 200
+
+typedef struct {
+    float bright_threshold; /* a pixel counts when max(r,g,b) > this (the colour judge's 0.25) */
+    int64_t min_bright_pixels;
+    float centre[SHAPE_JUDGE_GRID * SHAPE_JUDGE_GRID];            /* the mean of the class means */
+    float mean[SHAPE_COUNT][SHAPE_JUDGE_GRID * SHAPE_JUDGE_GRID]; /* class means less the centre, unit length */
+    float min_similarity[SHAPE_COUNT]; /* the lowest similarity of a fitting render to its own class */
+    int fitted;
+} ShapeJudge;
+
+/* Fits the class means on n_per_shape real renders of each shape (images and the first frame of
+ * videos, alternately, from synthetic_spec_generate with `seed` at the default config), mapped to
+ * latent resolution with `factor` (the demo's 2) and back to pixels. */
+vfm_status shape_judge_fit(ShapeJudge *judge, uint64_t seed, int n_per_shape, int factor);
+
+/* The shape (SyntheticShape) a picture shows; SHAPE_JUDGE_NONE when it is less like its nearest
+ * shape than every fitting render of that shape was; -1 when fewer than min_bright_pixels pixels
+ * are bright. rgb: planar float [3, height, width] in [0, 1] (channel c of pixel p at
+ * rgb[c * channel_stride + p]; a video's first frame has channel_stride = T*H*W).
+ * similarity (may be NULL): the cosine with the nearest template. */
+int shape_judge_classify(const ShapeJudge *judge, const float *rgb, int height, int width, int64_t channel_stride,
+                         float *similarity);
+
+/* The first shape named as a whole word in the caption (case-insensitive), or -1. */
+int shape_from_caption(const char *caption);
+
+#endif
