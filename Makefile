@@ -101,7 +101,8 @@ $(FAULTS_OBJ): src/train/fault_hooks.c
 $(BUILD)/vfm-faults: $(CLI_SRC:%.c=$(BUILD)/%.o) $(FAULTS_OBJ) $(BUILD)/libvfm.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-$(BUILD)/vfm_tests: $(TEST_SRC:%.c=$(BUILD)/%.o) $(filter-out $(BUILD)/src/cli/main.o,$(CLI_SRC:%.c=$(BUILD)/%.o)) $(FAULTS_OBJ) $(BUILD)/libvfm.a
+# tests/alloc_wrap.c: the unit tests' allocator that fails on request (tests/unit/alloc_fail.h)
+$(BUILD)/vfm_tests: $(TEST_SRC:%.c=$(BUILD)/%.o) $(filter-out $(BUILD)/src/cli/main.o,$(CLI_SRC:%.c=$(BUILD)/%.o)) $(FAULTS_OBJ) $(BUILD)/tests/alloc_wrap.o $(BUILD)/libvfm.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/vfm_mpi_tests: $(MPI_TEST_SRC:%.c=$(BUILD)/%.o) $(BUILD)/tests/unit/test_util.o $(BUILD)/tests/unit/dit_pack.o $(FAULTS_OBJ) $(BUILD)/libvfm.a
