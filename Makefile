@@ -77,7 +77,7 @@ CUDNN_FE_CXXFLAGS := -std=c++17 -O2 -fPIC -Wall -Wextra -Werror -DCUDNN_FRONTEND
 endif
 endif
 
-.PHONY: all deps test demo clean goldens gpu-bundle gpu-test gpu-bench cudnn-frontend fuzz harness
+.PHONY: all deps test demo clean goldens gpu-bundle gpu-check gpu-check2 cudnn-frontend fuzz harness
 all: $(BUILD)/vfm $(BUILD)/vfm-faults $(BUILD)/vfm_tests $(BUILD)/vfm_mpi_tests
 
 deps:
@@ -188,29 +188,20 @@ $(FUZZ_DIR)/obj/%.o: %.c
 	@mkdir -p $(@D)
 	@$(FUZZ_CC) $(FUZZ_CFLAGS) -c $< -o $@
 
-# The GPU machine has no package registry: gpu-bundle (here) copies the shared libraries the
-# binaries need next to them and packs binaries and libraries into build/gpu-bundle.tgz (the one
-# path a GPU session carries: the working tree plus carried files must stay under 64 MiB); there,
-# scripts/gpu_session.sh unpacks it and runs everything without building: gpu-test the GPU tests,
-# gpu-bench the pinned benchmarks against the PyTorch peer. scripts/gpu_run.sh finds cuBLASLt,
-# cuDNN, NVRTC and NCCL in the PyTorch wheels' site-packages (or VFM_CUDA_LIB_DIRS); the tests run
-# with VFM_CUDA_SYNC=1 so a faulting kernel is named by its op.
-GPU_BUNDLE_MAX_MIB := 48
+# The GPU machine has no package registry: gpu-bundle (here, scripts/gpu_bundle.sh) packs the
+# binaries and the shared libraries they need that a GPU machine may lack (never glibc, libstdc++ or
+# libgcc_s) into build/gpu-bundle.tgz, the one path a GPU session carries; there,
+# scripts/gpu_check.sh (and gpu_check2.sh) unpack it and run the GPU checks without building, every
+# log in one archive. scripts/gpu_run.sh puts on the library path only the carried libraries that
+# machine lacks; vfm itself finds cuBLASLt, cuDNN, NVRTC and NCCL (core/lib_search.h).
 gpu-bundle: all
-	@rm -rf $(BUILD)/gpu-libs && mkdir -p $(BUILD)/gpu-libs
-	@for b in $(BUILD)/vfm $(BUILD)/vfm-faults $(BUILD)/vfm_tests $(BUILD)/vfm_mpi_tests; do ldd $$b; done | awk '/=> \// {print $$3}' | \
-	    sort -u | grep -v -E 'libc\.so|libm\.so|ld-linux' | xargs -I{} cp -L {} $(BUILD)/gpu-libs/
-	@tar czf $(BUILD)/gpu-bundle.tgz $(BUILD)/vfm $(BUILD)/vfm-faults $(BUILD)/vfm_tests $(BUILD)/vfm_mpi_tests $(BUILD)/gpu-libs
-	@size=$$(du -m $(BUILD)/gpu-bundle.tgz | cut -f1); tree=$$(git ls-files -z | du -mc --files0-from=- | tail -1 | cut -f1); \
-	  echo "gpu-bundle: $(BUILD)/gpu-bundle.tgz ($$size MiB: 4 binaries + $$(ls $(BUILD)/gpu-libs | wc -l) libraries), tracked tree $$tree MiB"; \
-	  echo "gpu-bundle: carry [\"$(BUILD)/gpu-bundle.tgz\"], then on the GPU machine: make gpu-test; make gpu-bench"; \
-	  if [ $$size -gt $(GPU_BUNDLE_MAX_MIB) ]; then echo "gpu-bundle: larger than $(GPU_BUNDLE_MAX_MIB) MiB" >&2; exit 1; fi
+	@BUILD=$(BUILD) scripts/gpu_bundle.sh
 
-gpu-test:
-	@scripts/gpu_session.sh tests
+gpu-check:
+	@scripts/gpu_check.sh
 
-gpu-bench:
-	@scripts/gpu_session.sh bench
+gpu-check2:
+	@scripts/gpu_check2.sh
 
 # Regenerates tests/fixtures/golden/*.bin (ops and models) with the PyTorch twin (needs python3-torch; not run by CI).
 goldens:

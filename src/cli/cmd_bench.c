@@ -9,6 +9,7 @@
 
 #include "args.h"
 #include "commands.h"
+#include "ops/ops.h"
 #include "train/bench.h"
 
 static double mib(size_t b) { return (double)b / (1024.0 * 1024.0); }
@@ -25,6 +26,7 @@ static void print_result(const BenchResult *r) {
            (long long)r->text_rows_per_step);
     printf("steps:         %d warm-up, %d timed (forward, backward, clipping, AdamW); loss %.4f -> %.4f\n", r->warmup,
            r->steps, r->loss_first, r->loss_last);
+    if (r->attention[0]) printf("attention:     %s\n", r->attention);
     printf("ms/step:       %.2f\n", r->ms_per_step);
     printf("tokens/s:      %.1f\n", r->tokens_per_s);
     printf("samples/s:     %.3f\n", r->samples_per_s);
@@ -67,6 +69,7 @@ static void print_json(const BenchResult *r) {
                           "mfu", r->mfu, "mfu_no_attn", r->mfu_no_attn, "peak_tflops", r->peak_tflops,
                           "flops_per_step", r->flops_per_step, "peak_device_bytes", (json_int_t)r->mem.peak,
                           "peak_host_bytes", (json_int_t)r->host_peak);
+    if (j && r->attention[0]) json_object_set_new(j, "attention", json_string(r->attention));
     char *text = j ? json_dumps(j, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
     if (text) printf("bench-json: %s\n", text);
     free(text);
@@ -87,6 +90,8 @@ int cmd_bench(int argc, char **argv) {
         {"--check-only", NULL, "with --check: write it and time nothing (the peer alone, e.g. vfm on the CPU)", NULL, 0},
         {"--peak-tflops", "X", "the peak MFU is measured against (default: the device's dense bf16 peak from a table)",
          NULL, 0},
+        {"--attention", "IMPL", "CUDA attention: auto (default), cudnn, or reference (the slow reference kernel: its "
+         "figures are refused unless asked for this way)", NULL, 0},
     };
     int nflags = (int)(sizeof flags / sizeof flags[0]), help;
     ArgList pos;
@@ -121,7 +126,8 @@ int cmd_bench(int argc, char **argv) {
     }
     BenchOptions o = {args_value(flags, nflags, "--config", NULL), overrides, n, 0, 512, 2, 5,
                       args_flag(flags, nflags, "--profile")->present, args_value(flags, nflags, "--check", NULL),
-                      args_flag(flags, nflags, "--check-only")->present, 0};
+                      args_flag(flags, nflags, "--check-only")->present, 0,
+                      args_value(flags, nflags, "--attention", NULL)};
     if (!o.config_path && !preset && !args_value(flags, nflags, "--seq", NULL)) {
         fprintf(stderr, "vfm bench: give --config FILE, or --preset NAME (with --seq N); see --help\n");
         return 2;
@@ -139,6 +145,7 @@ int cmd_bench(int argc, char **argv) {
         if (end == v || *end || !(o.peak_tflops > 0))
             s = vfm_fail(VFM_ERR_USAGE, "--peak-tflops %s: expected a positive number", v);
     }
+    if (s == VFM_OK && o.attention) s = ops_set_attention_impl(o.attention); /* a bad name: exit 2 before any work */
     if (s == VFM_OK && args_value(flags, nflags, "--text", NULL) && !o.seq)
         s = vfm_fail(VFM_ERR_USAGE, "--text needs --seq (without it the config's dataset.context_seq_len is used)");
     if (s != VFM_OK) return cli_report(s);

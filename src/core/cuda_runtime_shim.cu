@@ -7,6 +7,7 @@
 #include <stdlib.h>
 
 #include "cuda_runtime_shim.h"
+#include "host_reads.h"
 
 static vfm_status cuda_fail(cudaError_t e, const char *what) {
     return vfm_fail(e == cudaErrorMemoryAllocation ? VFM_ERR_NOMEM : VFM_ERR_UNSUPPORTED, "%s: %s", what,
@@ -171,6 +172,7 @@ extern "C" int vfm_cuda_is_device_pointer(const void *p) {
 extern "C" vfm_status vfm_cuda_memcpy(void *dst, int dst_on_gpu, const void *src, int src_on_gpu, size_t bytes) {
     cudaMemcpyKind kind = dst_on_gpu ? (src_on_gpu ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice)
                                      : (src_on_gpu ? cudaMemcpyDeviceToHost : cudaMemcpyHostToHost);
+    vfm_host_read("cudaMemcpy");  // blocks the host until the copy (and the work before it) is done
     cudaError_t e = cudaMemcpy(dst, src, bytes, kind);
     return e == cudaSuccess ? VFM_OK : cuda_fail(e, "cudaMemcpy");
 }
@@ -217,11 +219,13 @@ extern "C" vfm_status vfm_cuda_stream_wait_event(void *stream, void *event) {
 }
 
 extern "C" vfm_status vfm_cuda_stream_synchronize(void *stream) {
+    vfm_host_read("cudaStreamSynchronize");
     cudaError_t e = cudaStreamSynchronize((cudaStream_t)stream);
     return e == cudaSuccess ? VFM_OK : cuda_fail(e, "cudaStreamSynchronize");
 }
 
 extern "C" vfm_status vfm_cuda_event_synchronize(void *event) {
+    vfm_host_read("cudaEventSynchronize");
     cudaError_t e = cudaEventSynchronize((cudaEvent_t)event);
     return e == cudaSuccess ? VFM_OK : cuda_fail(e, "cudaEventSynchronize");
 }
@@ -232,6 +236,7 @@ extern "C" vfm_status vfm_cuda_memset0(void *p, size_t bytes) {
 }
 
 extern "C" vfm_status vfm_cuda_synchronize(void) {
+    vfm_host_read("cudaDeviceSynchronize");
     cudaError_t e = cudaDeviceSynchronize();
     return e == cudaSuccess ? VFM_OK : cuda_fail(e, "cudaDeviceSynchronize");
 }

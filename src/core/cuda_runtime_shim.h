@@ -1,6 +1,7 @@
 /* The few CUDA runtime calls core needs, behind a C interface. Implemented in
  * cuda_runtime_shim.cu when built with nvcc (VFM_CUDA), else by stubs that report
- * "this build has no CUDA" so the binary runs CPU-only. */
+ * "this build has no CUDA" so the binary runs CPU-only. Every call that makes the host wait for the
+ * device (vfm_cuda_memcpy, the synchronize calls) is counted (core/host_reads.h). */
 #ifndef VFM_CUDA_RUNTIME_SHIM_H
 #define VFM_CUDA_RUNTIME_SHIM_H
 

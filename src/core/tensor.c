@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "cuda_runtime_shim.h"
+#include "host_reads.h"
 
 size_t dtype_size(DType t) {
     switch (t) {
@@ -103,7 +104,11 @@ vfm_status device_memset0(Device dev, void *p, size_t bytes) {
 
 int device_cuda_count(void) { return vfm_cuda_device_count(); }
 
-vfm_status device_synchronize(Device dev) { return dev == DEV_CUDA ? vfm_cuda_synchronize() : VFM_OK; }
+vfm_status device_synchronize(Device dev) {
+    if (dev == DEV_CUDA) return vfm_cuda_synchronize(); /* counted by the shim */
+    vfm_host_read("device_synchronize"); /* the same place, counted on the CPU (core/host_reads.h) */
+    return VFM_OK;
+}
 
 vfm_status device_memory(Device dev, DeviceMemory *out) {
     memset(out, 0, sizeof *out);

@@ -47,10 +47,9 @@ vfm_status pack_conditioning_build_on(PackConditioning *c, const Pack *p, const 
         if (p->samples[i].tokens > max_q) max_q = p->samples[i].tokens;
         if (len > max_kv) max_kv = len;
     }
-    Tensor hfps = TF32(fps, B), hlabels = TI32(labels, B), hcu = TI32(cu, B + 1);
-    VFM_TRY(tensor_copy(&c->fps, &hfps));
-    VFM_TRY(tensor_copy(&c->labels, &hlabels));
-    VFM_TRY(tensor_copy(&c->cu_text_cond, &hcu));
+    VFM_TRY(op_upload(&c->fps, fps)); /* on the ops' stream: no wait for the GPU inside the step */
+    VFM_TRY(op_upload(&c->labels, labels));
+    VFM_TRY(op_upload(&c->cu_text_cond, cu));
     /* the text in the activation dtype, a dropped prompt's first row zeroed (its length is 1) */
     VFM_TRY(op_convert(&c->text, &pt->text));
     for (int i = 0; i < B; i++) {

@@ -175,6 +175,9 @@ static vfm_status ddpm_finish(DiT *model, ObjectiveBatch *b, double grad_scale, 
         }
         VFM_TRY(objective_convert(&d.dF, &d.dF32));
     }
+    int on_device; /* without learned sigma only the MSE term (the VB one is 0) */
+    VFM_TRY(objective_loss_on_device(&d.stats, learned ? 2 : 1, B, res, &on_device));
+    if (on_device) return VFM_OK;
     const float *st;
     VFM_TRY(objective_fetch(b, &d.stats, &st));
     /* without learned sigma the VB values are 0 (the stats' VB entries are not written) */

@@ -77,6 +77,9 @@ static vfm_status edm_finish(DiT *model, ObjectiveBatch *b, double grad_scale, O
         VFM_TRY(op_weighted_mse_backward(&e.d_denoised, grad_scale, &e.denoised, &e.x0, &e.weight, &b->cond.mask, t2s));
         VFM_TRY(op_edm_denoise_backward(&e.dF, &e.d_denoised, &e.c_out, t2s));
     }
+    int on_device;
+    VFM_TRY(objective_loss_on_device(&e.stats, 1, e.B, res, &on_device));
+    if (on_device) return VFM_OK;
     const float *st;
     VFM_TRY(objective_fetch(b, &e.stats, &st));
     res->loss = st[0];

@@ -93,6 +93,9 @@ static vfm_status flow_finish(DiT *model, ObjectiveBatch *b, double grad_scale, 
         VFM_TRY(op_weighted_mse_backward(&f.dF32, grad_scale, &f.F32, &f.target, &weight, &b->cond.mask, t2s));
         VFM_TRY(objective_convert(&f.dF, &f.dF32));
     }
+    int on_device;
+    VFM_TRY(objective_loss_on_device(&f.stats, 1, B, res, &on_device));
+    if (on_device) return VFM_OK;
     const float *st;
     VFM_TRY(objective_fetch(b, &f.stats, &st));
     res->loss = st[0];

@@ -99,6 +99,10 @@ typedef struct ObjectiveResult {
     };
     int *dropped;        /* [n] 1 when the sample's text was dropped, or NULL */
     float *F;            /* [S, out_dim] the network output, or NULL */
+    /* NULL, or a step state (ops.h, f64 on the model's device): the pack's loss is added to its
+     * STEP_LOSS on the device and not read on the host (res->loss is then NaN) when nothing else
+     * is asked for on the host (sample_loss and F NULL): the training step's way */
+    Tensor *loss_into;
 } ObjectiveResult;
 
 /* Loss of one pack with given draws (draws->noise required, host memory); when grad_scale > 0 also

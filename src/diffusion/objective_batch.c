@@ -2,12 +2,12 @@
  * small host <-> device copies, f32 views and twins. */
 #include "diffusion/objective_internal.h"
 
+#include <math.h>
+
+#include "core/host_reads.h"
 #include "ops/ops.h"
 
-vfm_status objective_put(Tensor *dst, const void *host) {
-    Tensor h = tensor_make((void *)host, dst->dtype, DEV_CPU, dst->ndim, dst->shape);
-    return tensor_copy(dst, &h);
-}
+vfm_status objective_put(Tensor *dst, const void *host) { return op_upload(dst, host); }
 
 vfm_status objective_get(void *host, const Tensor *src) {
     Tensor h = tensor_make(host, src->dtype, DEV_CPU, src->ndim, src->shape);
@@ -18,8 +18,18 @@ Tensor objective_slice(const Tensor *t, int64_t at, int64_t n) {
     return tensor_make((float *)t->data + at, DT_F32, t->device, 1, &n);
 }
 
+vfm_status objective_loss_on_device(const Tensor *stats, int n, int n_samples, ObjectiveResult *res, int *done) {
+    *done = res->loss_into && !res->sample_loss && !res->F;
+    if (!*done) return VFM_OK;
+    res->loss = NAN;
+    res->n_samples = n_samples;
+    Tensor loss = objective_slice(stats, 0, n);
+    return op_f64_accumulate(res->loss_into, STEP_LOSS, &loss, n);
+}
+
 vfm_status objective_fetch(ObjectiveBatch *b, const Tensor *t, const float **host) {
     if (t->device == DEV_CPU) {
+        vfm_host_read("objective: statistics to the host"); /* on CUDA the copy below waits (counted there) */
         *host = t->data;
         return VFM_OK;
     }

@@ -50,6 +50,9 @@ Tensor objective_slice(const Tensor *t, int64_t at, int64_t n);
 /* *host = t's values (a small f32 tensor) in host memory: t's own data on the CPU, else a copy in
  * b->work's host buffer (valid until the next use of it); waits for the device. */
 vfm_status objective_fetch(ObjectiveBatch *b, const Tensor *t, const float **host);
+/* With res->loss_into (and no host output asked for): the first n values of stats (the pack's loss
+ * terms) added to it on the device, *done = 1, nothing fetched; else *done = 0. */
+vfm_status objective_loss_on_device(const Tensor *stats, int n, int n_samples, ObjectiveResult *res, int *done);
 /* res->F (host f32 [S, w]) from the network output F (activation dtype); scratch: an f32 tensor of
  * F's size used when F is bf16. A no-op when res->F is NULL. */
 vfm_status objective_output_to_host(ObjectiveResult *res, const Tensor *F, Tensor *scratch);

@@ -1,4 +1,7 @@
-/* The DiT family, one model code for every variant (docs/models.md):
+/* The DiT family (docs/models.md): a model is an architecture's list of layers (arch.h) — patch
+ * embedding, conditioning, blocks of residual sub-layers, output head — run by one loop over
+ * its blocks (dit.c) that places the pack's rows on this rank's layout, gathers and releases
+ * FSDP units, and recomputes. The architectures:
  *   dfm         DFM's cross-attention DiT (research/dfm.md §1.1–1.4): adaLN-LoRA, 9 chunks,
  *               per-head RMSNorm QK-norm, no biases, erf-GELU, 3-D sin-cos position, plain final Linear;
  *   nemo-adaln  NeMo's full-rank form of it (dfm.md §1.6): one Linear(D → 9D) modulation and a
@@ -8,15 +11,16 @@
  *               timestep features, class embedding with a null class, 2-D sin-cos position, conv
  *               patch layout, final LayerNorm + shift/scale + Linear; optionally cross-attention
  *               to the text with QK-norm (9 chunks).
- * A variant is a set of features (DiTFeatures) read by one table builder (dit_table.c) and one
- * block forward/backward (dit.c); parameter names follow reference/model_torch.py (for
- * adaln-zero: the DiT reference's own names). Built only from the op API. One call handles one
- * pack: tokens of several samples of any size, attention never crossing samples, padding rows
- * never read. */
+ * Parameter names follow reference/model_torch.py (for adaln-zero: the DiT reference's own names).
+ * Built only from the op API. One call handles one pack: tokens of several samples of any size,
+ * attention never crossing samples, padding rows never read. */
 #ifndef VFM_DIT_H
 #define VFM_DIT_H
 
 #include "core/arena.h"
+#include "model/conditioning.h"
+#include "model/embed.h"
+#include "model/head.h"
 #include "model/params.h"
 #include "ops/ops.h"
 #include "parallel/cp_attention.h"
@@ -28,10 +32,10 @@ typedef struct Config Config;
 typedef struct DiTSaved DiTSaved;
 
 typedef enum { DIT_VARIANT_DFM, DIT_VARIANT_NEMO_ADALN, DIT_VARIANT_ADALN_ZERO } DiTVariant;
-typedef enum { DIT_POS_AUTO = 0, DIT_POS_SINCOS_3D, DIT_POS_SINCOS_2D } DiTPosEmbedding;
 enum { DIT_AUTO = 0, DIT_ON = 1, DIT_OFF = 2 }; /* DiTConfig.cross_attention */
 
-/* What a variant is made of; dit_config_resolve derives it from the variant and the options. */
+/* What a variant is made of: its architecture (arch.h) derives it from the options, and builds
+ * its layers from it; `vfm model info` prints it. */
 typedef struct DiTFeatures {
     int adaln_full;       /* 1: one Linear(D → n·D) modulation; 0: adaLN-LoRA W2·W1 (rank adaln_lora) */
     int adaln_bias;       /* the modulation Linear has a bias */
@@ -88,24 +92,6 @@ int dit_out_dim(const DiTConfig *c);    /* p²·pt·C_out, doubled with learn_si
  * dropped for CFG or absent (< 0). -1 when that needs a null class the model does not have
  * (class_dropout_prob = 0), when a kept label is >= num_classes, or without classes. */
 int32_t dit_class_row(const DiTConfig *c, int32_t label, int drop);
-
-/* A linear layer's parameters: weight entry w (rows [row0, row0 + out) of it), bias entry b
- * (elements [row0, row0 + out)) or -1. Fused weights (qkv) hand out row blocks of one entry. */
-typedef struct DiTLinear {
-    int w, b;
-    int64_t row0, out;
-} DiTLinear;
-
-/* Per-block parameters, resolved when the table is built. */
-typedef struct DiTBlockParams {
-    int first_entry;               /* the block's first table entry (its entries are contiguous) */
-    DiTLinear ada_down, ada_up;    /* LoRA: down [R, D] and up [nD, R]; full: up only [nD, D] (down.w = -1) */
-    DiTLinear sa_q, sa_k, sa_v, sa_proj;
-    int sa_qn, sa_kn;              /* QK-norm weights [hd] or -1 */
-    DiTLinear ca_q, ca_k, ca_v, ca_proj; /* unused without cross-attention */
-    int ca_qn, ca_kn;
-    DiTLinear fc1, fc2;
-} DiTBlockParams;
 
 /* How one DiT is split over ranks (docs/parallel.md "The DiT under TP, SP and CP"):
  *  TP  heads, kv heads and MLP units split over tp ranks: q, k, v (or the fused qkv, by parts),
@@ -167,16 +153,16 @@ typedef struct DiT {
     ParamTable *full_table; /* the single-rank table of the whole model (names and shapes of the checkpoint files) */
     TpShardMap *shards;     /* where this rank's entries sit in the full tensors (identity at TP 1); under
                              * PP it shards the stage's table and maps its entries into full_table */
-    DiTLinear x_embed, t_l1, t_l2, f_l1, f_l2, final_ada, final_out; /* final_ada.w = -1 without */
-    int y_table;     /* class table [N(+1), D] or -1 */
-    int cond_norm_w; /* [D] or -1 */
+    /* The layers (their handles index `table`; under PP a layer on another stage has -1) */
+    PatchEmbedLayer patch;
+    ConditioningLayer cond;
+    struct DiTBlock *blocks; /* [n_blocks] (block.h): this rank's blocks (all L without PP), in global order */
+    FinalLayer head;
     int head_first;  /* first table entry after the blocks (the final layer's) */
-    DiTBlockParams *blocks; /* [n_blocks]: this rank's blocks (all L without PP), in global order */
     int n_blocks;
     int *block_ids;         /* [n_blocks]: their global numbers (names and keyed draws use these) */
     int *block_local;       /* [L]: global block → index in blocks, -1 when another stage holds it */
     struct PpStageMap *stage; /* PP: this stage's entries in the whole model's table, or NULL */
-    int32_t *patch_perm; /* [token_dim] on the model's device: conv column order (conv_patch) */
     /* Activation recomputation (dit_set_recompute; none by default), and the scratch arena that
      * every slot's chunks share for what they recompute (sized by dit_reserve) */
     RecomputeConfig recompute;

@@ -1,60 +1,25 @@
-/* DiTConfig from the model.* config keys, the features each variant implies, and the checks that
- * make a configuration buildable. */
+/* DiTConfig from the model.* config keys, the features of its architecture (arch.h), and the
+ * checks that make a configuration buildable. */
+#include <stdio.h>
 #include <string.h>
 
 #include "core/config.h"
-#include "model/dit.h"
-
-static const char *const VARIANT_NAMES[] = {"dfm", "nemo-adaln", "adaln-zero"};
+#include "model/arch.h"
 
 const char *dit_variant_name(DiTVariant v) {
-    return (unsigned)v < sizeof VARIANT_NAMES / sizeof VARIANT_NAMES[0] ? VARIANT_NAMES[v] : "?";
-}
-
-int dit_token_dim(const DiTConfig *c) { return c->in_channels * c->patch_spatial * c->patch_spatial * c->patch_temporal; }
-
-int dit_out_dim(const DiTConfig *c) {
-    return c->out_channels * (c->learn_sigma ? 2 : 1) * c->patch_spatial * c->patch_spatial * c->patch_temporal;
-}
-
-int32_t dit_class_row(const DiTConfig *c, int32_t label, int drop) {
-    if (c->num_classes <= 0) return -1;
-    if (!drop && label >= 0) return label < c->num_classes ? label : -1;
-    return c->class_dropout_prob > 0 ? c->num_classes : -1;
-}
-
-/* The features of each variant (docs/models.md has the table). */
-static void variant_features(DiTConfig *c) {
-    DiTFeatures *f = &c->f;
-    memset(f, 0, sizeof *f);
-    int dit = c->variant == DIT_VARIANT_ADALN_ZERO;
-    f->adaln_full = c->variant != DIT_VARIANT_DFM;
-    f->adaln_bias = dit;
-    f->linear_bias = dit;
-    f->fused_qkv = dit;
-    f->mlp_act = dit ? ACT_GELU_TANH : ACT_GELU_ERF;
-    f->self_qk_norm = dit ? 0 : c->qk_norm;
-    f->cross_qk_norm = c->qk_norm;
-    f->block_ln_eps = dit ? 1e-6f : c->ln_eps;
-    f->t_freq_dim = dit ? 256 : c->hidden;
-    f->t_flip = dit;
-    f->fps_embedder = !dit;
-    f->cond_norm = c->variant == DIT_VARIANT_NEMO_ADALN;
-    f->final_adaln = dit;
-    f->conv_patch = dit;
-    f->cross_attn = c->cross_attention == DIT_AUTO ? !dit : c->cross_attention == DIT_ON;
-    f->n_chunks = f->cross_attn ? 9 : 6;
-    f->pos = c->pos_embedding != DIT_POS_AUTO ? c->pos_embedding : dit ? DIT_POS_SINCOS_2D : DIT_POS_SINCOS_3D;
+    const DiTArch *arch = dit_arch(v);
+    return arch ? arch->name : "?";
 }
 
 vfm_status dit_config_resolve(DiTConfig *c) {
-    if ((unsigned)c->variant > DIT_VARIANT_ADALN_ZERO)
-        return vfm_fail(VFM_ERR_USAGE, "model.variant: unknown variant %d", (int)c->variant);
+    const DiTArch *arch = dit_arch(c->variant);
+    if (!arch) return vfm_fail(VFM_ERR_USAGE, "model.variant: unknown variant %d", (int)c->variant);
     if (c->hidden <= 0 || c->heads <= 0 || c->layers <= 0)
         return vfm_fail(VFM_ERR_USAGE, "model: hidden_size, num_layers and num_attention_heads must be positive");
     if (c->kv_heads <= 0) c->kv_heads = c->heads;
     if (c->ffn <= 0) c->ffn = 4 * c->hidden;
-    variant_features(c);
+    memset(&c->f, 0, sizeof c->f);
+    arch->features(c);
     const DiTFeatures *f = &c->f;
     if (c->hidden % c->heads != 0)
         return vfm_fail(VFM_ERR_USAGE, "model.hidden_size (%d) must be a multiple of model.num_attention_heads (%d)",
@@ -91,11 +56,13 @@ static int auto_bool(const char *s) { return strcmp(s, "auto") == 0 ? DIT_AUTO :
 vfm_status dit_config_from(DiTConfig *c, const Config *cfg) {
     memset(c, 0, sizeof *c);
     const char *variant = cfg_str(cfg, "model.variant");
-    int found = 0;
-    for (int v = 0; v <= DIT_VARIANT_ADALN_ZERO; v++)
-        if (strcmp(variant, VARIANT_NAMES[v]) == 0) c->variant = (DiTVariant)v, found = 1;
-    if (!found)
-        return vfm_fail_at(VFM_ERR_USAGE, NULL, "model.variant", variant, "expected dfm, nemo-adaln or adaln-zero");
+    char names[128], expected[160];
+    const DiTArch *arch = dit_arch_named(variant, names, sizeof names);
+    if (!arch) {
+        snprintf(expected, sizeof expected, "expected %s", names);
+        return vfm_fail_at(VFM_ERR_USAGE, NULL, "model.variant", variant, expected);
+    }
+    c->variant = arch->variant;
     c->hidden = (int)cfg_int(cfg, "model.hidden_size");
     c->layers = (int)cfg_int(cfg, "model.num_layers");
     c->heads = (int)cfg_int(cfg, "model.num_attention_heads");

@@ -1,18 +1,13 @@
-/* Where the DiT's weights and gradients are (its own buffers, or the units of ZeRO-2/3), and the
- * hooks the block loop calls under FSDP (parallel/fsdp.h): gather before a block's forward and
+/* ZeRO-2/3 for the DiT (parallel/fsdp.h): one FSDP unit per block (the embedders and the final
+ * layer one each), and the hooks the block loop calls: gather before a block's forward and
  * backward (prefetching the next unit), release after, a unit's gradient buffer before its backward
- * and its reduce-scatter after. Without m->fsdp every hook does nothing. */
+ * and its reduce-scatter after. Without m->fsdp every hook does nothing; weights.c reads the
+ * weights and gradients from the units. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "model/dit_internal.h"
 #include "parallel/fsdp.h"
-
-void dit_block_layout(const DiT *m, int *block_first, int *n_blocks, int *head_first) {
-    for (int k = 0; k < m->n_blocks; k++) block_first[k] = m->blocks[k].first_entry;
-    *n_blocks = m->n_blocks;
-    *head_first = m->head_first;
-}
 
 vfm_status dit_fsdp_create(DiT *m, Fsdp *f, const FsdpConfig *cfg, Comm *comm, Comm *tp_comm) {
     if (m->fsdp) return vfm_fail(VFM_ERR_INTERNAL, "dit: FSDP is already set up");
@@ -43,33 +38,6 @@ vfm_status dit_fsdp_create(DiT *m, Fsdp *f, const FsdpConfig *cfg, Comm *comm, C
     m->params = m->grads = NULL;
     m->fsdp = f;
     return VFM_OK;
-}
-
-/* Entry i's element `at` in its unit's buffer bufs[unit] (NULL when the unit is not there). */
-static float *in_unit(const DiT *m, float *const *bufs, int entry, int64_t at) {
-    int u = m->fsdp_unit[entry];
-    float *base = bufs[u];
-    if (!base) return NULL;
-    return base + (m->table.entries[entry].offset - m->fsdp->lay.units[u].begin + at);
-}
-
-void *dit_weight_ptr(const DiT *m, int entry, int64_t at, DType *dt) {
-    if (m->fsdp) {
-        *dt = DT_F32;
-        return in_unit(m, m->fsdp->unit_params, entry, at);
-    }
-    int64_t e = m->table.entries[entry].offset + at;
-    if (m->wcopy) {
-        *dt = m->act_dtype;
-        return (char *)m->wcopy + (size_t)e * dtype_size(m->act_dtype);
-    }
-    *dt = DT_F32;
-    return m->params + e;
-}
-
-float *dit_grad_ptr(const DiT *m, int entry, int64_t at) {
-    if (m->fsdp) return in_unit(m, m->fsdp->unit_grads, entry, at);
-    return m->grads + m->table.entries[entry].offset + at;
 }
 
 static int unit_of_block(const DiT *m, int l) { return m->fsdp_unit[dit_block(m, l)->first_entry]; }

@@ -1,7 +1,8 @@
-/* Internal to src/model: the activation tensors one DiT forward keeps for its backward, and the
- * scratch its backward reuses, carved from the model's arena (dit_acts.c); where a pack's rows
- * live on this rank of a parallel layout (dit_parallel.c). Tensors a variant does not use are
- * left empty (data NULL).
+/* Internal to src/model: the activations one DiT forward keeps for its backward and the scratch
+ * its backward reuses, carved from the model's arena (dit_acts.c; each layer carves its own:
+ * block.h, conditioning.h, head.h); where a pack's rows live on this rank of a parallel layout
+ * (dit_parallel.c); the model's own steps around its layers (which blocks this rank runs, FSDP,
+ * recomputation, staging). Tensors a model does not use are left empty (data NULL).
  *
  * Row counts of one forward: S_in rows in the caller's whole pack; S rows in the internal whole
  * pack (the same pack, re-padded when a slot does not divide by CP, by TP·CP under SP); R = S/CP
@@ -10,23 +11,9 @@
 #ifndef VFM_DIT_INTERNAL_H
 #define VFM_DIT_INTERNAL_H
 
+#include "model/block.h"
 #include "model/dit.h"
 #include "parallel/tp.h"
-
-enum { DIT_MAX_CHUNKS = 9 };
-
-typedef struct BlockActs {
-    Tensor h0, h1, h2;                    /* [Rl,D] residual stream before each sub-layer (h2 = h1 without cross) */
-    Tensor mean[3], rstd[3];              /* [Rl] LayerNorm statistics per site (sa, ca, mlp) */
-    Tensor xm[3];                         /* [Rl,D] modulated LayerNorm outputs */
-    Tensor q, k, v, qn, kn, q_rstd, k_rstd; /* q,qn [R,Dq]; k,v,kn [R,Dkv]; rstd [R·H/TP], [R·Hkv/TP] */
-    Tensor o, lse, a;                     /* o [R,Dq]; lse [R,H/TP]; a [Rl,D] */
-    Tensor cq, cqn, cq_rstd;              /* [R,Dq], [R·H/TP] */
-    Tensor ck, cv, ckn, ck_rstd;          /* [L,Dq], [L·H/TP] */
-    Tensor co, clse, c;                   /* [R,Dq], [R,H/TP], [Rl,D] */
-    Tensor f_pre, f, mo;                  /* [R,ffn/TP], [R,ffn/TP], [Rl,D] */
-    Tensor u, mod, chunk[DIT_MAX_CHUNKS]; /* [B,R] (LoRA), [B,nD], [B,D] each */
-} BlockActs;
 
 /* Where the caller's whole pack lives on this rank (dit_parallel.c). With one rank (and whenever
  * nothing moves) `identity` is 1 and x, t2s, pos are the caller's own tensors. */
@@ -66,28 +53,23 @@ typedef struct Acts {
     Tensor w_whole, w_cp, w_gather;       /* [S, wmax], [R, wmax], [S, out] (wmax = max(token_dim, out, 3)) */
     Tensor out_local, dout_local;         /* [Rl, out] */
     Tensor xm_full, partial;              /* [R, D] */
-    Tensor x_perm;                        /* [Rl, token_dim] tokens in conv column order (conv_patch) */
-    Tensor t_in, t1_pre, t1, t_emb;       /* [B,tf], [B,D], [B,D], [B,D] */
-    Tensor f_in, f1_pre, f1, f_emb;       /* [B,F] (fps embedder) */
-    Tensor y_emb;                         /* [B,D] class embedding */
-    Tensor cond_raw, cond_rstd, cond;     /* [B,D], [B], [B,D]: cond = RMSNorm(cond_raw) or cond_raw itself */
-    Tensor cond_silu;                     /* [B,D] */
+    Tensor x_perm;                        /* [Rl, token_dim] tokens in conv column order (embed.h) */
+    CondActs cond;
+    BlockActs *blocks;                    /* [layers], indexed by global block */
     Tensor h_final;                       /* [Rl,D] output of the last block */
-    Tensor fmod, fshift, fscale, fmean, frstd, fxm; /* final adaLN: [B,2D], [B,D], [B,D], [Rl], [Rl], [Rl,D] */
-    BlockActs *blocks;
-    /* backward scratch, reused by every block */
-    Tensor d_res, d_branch, d_xm;                        /* [Rl,D] */
-    Tensor d_xm_full, d_partial;                         /* [R,D] (SP; otherwise views of d_xm, d_branch) */
-    Tensor d_attn_o;                                     /* [R,Dq] */
-    Tensor d_q, d_qn, d_k, d_kn, d_v;                    /* [R,Dq] / [R,Dkv] */
-    Tensor d_ffn;                                        /* [R,ffn/TP] */
-    Tensor d_ck, d_ckn, d_cv;                            /* [L,Dq] */
-    Tensor d_mod, d_chunk[DIT_MAX_CHUNKS], d_u;          /* [B,nD], [B,D], [B,R] */
-    Tensor d_cond_silu, d_cond, d_cond_raw, d_t1, d_f_emb, d_f1; /* [B,D] / [B,F] */
+    HeadActs head;
+    /* backward scratch, reused by every block: the residual stream's gradient, a mixer's output
+     * gradient and its normed input's, and (SP) the region's rows of both */
+    Tensor d_res, d_branch, d_xm;         /* [Rl,D] */
+    Tensor d_xm_full, d_partial;          /* [R,D] (SP; otherwise views of d_xm, d_branch) */
+    AttnScratch attn;
+    MlpScratch mlp;
+    ModScratch mod;
     /* recomputation (dit_recompute.c), in the model's scratch arena: SELECTIVE blocks' attention
-     * outputs, shared by every block; a FULL group's replayed output, not needed again */
+     * outputs, one pair per attention of a block, shared by every block; a FULL group's replayed
+     * output, not needed again */
     int b0, b1;                           /* the chunk carved: global blocks [b0, b1) */
-    Tensor rc_o, rc_lse, rc_co, rc_clse;  /* [R,Dq], [R,H/TP], [R,Dq], [R,H/TP] */
+    AttnActs rc[DIT_MAX_SUBLAYERS];       /* o [R,Dq], lse [R,H/TP] */
     Tensor rc_sink;                       /* [Rl,D] */
 } Acts;
 
@@ -99,26 +81,35 @@ struct DiTSaved {
     int b0, b1;      /* the chunk of the forward that filled it (b1 = 0: none yet) */
 };
 
+/* ---- dit_layout.c: which blocks this rank runs, and how ---- */
+/* The parameters of global block l (this rank must hold it). */
+const DiTBlock *dit_block(const DiT *m, int l);
+/* Global block l's recomputation plan in the chunk [b0, b1) (recompute_block; group bounds are
+ * global blocks). */
+RecomputeBlock dit_recompute_block(const DiT *m, int b0, int b1, int l);
+/* 1 when one of this rank's blocks has a mixer of this kind. */
+int dit_has_mixer(const DiT *m, MixerKind kind);
+
+/* ---- weights.c: where the weights and gradients are ---- */
+/* Element `at` of entry i's weights as the ops read them (*dt: their dtype): the act-dtype copy or
+ * the fp32 master, or (m->fsdp) its unit's buffer, which must be gathered. */
+void *dit_weight_ptr(const DiT *m, int entry, int64_t at, DType *dt);
+/* Element `at` of entry i's fp32 gradient: the model's buffer, or (m->fsdp) its unit's, between
+ * dit_fsdp_grads_begin and _end. */
+float *dit_grad_ptr(const DiT *m, int entry, int64_t at);
+
+/* ---- dit_acts.c ---- */
+/* Sizes the slot's arena to m->slot_bytes when it is smaller (before carving a forward into it). */
+vfm_status dit_saved_fit(DiT *m, DiTSaved *sv);
 /* Lays out the activations of a pack (a->pl sized: S, R, Rl), L text rows and B samples, with
  * the BlockActs of blocks [b0, b1) (a->blocks is indexed by global block). With arena NULL only
  * counts *bytes (what dit_reserve needs); otherwise carves from the arena. */
-/* Sizes the slot's arena to m->slot_bytes when it is smaller (before carving a forward into it). */
-vfm_status dit_saved_fit(DiT *m, DiTSaved *sv);
-/* The most blocks a chunk of this rank holds (dit_reserve sizes a slot for it). */
-int dit_max_chunk_blocks(const DiT *m);
-/* The parameters of global block l (this rank must hold it). */
-const DiTBlockParams *dit_block(const DiT *m, int l);
 vfm_status dit_carve_acts(const DiT *m, Arena *arena, size_t *bytes, Acts *a, int64_t L, int B, int b0, int b1);
-
 /* Recomputation's scratch (m->rc_scratch, rewound): the activations of blocks [first, end) of a
- * FULL group — block first without its kept input h0, the others whole — and a->rc_sink. */
+ * FULL group — block first without its kept input h[0], the others whole — and a->rc_sink. */
 vfm_status dit_carve_group(DiT *m, Acts *a, int first, int end);
 /* The same for SELECTIVE: the attention outputs, which every block of the chunk then points at. */
 vfm_status dit_carve_selective(DiT *m, Acts *a);
-
-/* ---- dit.c ---- */
-/* Block l's forward (dit.c): its input in a->blocks[l].h0, its output into h_out. */
-vfm_status dit_block_forward(const DiT *m, int l, Acts *a, const DiTInputs *in, Tensor *h_out);
 
 /* ---- dit_recompute.c ---- */
 /* Forward, before block l: the scratch for l's group when l starts a FULL group. */
@@ -126,18 +117,8 @@ vfm_status dit_recompute_forward_begin(DiT *m, Acts *a, int l);
 /* Backward, before block l: when l ends a FULL group, the group's forward again from its kept input
  * (the probes stay silent). */
 vfm_status dit_recompute_backward_begin(DiT *m, Acts *a, const DiTInputs *in, int l);
-/* 1 when block l recomputes its attention outputs before the attention's backward (SELECTIVE). */
-int dit_recomputes_attention(const DiT *m, int l);
-/* Global block l's plan in the chunk [b0, b1) (recompute_block; group bounds are global blocks). */
-RecomputeBlock dit_recompute_block(const DiT *m, int b0, int b1, int l);
 
-/* ---- dit_fsdp.c: where the weights and gradients are, and the ZeRO-2/3 hooks ---- */
-/* Element `at` of entry i's weights as the ops read them (*dt: their dtype): the act-dtype copy or
- * the fp32 master, or (m->fsdp) its unit's buffer, which must be gathered. */
-void *dit_weight_ptr(const DiT *m, int entry, int64_t at, DType *dt);
-/* Element `at` of entry i's fp32 gradient: the model's buffer, or (m->fsdp) its unit's, between
- * dit_fsdp_grads_begin and _end. */
-float *dit_grad_ptr(const DiT *m, int entry, int64_t at);
+/* ---- dit_fsdp.c: the ZeRO-2/3 hooks of the block loop ---- */
 /* Around block l's forward: gather its unit (and prefetch block next's, when next >= 0: the next
  * block of the chunk); release it. */
 vfm_status dit_fsdp_forward_begin(DiT *m, int l, int next);

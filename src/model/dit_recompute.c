@@ -2,8 +2,8 @@
  * keys: src/parallel/recompute.h; docs/parallel.md "Activation recomputation"). The loop in dit.c
  * calls dit_recompute_forward_begin before each block's forward (a FULL group's activations are
  * carved in the arena's scratch) and dit_recompute_backward_begin before each block's backward (at
- * the last block of a FULL group: the group's forward again from its kept input); block_backward
- * asks dit_recomputes_attention before a SELECTIVE block's attention backward. Plans are made per
+ * the last block of a FULL group: the group's forward again from its kept input); under SELECTIVE
+ * each attention layer recomputes its output before its backward (attention.c). Plans are made per
  * chunk [b0, b1) of the forward (recompute.h; dit_forward's chunk is every block); what is
  * recomputed lives in the model's scratch arena, which every slot shares. A replay is the
  * same computation on the same inputs: the block has no random draws (σ, noise and the CFG drop
@@ -20,17 +20,6 @@ vfm_status dit_set_recompute(DiT *m, const RecomputeConfig *rc) {
     memset(&m->recompute, 0, sizeof m->recompute);
     if (rc) m->recompute = *rc;
     return VFM_OK;
-}
-
-RecomputeBlock dit_recompute_block(const DiT *m, int b0, int b1, int l) {
-    RecomputeBlock p = recompute_block(&m->recompute, b1 - b0, l - b0);
-    p.group_first += b0, p.group_end += b0;
-    return p;
-}
-
-int dit_recomputes_attention(const DiT *m, int l) {
-    (void)l; /* selective covers every block */
-    return m->recompute.granularity == RECOMPUTE_SELECTIVE;
 }
 
 vfm_status dit_recompute_forward_begin(DiT *m, Acts *a, int l) {
@@ -52,7 +41,8 @@ vfm_status dit_recompute_backward_begin(DiT *m, Acts *a, const DiTInputs *in, in
     for (int j = p.group_first; j < p.group_end && s == VFM_OK; j++) {
         /* ZeRO-3: each block's unit gathered around its replay, as in the forward */
         s = dit_fsdp_forward_begin(m, j, j + 1 < p.group_end ? j + 1 : -1);
-        if (s == VFM_OK) s = dit_block_forward(m, j, a, in, j + 1 < p.group_end ? &a->blocks[j + 1].h0 : &a->rc_sink);
+        Tensor *out = j + 1 < p.group_end ? &a->blocks[j + 1].h[0] : &a->rc_sink;
+        if (s == VFM_OK) s = block_forward(m, j, dit_block(m, j), &a->blocks[j], a, in, out);
         if (s == VFM_OK) m->rc_replays++;
         if (s == VFM_OK) s = dit_fsdp_forward_end(m, j);
     }

@@ -42,9 +42,25 @@ extern "C" {
 /* Threads used by CPU ops and OpenBLAS (pinned, so results are reproducible). */
 void ops_set_threads(int n);
 int ops_get_threads(void);
+/* Call first thing in main(): when OpenBLAS did not know this CPU and took its slowest (Prescott)
+ * kernels although the CPU has AVX2 or AVX-512, runs the program again (execv of argv) with
+ * OPENBLAS_CORETYPE naming the kernels it supports (ops_blas_core.c). Returns when nothing is to
+ * be done, when OPENBLAS_CORETYPE is already set, or when the exec failed. */
+void ops_blas_pick_core(char **argv);
 /* The GPU libraries the CUDA ops load at run time (cuBLASLt, cuDNN), one line each: the file and
  * version loaded, or why not; "" in a build without CUDA. Tries to load them. */
 const char *ops_describe_libraries(void);
+/* The attention implementation of the CUDA ops by name: "auto" (cuDNN, the reference kernel where
+ * cuDNN cannot), "reference", "cudnn" (an error where cuDNN cannot); VFM_ERR_USAGE for another
+ * name. Nothing to choose in a build without CUDA (VFM_OK). */
+vfm_status ops_set_attention_impl(const char *name);
+/* On CUDA the lookup and gather ops (op_embedding_*, op_gather_columns*) check their indices on the
+ * GPU without the host waiting: an index outside gives 0 (its gradient is dropped) and the first
+ * one is kept; this reports it (VFM_ERR_SHAPE naming the op, the position and the value) and
+ * clears it, waiting for the GPU. VFM_OK on the CPU, whose ops refuse such an index at once. */
+vfm_status ops_check_index_errors(void);
+/* Attention calls (forward or backward) the CUDA reference kernel has served so far; 0 without CUDA. */
+int64_t ops_attention_reference_calls(void);
 /* The CUDA stream the ops are issued on (a cudaStream_t; NULL = the legacy default stream, and in a
  * build without CUDA): what copies that overlap compute order themselves against, by events. */
 void *ops_stream(void);
@@ -126,8 +142,9 @@ typedef struct VarlenLayout {
  * declines run a reference kernel); head_dim <= 256; cuDNN may read (never write) up to a tile
  * past a sample's real rows, so CUDA buffers of q, k, v, o, dout and the gradients should have
  * ATTN_SPARE_ROWS rows after the last sample's slot (padding rows; not checked: the offsets
- * live on the GPU), and their padding rows should be finite, as the model's are (a NaN read
- * there may leak through a zero probability; test cuda_attention_cudnn_nan_padding_unchanged). */
+ * live on the GPU), and their padding rows must be finite, as the model's are (a NaN read there
+ * may leak through a zero probability: docs/design-amendments.md §3; test
+ * cuda_attention_cudnn_zero_padding_and_keyless_neighbours). */
 #define ATTN_SPARE_ROWS 128
 vfm_status op_attention_forward(Tensor *o, Tensor *lse, const Tensor *q, const Tensor *k, const Tensor *v,
                                 const VarlenLayout *layout);
@@ -172,7 +189,8 @@ vfm_status op_pos_embed_3d_add(Tensor *x, const Tensor *pos, const Tensor *tok2s
 vfm_status op_pos_embed_2d_add(Tensor *x, const Tensor *pos, const Tensor *tok2sample);
 
 /* Row lookup (class-label embedding): out[B,D] = table[idx[b]], table[N,D], idx[B] i32 in [0, N)
- * (an index outside is VFM_ERR_SHAPE, nothing written; on CUDA the check waits for the GPU).
+ * (an index outside is VFM_ERR_SHAPE, nothing written; on CUDA it is found on the GPU without a
+ * wait: its row is 0, and ops_check_index_errors reports it).
  * table, out ACT. */
 vfm_status op_embedding_forward(Tensor *out, const Tensor *table, const Tensor *idx);
 /* dtable[N,D] += Σ_{b: idx[b] = n} dout[b], each row's terms added in order of b (the same bits
@@ -182,7 +200,7 @@ vfm_status op_embedding_backward(Tensor *dtable, const Tensor *dout, const Tenso
 /* ---- column permutation --------------------------------------------------------------- */
 /* out[N,K] = in[N, idx[k]] (in[N,M], idx[K] i32 in [0, M)): e.g. token columns (ph pw pt C) to
  * the (C pt ph pw) order of a convolution weight [D, C, pt, ph, pw]. in, out: one float dtype (any
- * on CUDA); an index outside is VFM_ERR_SHAPE (on CUDA the check waits for the GPU). */
+ * on CUDA); an index outside is VFM_ERR_SHAPE (on CUDA: 0 there, reported by ops_check_index_errors). */
 vfm_status op_gather_columns(Tensor *out, const Tensor *in, const Tensor *idx);
 /* din[N,M] += scatter of dout[N,K]: din[n, idx[k]] += dout[n,k], in order of k. din, dout: one
  * float dtype. */
@@ -278,11 +296,52 @@ typedef struct DdpmStepCoef {
 vfm_status op_ddpm_step(Tensor *out, const Tensor *x, const Tensor *eps, const Tensor *v, const Tensor *z,
                         const DdpmStepCoef *c);
 
+/* ---- the training step's scalars, kept on the device ------------------------------------- */
+/* Slots of a step state: an f64 tensor [STEP_SLOTS + 3·records] on the model's device, so that the
+ * training step decides on the device whether its update applies and how far it is clipped, and
+ * the host never waits for the GPU inside a step (docs/training.md "No host round trips"). After
+ * the slots, one record (loss, norm, ok) per step since the host last read the state. */
+typedef enum {
+    STEP_LOSS = 0,  /* the step's loss: Σ of its packs' losses, then their mean (the decision resets it) */
+    STEP_SUMSQ,     /* Σ g² of the reduced gradients */
+    STEP_NORM,      /* √STEP_SUMSQ */
+    STEP_OK,        /* 1: loss and norm finite, the update applies; 0: the step is skipped */
+    STEP_SCALE,     /* the clip factor min(1, clip / (norm + 1e-6)), 1 without clipping */
+    STEP_ADAM_T,    /* AdamW updates applied so far (a skipped step leaves it) */
+    STEP_STEP_SIZE, /* lr / (1 − β1^t) of this step's update (t = STEP_ADAM_T after it) */
+    STEP_BC2_SQRT,  /* √(1 − β2^t) */
+    STEP_SLOTS
+} StepSlot;
+/* acc[at] += Σ_{i<n} x[i], the x (f32) summed in double in order first (n <= 8): a pack's loss
+ * from the loss op's output into the step's, without a host read. acc f64 on x's device. */
+vfm_status op_f64_accumulate(Tensor *acc, int64_t at, const Tensor *x, int n);
+/* acc[at] = Σ x², the bits of op_sum_squares, left on the device (acc f64 on x's device). */
+vfm_status op_sum_squares_into(Tensor *acc, int64_t at, const Tensor *x);
+/* dst[at] = Σ_{i<n} src[i] in order (0 + src[0] + src[1] + …), f64, on the device. */
+vfm_status op_f64_sum_into(Tensor *dst, int64_t at, const Tensor *src, int64_t n);
+/* buf[at] = buf[at] / divisor (f64, on the device). */
+vfm_status op_f64_div(Tensor *buf, int64_t at, double divisor);
+/* The step's decision, on the device, from STEP_LOSS (already the mean) and STEP_SUMSQ: STEP_NORM,
+ * STEP_OK = isfinite(loss) && isfinite(norm), STEP_SCALE (clip_scale of optim/optimizer.h, from
+ * the norm), and when ok STEP_ADAM_T += 1 with the bias corrections of that t formed in double from
+ * the f32 lr and betas exactly as op_adamw_step forms them; then record `record` (0-based: the
+ * slots STEP_SLOTS + 3·record …) = (loss, norm, ok) and STEP_LOSS = 0. */
+typedef struct StepDecideHyper {
+    double clip;             /* optimizer.clip_grad; <= 0: no clipping */
+    float lr, beta1, beta2;  /* this step's learning rate and AdamW's betas */
+    int64_t record;
+} StepDecideHyper;
+vfm_status op_step_decide(Tensor *state, const StepDecideHyper *h);
+
 /* ---- optimizer and numerics ----------------------------------------------------------- */
 typedef struct AdamWHyper {
     float lr, beta1, beta2, eps, weight_decay;
     int step;         /* 1-based step count for bias correction */
     float grad_scale; /* gradients are multiplied by this first (clipping), 1 = none */
+    /* NULL, or a step state (above) on the param's device: the update applies only when its
+     * STEP_OK is set (else nothing is written), with its STEP_SCALE (rounded to f32, as grad_scale)
+     * and bias corrections instead of grad_scale and step */
+    const Tensor *step_state;
 } AdamWHyper;
 /* torch.optim.AdamW: p ← p·(1 - lr·wd); m ← β1 m + (1-β1) g; v ← β2 v + (1-β2) g²;
  * p ← p - lr·(m/(1-β1^t)) / (√v/√(1-β2^t) + eps), with g = grad_scale·grad.
@@ -304,6 +363,11 @@ vfm_status op_count_nonfinite(int64_t *count, const Tensor *x);
 vfm_status op_fill(Tensor *x, double value);
 /* dst = src (any devices; same dtype and element count) */
 vfm_status op_copy(Tensor *dst, const Tensor *src);
+/* dst = the tensor_bytes(dst) bytes at host, issued on the ops' stream without waiting for the GPU
+ * (a blocking copy to the GPU would first wait for all the work before it): for the small per-pack
+ * values the training step uploads. host must be pageable memory (malloc'd: the runtime stages it
+ * at the call, so it may be reused at once), not page-locked. On the CPU a plain copy. */
+vfm_status op_upload(Tensor *dst, const void *host);
 /* dst = src with dtype conversion (e.g. f32 master -> bf16 weights); same element count. On CUDA:
  * f32 <-> bf16 (round to nearest even), both tensors on the GPU. */
 vfm_status op_convert(Tensor *dst, const Tensor *src);
@@ -315,6 +379,8 @@ vfm_status op_scale(Tensor *x, double alpha);
 vfm_status op_axpy(Tensor *y, double alpha, const Tensor *x);
 /* ema = decay·ema + (1-decay)·param */
 vfm_status op_ema_update(Tensor *ema, const Tensor *param, double decay);
+/* op_ema_update when the step state's STEP_OK is set (a skipped step leaves the EMA), on the device. */
+vfm_status op_ema_update_if(Tensor *ema, const Tensor *param, double decay, const Tensor *step_state);
 /* out[R,d] = in[R, col0 : col0+d]  (in[R,D]) — e.g. one chunk of the adaLN modulation */
 vfm_status op_columns_get(Tensor *out, const Tensor *in, int64_t col0);
 /* out[R, col0 : col0+d] += in[R,d]  (out[R,D]) — the backward of op_columns_get, and zero-padding adds */

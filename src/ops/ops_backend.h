@@ -78,6 +78,12 @@
     X(scale, (Tensor *x, double alpha)) \
     X(axpy, (Tensor *y, double alpha, const Tensor *x)) \
     X(ema_update, (Tensor *ema, const Tensor *param, double decay)) \
+    X(ema_update_if, (Tensor *ema, const Tensor *param, double decay, const Tensor *step_state)) \
+    X(f64_accumulate, (Tensor *acc, int64_t at, const Tensor *x, int n)) \
+    X(sum_squares_into, (Tensor *acc, int64_t at, const Tensor *x)) \
+    X(f64_sum_into, (Tensor *dst, int64_t at, const Tensor *src, int64_t n)) \
+    X(f64_div, (Tensor *buf, int64_t at, double divisor)) \
+    X(step_decide, (Tensor *state, const StepDecideHyper *h)) \
     X(columns_get, (Tensor *out, const Tensor *in, int64_t col0)) \
     X(columns_add, (Tensor *out, const Tensor *in, int64_t col0))
 

@@ -2,6 +2,7 @@
 #include "ops_check.h"
 
 #include <stdio.h>
+#include <string.h>
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -95,6 +96,33 @@ const char *ops_describe_libraries(void) {
     return cuda_describe_libraries();
 #else
     return "";
+#endif
+}
+
+vfm_status ops_set_attention_impl(const char *name) {
+    if (strcmp(name, "auto") != 0 && strcmp(name, "reference") != 0 && strcmp(name, "cudnn") != 0)
+        return vfm_fail(VFM_ERR_USAGE, "attention implementation '%s': expected auto, reference or cudnn", name);
+#ifdef VFM_CUDA
+    cuda_attention_set_impl(strcmp(name, "reference") == 0 ? CUDA_ATTN_REFERENCE
+                            : strcmp(name, "cudnn") == 0   ? CUDA_ATTN_CUDNN
+                                                           : CUDA_ATTN_AUTO);
+#endif
+    return VFM_OK;
+}
+
+vfm_status ops_check_index_errors(void) {
+#ifdef VFM_CUDA
+    return cuda_index_errors();
+#else
+    return VFM_OK;
+#endif
+}
+
+int64_t ops_attention_reference_calls(void) {
+#ifdef VFM_CUDA
+    return cuda_attention_reference_calls();
+#else
+    return 0;
 #endif
 }
 

@@ -16,6 +16,13 @@ vfm_status op_adamw_step(Tensor *param, Tensor *m, Tensor *v, const Tensor *grad
             return vfm_fail(VFM_ERR_SHAPE, "%s: %s is %s, param is %s", op, names[i], dtype_name(others[i]->dtype),
                             dtype_name(param->dtype));
     }
-    if (h->step < 1) return vfm_fail(VFM_ERR_SHAPE, "%s: step %d must be >= 1 (bias correction)", op, h->step);
+    if (h->step_state) {
+        const Tensor *st = h->step_state;
+        if (st->dtype != DT_F64 || st->device != param->device || tensor_numel(st) < STEP_SLOTS)
+            return vfm_fail(VFM_ERR_SHAPE, "%s: the step state must be f64 [>= %d] on %s", op, (int)STEP_SLOTS,
+                            device_name(param->device));
+    } else if (h->step < 1) {
+        return vfm_fail(VFM_ERR_SHAPE, "%s: step %d must be >= 1 (bias correction)", op, h->step);
+    }
     OPS_DISPATCH_WITH_CUDA(adamw_step, param, param, m, v, grad, h);
 }

@@ -3,6 +3,8 @@
 
 #include "ops_check.h"
 
+#include "core/cuda_runtime_shim.h"
+
 vfm_status op_fill(Tensor *x, double value) {
     VFM_TRY(ops_float_dtype("fill", x));
     OPS_DISPATCH_WITH_CUDA(fill, x, x, value);
@@ -11,6 +13,16 @@ vfm_status op_fill(Tensor *x, double value) {
 vfm_status op_copy(Tensor *dst, const Tensor *src) {
     OPS_RETURN_PROFILED(copy, dst->device == DEV_CUDA || src->device == DEV_CUDA ? DEV_CUDA : DEV_CPU,
                         tensor_copy(dst, src));
+}
+
+vfm_status op_upload(Tensor *dst, const void *host) {
+    size_t bytes = tensor_bytes(dst);
+    if (bytes == 0) return VFM_OK;
+    if (dst->device != DEV_CUDA) {
+        memcpy(dst->data, host, bytes);
+        return VFM_OK;
+    }
+    return vfm_cuda_memcpy_async(dst->data, 1, host, 0, bytes, ops_stream());
 }
 
 static double load_as_double(const void *p, DType t, int64_t i) {

@@ -107,7 +107,7 @@ vfm_status optimizer_step(Optimizer *o, float *params, const float *grads, doubl
 vfm_status optimizer_step_range(Optimizer *o, float *params, const float *grads, double lr, double grad_scale) {
     const ParamTable *t = o->table;
     AdamWHyper h = {(float)lr, (float)o->cfg.beta1, (float)o->cfg.beta2, (float)o->cfg.eps, 0.0f,
-                    (int)(o->step + 1), (float)grad_scale};
+                    (int)(o->step + 1), (float)grad_scale, o->gate};
     /* each run of adjacent trainable entries with the same weight-decay flag, inside [begin, end):
      * one update per run (elementwise, so the bits do not depend on how runs are cut; on the GPU a
      * few launches instead of one per entry) */
@@ -129,6 +129,6 @@ vfm_status optimizer_step_range(Optimizer *o, float *params, const float *grads,
         h.weight_decay = e->weight_decay ? (float)o->cfg.weight_decay : 0.0f;
         VFM_TRY(op_adamw_step(&p, &m, &v, &g, &h));
     }
-    o->step++;
+    if (!o->gate) o->step++; /* gated: the count is the state's STEP_ADAM_T (read with the counters) */
     return VFM_OK;
 }

@@ -37,6 +37,11 @@ typedef struct Optimizer {
     float *m, *v;          /* [end - begin] Adam moments, f32, on `device` */
     int64_t step;          /* updates applied so far (bias correction uses step + 1) */
     Device device;         /* where m, v and the params and grads it updates live */
+    /* NULL, or the training step's state on `device` (ops.h "the training step's scalars"): then
+     * the clip factor, the bias corrections and whether to update at all come from it (grad_scale
+     * and step are not used; a skipped step writes nothing), and its STEP_ADAM_T is the count —
+     * `step` is brought up to date by whoever reads the state (the trainer, with its counters). */
+    const Tensor *gate;
 } Optimizer;
 
 vfm_status optimizer_init(Optimizer *o, const OptimConfig *c, const ParamTable *t);
@@ -56,7 +61,8 @@ vfm_status grad_global_norm(const float *grads, int64_t n, double *norm);
 /* The same for a buffer on `device`. */
 vfm_status grad_global_norm_on(Device device, const float *grads, int64_t n, double *norm);
 /* One AdamW update of the optimizer's elements of every trainable entry with learning rate lr;
- * gradients are multiplied by grad_scale first (clipping). params and grads span the whole table. */
+ * gradients are multiplied by grad_scale first (clipping). params and grads span the whole table.
+ * With o->gate, grad_scale and step come from the step state instead. */
 vfm_status optimizer_step(Optimizer *o, float *params, const float *grads, double lr, double grad_scale);
 /* As optimizer_step with buffers that hold only the optimizer's elements: params[end - begin] and
  * grads[end - begin] start at element `begin` (a ZeRO shard kept on its own, as FSDP keeps its

@@ -3,8 +3,9 @@
 // a reduction posted during the backward overlaps it); every call first makes that stream wait for
 // the work issued so far on the ops' stream (an event), and the blocking calls wait for their
 // stream, so results are in place on return; the _start calls leave it running (comm_wait). libnccl.so.2 is
-// loaded on first use (dlopen; VFM_NCCL_LIB names another file), so binaries built here still start
-// on machines without NCCL and CPU runs never load it.
+// loaded on first use (ops/cuda/cuda_libs.h: the same search as cuBLASLt and cuDNN; VFM_NCCL_LIB
+// names another file), so binaries built here still start on machines without NCCL and CPU runs
+// never load it.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <dlfcn.h>
@@ -14,6 +15,7 @@
 
 #include "core/cuda_runtime_shim.h"
 #include "ops/cuda/cuda_launch.h"
+#include "ops/cuda/cuda_libs.h"
 #include "ops/ops.h"
 #include "parallel/comm_internal.h"
 #include "parallel/launch.h"
@@ -43,7 +45,7 @@ static_assert(sizeof(ncclUniqueId) == COMM_NCCL_ID_BYTES, "ncclUniqueId size");
 
 static struct {
     int tried, ok;
-    char error[256];
+    char error[4096];
     decltype(&ncclGetUniqueId) GetUniqueId;
     decltype(&ncclCommInitRank) CommInitRank;
     decltype(&ncclCommDestroy) CommDestroy;
@@ -60,8 +62,8 @@ static struct {
     decltype(&ncclGroupEnd) GroupEnd;
 } api;
 
-template <typename F> static bool load_sym(void *lib, const char *name, F *out) {
-    *out = (F)dlsym(lib, name);
+template <typename F> static bool load_sym(const char *name, F *out) {
+    *out = (F)cuda_lib_symbol(CUDA_LIB_NCCL, name);
     if (!*out) snprintf(api.error, sizeof api.error, "%s lacks %s (NCCL too old?)", "libnccl", name);
     return *out != nullptr;
 }
@@ -69,21 +71,17 @@ template <typename F> static bool load_sym(void *lib, const char *name, F *out) 
 extern "C" vfm_status nccl_backend_load(void) {
     if (!api.tried) {
         api.tried = 1;
-        const char *env = getenv("VFM_NCCL_LIB");
-        void *lib = dlopen(env && *env ? env : "libnccl.so.2", RTLD_NOW | RTLD_LOCAL);
-        if (!lib && !(env && *env)) lib = dlopen("libnccl.so", RTLD_NOW | RTLD_LOCAL);
-        if (!lib) {
-            snprintf(api.error, sizeof api.error, "cannot load %s: %s", env && *env ? env : "libnccl.so.2", dlerror());
+        if (cuda_lib_open(CUDA_LIB_NCCL) != VFM_OK) {  // where it looked: `vfm version` prints it too
+            snprintf(api.error, sizeof api.error, "%s", vfm_last_error());
         } else {
-            api.ok = load_sym(lib, "ncclGetUniqueId", &api.GetUniqueId) && load_sym(lib, "ncclCommInitRank", &api.CommInitRank) &&
-                     load_sym(lib, "ncclCommDestroy", &api.CommDestroy) &&
-                     load_sym(lib, "ncclGetErrorString", &api.GetErrorString) &&
-                     load_sym(lib, "ncclAllReduce", &api.AllReduce) && load_sym(lib, "ncclReduceScatter", &api.ReduceScatter) &&
-                     load_sym(lib, "ncclAllGather", &api.AllGather) && load_sym(lib, "ncclBroadcast", &api.Broadcast) &&
-                     load_sym(lib, "ncclReduce", &api.Reduce) && load_sym(lib, "ncclSend", &api.Send) &&
-                     load_sym(lib, "ncclRecv", &api.Recv) && load_sym(lib, "ncclGroupStart", &api.GroupStart) &&
-                     load_sym(lib, "ncclGroupEnd", &api.GroupEnd);
-            api.GetLastError = (decltype(api.GetLastError))dlsym(lib, "ncclGetLastError");
+            api.ok = load_sym("ncclGetUniqueId", &api.GetUniqueId) && load_sym("ncclCommInitRank", &api.CommInitRank) &&
+                     load_sym("ncclCommDestroy", &api.CommDestroy) && load_sym("ncclGetErrorString", &api.GetErrorString) &&
+                     load_sym("ncclAllReduce", &api.AllReduce) && load_sym("ncclReduceScatter", &api.ReduceScatter) &&
+                     load_sym("ncclAllGather", &api.AllGather) && load_sym("ncclBroadcast", &api.Broadcast) &&
+                     load_sym("ncclReduce", &api.Reduce) && load_sym("ncclSend", &api.Send) &&
+                     load_sym("ncclRecv", &api.Recv) && load_sym("ncclGroupStart", &api.GroupStart) &&
+                     load_sym("ncclGroupEnd", &api.GroupEnd);
+            api.GetLastError = (decltype(api.GetLastError))cuda_lib_symbol(CUDA_LIB_NCCL, "ncclGetLastError");
         }
     }
     return api.ok ? VFM_OK : vfm_fail(VFM_ERR_UNSUPPORTED, "NCCL backend: %s", api.error);
@@ -126,6 +124,18 @@ static vfm_status cuda_error(const Comm *c, const char *op, cudaError_t e) {
         cudaError_t cuda_e_ = (call);                          \
         if (cuda_e_ != cudaSuccess) return cuda_error(c, op, cuda_e_); \
     } while (0)
+
+// Inside ncclGroupStart/End the first failing call's result is kept (later calls are not made) and
+// the group is always closed: a group left open would swallow every later NCCL call of the process.
+#define GROUP_CALL(r, call)                        \
+    do {                                           \
+        if ((r) == ncclSuccess) (r) = (call);      \
+    } while (0)
+static vfm_status group_end(Comm *c, const char *op, ncclResult_t r) {
+    ncclResult_t e = api.GroupEnd();
+    if (r == ncclSuccess) r = e;
+    return r == ncclSuccess ? VFM_OK : nccl_error(c, op, r);
+}
 
 static ncclDataType_t ntype(DType dt) {
     switch (dt) {
@@ -301,12 +311,13 @@ static vfm_status enqueue_reduce_scatter_v(Comm *c, const void *send, void *recv
         void *rows = nullptr;
         VFM_TRY(device_scratch(c, (size_t)c->size * (size_t)mine * es, &rows));
         NCCL_TRY("reduce_scatter", api.GroupStart());
+        ncclResult_t r = ncclSuccess;
         for (int j = 0; j < c->size; j++) {
-            if (counts[j] > 0) NCCL_TRY("reduce_scatter", api.Send((const char *)send + at * es, (size_t)counts[j], ntype(dt), j, st->comm, st->stream));
-            if (mine > 0) NCCL_TRY("reduce_scatter", api.Recv((char *)rows + (size_t)j * mine * es, (size_t)mine, ntype(dt), j, st->comm, st->stream));
+            if (counts[j] > 0) GROUP_CALL(r, api.Send((const char *)send + at * es, (size_t)counts[j], ntype(dt), j, st->comm, st->stream));
+            if (mine > 0) GROUP_CALL(r, api.Recv((char *)rows + (size_t)j * mine * es, (size_t)mine, ntype(dt), j, st->comm, st->stream));
             at += counts[j];
         }
-        NCCL_TRY("reduce_scatter", api.GroupEnd());
+        VFM_TRY(group_end(c, "reduce_scatter", r));
         CUDA_TRY("reduce_scatter", launch_sum_rows(recv, rows, c->size, mine, dt, st->stream));
         return VFM_OK;
     }
@@ -320,11 +331,12 @@ static vfm_status enqueue_reduce_scatter_v(Comm *c, const void *send, void *recv
         NCCL_TRY("reduce_scatter", api.ReduceScatter(send, out, (size_t)mine, ntype(dt), rop, st->comm, st->stream));
     } else {
         NCCL_TRY("reduce_scatter", api.GroupStart());
+        ncclResult_t r = ncclSuccess;
         for (int j = 0; j < c->size; j++) {
-            if (counts[j] > 0) NCCL_TRY("reduce_scatter", api.Reduce((const char *)send + at * es, out, (size_t)counts[j], ntype(dt), rop, j, st->comm, st->stream));
+            if (counts[j] > 0) GROUP_CALL(r, api.Reduce((const char *)send + at * es, out, (size_t)counts[j], ntype(dt), rop, j, st->comm, st->stream));
             at += counts[j];
         }
-        NCCL_TRY("reduce_scatter", api.GroupEnd());
+        VFM_TRY(group_end(c, "reduce_scatter", r));
     }
     if (overlap) CUDA_TRY("reduce_scatter", cudaMemcpyAsync(recv, out, (size_t)mine * es, cudaMemcpyDeviceToDevice, st->stream));
     return VFM_OK;
@@ -340,11 +352,12 @@ static vfm_status enqueue_all_gather_v(Comm *c, const void *send, void *recv, co
     }
     int64_t at = 0;
     NCCL_TRY("all_gather", api.GroupStart());
+    ncclResult_t r = ncclSuccess;
     for (int j = 0; j < c->size; j++) {
-        if (counts[j] > 0) NCCL_TRY("all_gather", api.Broadcast(send, (char *)recv + at * es, (size_t)counts[j], ntype(dt), j, st->comm, st->stream));
+        if (counts[j] > 0) GROUP_CALL(r, api.Broadcast(send, (char *)recv + at * es, (size_t)counts[j], ntype(dt), j, st->comm, st->stream));
         at += counts[j];
     }
-    NCCL_TRY("all_gather", api.GroupEnd());
+    VFM_TRY(group_end(c, "all_gather", r));
     return VFM_OK;
 }
 
@@ -415,11 +428,12 @@ extern "C" vfm_status nccl_all_to_all_v(Comm *c, const void *send, const int64_t
     size_t es = dtype_size(dt);
     VFM_TRY(follow_compute(c, "all_to_all"));
     NCCL_TRY("all_to_all", api.GroupStart());
+    ncclResult_t r = ncclSuccess;
     for (int j = 0; j < c->size; j++) {
-        if (send_counts[j] > 0) NCCL_TRY("all_to_all", api.Send((const char *)send + send_displs[j] * es, (size_t)send_counts[j], ntype(dt), j, st->comm, st->stream));
-        if (recv_counts[j] > 0) NCCL_TRY("all_to_all", api.Recv((char *)recv + recv_displs[j] * es, (size_t)recv_counts[j], ntype(dt), j, st->comm, st->stream));
+        if (send_counts[j] > 0) GROUP_CALL(r, api.Send((const char *)send + send_displs[j] * es, (size_t)send_counts[j], ntype(dt), j, st->comm, st->stream));
+        if (recv_counts[j] > 0) GROUP_CALL(r, api.Recv((char *)recv + recv_displs[j] * es, (size_t)recv_counts[j], ntype(dt), j, st->comm, st->stream));
     }
-    NCCL_TRY("all_to_all", api.GroupEnd());
+    VFM_TRY(group_end(c, "all_to_all", r));
     return finish(c, "all_to_all");
 }
 
@@ -430,12 +444,13 @@ extern "C" vfm_status nccl_exchange_start(Comm *c, const CommP2P *ops, int n, vo
     NcclState *st = state(c);
     VFM_TRY(follow_compute(c, "exchange"));
     NCCL_TRY("exchange", api.GroupStart());
+    ncclResult_t r = ncclSuccess;
     for (int i = 0; i < n; i++) {
         if (ops[i].count == 0) continue;
-        if (ops[i].is_send) NCCL_TRY("isend", api.Send(ops[i].buf, (size_t)ops[i].count, ntype(ops[i].dtype), ops[i].peer, st->comm, st->stream));
-        else NCCL_TRY("irecv", api.Recv(ops[i].buf, (size_t)ops[i].count, ntype(ops[i].dtype), ops[i].peer, st->comm, st->stream));
+        if (ops[i].is_send) GROUP_CALL(r, api.Send(ops[i].buf, (size_t)ops[i].count, ntype(ops[i].dtype), ops[i].peer, st->comm, st->stream));
+        else GROUP_CALL(r, api.Recv(ops[i].buf, (size_t)ops[i].count, ntype(ops[i].dtype), ops[i].peer, st->comm, st->stream));
     }
-    NCCL_TRY("exchange", api.GroupEnd());
+    VFM_TRY(group_end(c, "exchange", r));
     return record_pending(c, "exchange", pending);
 }
 

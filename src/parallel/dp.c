@@ -68,8 +68,10 @@ vfm_status dp_init(DataParallel *dp, const ParamTable *t, const DpConfig *cfg, C
 void dp_free(DataParallel *dp) {
     free(dp->buckets);
     free(dp->ready);
+    device_free(dp->device, dp->norm_parts);
     dp->buckets = NULL;
     dp->ready = NULL;
+    dp->norm_parts = NULL;
 }
 
 int dp_bucket_of_entry(const DataParallel *dp, int entry) {
@@ -209,9 +211,9 @@ static vfm_status class_sum_squares(const DataParallel *dp, const float *grads, 
     return VFM_OK;
 }
 
-/* The norm (dp.h) with element x of the gradients at grads[x - base]: base = 0 for a whole
+/* Σ g² of the norm (dp.h) with element x of the gradients at grads[x - base]: base = 0 for a whole
  * buffer, own_begin for a ZeRO-1 shard held on its own (only the own shard is read then). */
-static vfm_status grad_norm(DataParallel *dp, const float *grads, int64_t base, double *norm) {
+static vfm_status grad_sumsq(DataParallel *dp, const float *grads, int64_t base, double *sumsq) {
     int n = group_n(dp->grad_comm), tp = group_n(dp->tp_comm), pp = group_n(dp->pp_comm);
     int k = tp > 1 || pp > 1 ? 4 : 1; /* values per shard: one sum, or the four classes above */
     double *partial = calloc((size_t)(n * k), sizeof *partial);
@@ -250,7 +252,14 @@ static vfm_status grad_norm(DataParallel *dp, const float *grads, int64_t base, 
         if (s == VFM_OK && pp > 1) s = comm_all_reduce(dp->pp_comm, &stage, 1, DT_F64, COMM_SUM_ORDERED);
         total = stage + (split[1] + cls[3]);
     }
-    *norm = sqrt(total);
+    *sumsq = total;
+    return s;
+}
+
+static vfm_status grad_norm(DataParallel *dp, const float *grads, int64_t base, double *norm) {
+    double sumsq = 0;
+    vfm_status s = grad_sumsq(dp, grads, base, &sumsq);
+    *norm = sqrt(sumsq);
     return s;
 }
 
@@ -259,6 +268,37 @@ vfm_status dp_grad_norm(DataParallel *dp, const float *grads, double *norm) { re
 vfm_status dp_grad_norm_shard(DataParallel *dp, const float *shard, double *norm) {
     if (!dp->cfg.zero1) return vfm_fail(VFM_ERR_INTERNAL, "dp: the norm of a shard needs the ZeRO-1 layout");
     return grad_norm(dp, shard, dp->own_begin, norm);
+}
+
+/* grad_sumsq's value into state[STEP_SUMSQ]. Without a collective (one rank, or plain DP, whose
+ * gradients are already reduced: every rank sums every shard itself) the shards' sums are made and
+ * added on the device, in grad_sumsq's order: no host wait. ZeRO shards over several ranks and the
+ * TP/PP classes gather host values over the comms: that path reads the partial sums on the host. */
+static vfm_status grad_sumsq_into(DataParallel *dp, const float *grads, int64_t base, Tensor *state) {
+    int n = group_n(dp->grad_comm), tp = group_n(dp->tp_comm), pp = group_n(dp->pp_comm);
+    if (tp > 1 || pp > 1 || (dp->cfg.zero1 && n > 1)) {
+        double sumsq = 0;
+        VFM_TRY(grad_sumsq(dp, grads, base, &sumsq));
+        return device_memcpy((double *)state->data + STEP_SUMSQ, state->device, &sumsq, DEV_CPU, sizeof sumsq);
+    }
+    if (!dp->norm_parts) VFM_TRY(device_malloc(dp->device, (size_t)n * sizeof(double), (void **)&dp->norm_parts));
+    Tensor parts = TENSOR(dp->norm_parts, DT_F64, dp->device, n);
+    for (int j = 0; j < n; j++) {
+        int64_t lo, hi;
+        zero_shard_range(dp->table->total, n, j, &lo, &hi);
+        Tensor g = TENSOR((float *)grads + (lo - base), DT_F32, dp->device, hi > lo ? hi - lo : 0);
+        VFM_TRY(op_sum_squares_into(&parts, j, &g));
+    }
+    return op_f64_sum_into(state, STEP_SUMSQ, &parts, n);
+}
+
+vfm_status dp_grad_sumsq_into(DataParallel *dp, const float *grads, Tensor *state) {
+    return grad_sumsq_into(dp, grads, 0, state);
+}
+
+vfm_status dp_grad_sumsq_shard_into(DataParallel *dp, const float *shard, Tensor *state) {
+    if (!dp->cfg.zero1) return vfm_fail(VFM_ERR_INTERNAL, "dp: the norm of a shard needs the ZeRO-1 layout");
+    return grad_sumsq_into(dp, shard, dp->own_begin, state);
 }
 
 vfm_status dp_mean_f64(DataParallel *dp, double *values, int n) {

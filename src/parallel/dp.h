@@ -99,6 +99,7 @@ typedef struct DataParallel {
     Device device;               /* where grads, params and the moments live (cpu after dp_init) */
     Comm *dev_comm;              /* GPU: the comm for the gradient and parameter buffers (NCCL), or NULL:
                                     grad_comm moves them (the MPI backend stages GPU memory) */
+    double *norm_parts;          /* on device: the shards' Σ g² (dp_grad_sumsq_into), made on first use */
 } DataParallel;
 
 /* Shard j of n over total elements: [*begin, *end). */
@@ -127,6 +128,12 @@ vfm_status dp_grad_norm(DataParallel *dp, const float *grads, double *norm);
 /* The same under ZeRO-1 from this rank's shard alone, shard[own_end - own_begin] (FSDP keeps only
  * that); the same bits as dp_grad_norm on a whole buffer holding those values. */
 vfm_status dp_grad_norm_shard(DataParallel *dp, const float *shard, double *norm);
+/* The squared norm of dp_grad_norm (the same bits) into the step state's STEP_SUMSQ (ops.h), on
+ * the device: without a host wait at one rank and under plain DP; ZeRO-1 over several ranks and
+ * TP/PP reduce host values over their comms (the host waits there). */
+vfm_status dp_grad_sumsq_into(DataParallel *dp, const float *grads, Tensor *state);
+/* The same from this rank's ZeRO-1 shard (FSDP). */
+vfm_status dp_grad_sumsq_shard_into(DataParallel *dp, const float *shard, Tensor *state);
 
 /* optimizer_init for this layout: m and v hold [total] elements (plain DP) or this rank's shard. */
 vfm_status dp_optimizer_init(const DataParallel *dp, Optimizer *o, const OptimConfig *c);

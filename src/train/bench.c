@@ -2,7 +2,7 @@
  * backward of every micro-batch, the global gradient norm, clipping and AdamW — with the FLOP
  * count of perf-anchors.md (3 × the forward's matmul FLOPs, recomputation not counted), and the
  * forward check of the PyTorch peer. Its own small step loop over the calls the trainer makes
- * (objective_loss_and_grad, the global gradient norm, clip_scale, optimizer_step, the refresh of the
+ * (objective_loss_and_grad, the global gradient norm, the step's decision, optimizer_step, the refresh of the
  * GPU's bf16 weights) on one rank, with a constant learning rate: the schedule does not change the
  * speed. */
 #include "bench.h"
@@ -140,6 +140,7 @@ typedef struct Bench {
     int64_t accum;
     Device device;
     double lr;
+    Tensor state; /* the step's scalars on the device, as the trainer keeps them (ops.h); 1 record */
 } Bench;
 
 /* A fixed input (one mock sample of 1 × 16 × 16 tokens with 32 text rows, σ = 0.8, no CFG drop)
@@ -299,6 +300,11 @@ static vfm_status bench_setup(Bench *b, const BenchOptions *o, BenchResult *r) {
     VFM_TRY(dit_reserve(&b->model, b->source->max_tokens, b->source->max_text, b->source->max_samples));
     VFM_TRY(optimizer_init_on(&b->opt, &oc, &b->model.table, 0, b->model.table.total, b->device));
     b->have_opt = 1;
+    void *state = NULL;
+    VFM_TRY(device_malloc(b->device, (STEP_SLOTS + 3) * sizeof(double), &state));
+    b->state = TENSOR(state, DT_F64, b->device, STEP_SLOTS + 3);
+    VFM_TRY(device_memset0(b->device, state, (STEP_SLOTS + 3) * sizeof(double)));
+    b->opt.gate = &b->state;
     r->model = mc;
     r->params = param_table_trainable(&b->model.table);
     r->weights_bytes = (size_t)b->model.table.total * (sizeof(float) * 4 + (b->model.wcopy ? 2 : 0));
@@ -314,31 +320,39 @@ static void bench_teardown(Bench *b) {
     free(b->packs);
     if (b->source) pack_source_destroy(b->source);
     if (b->have_opt) optimizer_free(&b->opt);
+    device_free(b->device, b->state.data);
     if (b->have_model) dit_destroy(&b->model);
     config_free(b->cfg);
 }
 
-/* One training step over the packs already fetched; *loss is their mean. */
+/* One training step over the packs already fetched, as the trainer runs it (the loss, the norm and
+ * the decision to apply the update stay on the device: no host wait inside the step), then one wait
+ * for the GPU to time it, and *loss (their mean) read with the norm. */
 static vfm_status bench_step(Bench *b, uint32_t step, double *loss) {
     DiT *m = &b->model;
     int64_t n = m->table.total;
     Tensor grads = TENSOR(m->grads, DT_F32, m->device, n);
     VFM_TRY(op_fill(&grads, 0.0));
-    double sum = 0;
     for (int64_t k = 0; k < b->accum; k++) {
         ObjectiveResult res;
         memset(&res, 0, sizeof res);
+        res.loss_into = &b->state;
         VFM_TRY(objective_loss_and_grad_on(m, &b->obj, &b->packs[k], &b->pts[k], &b->work, step,
                                            1.0 / (double)b->accum, &res));
-        sum += res.loss;
     }
-    double norm;
-    VFM_TRY(grad_global_norm_on(m->device, m->grads, n, &norm));
-    if (!isfinite(norm)) return vfm_fail(VFM_ERR_NUMERIC, "bench: step %u has a non-finite gradient norm", step);
-    VFM_TRY(optimizer_step(&b->opt, m->params, m->grads, b->lr, clip_scale(&b->opt.cfg, norm)));
+    VFM_TRY(op_f64_div(&b->state, STEP_LOSS, (double)b->accum));
+    VFM_TRY(op_sum_squares_into(&b->state, STEP_SUMSQ, &grads));
+    StepDecideHyper h = {b->opt.cfg.clip_grad, (float)b->lr, (float)b->opt.cfg.beta1, (float)b->opt.cfg.beta2, 0};
+    VFM_TRY(op_step_decide(&b->state, &h));
+    VFM_TRY(optimizer_step(&b->opt, m->params, m->grads, b->lr, 1.0));
     VFM_TRY(dit_refresh_weights(m));
+    double rec[STEP_SLOTS + 3];
     VFM_TRY(device_synchronize(m->device));
-    *loss = sum / (double)b->accum;
+    VFM_TRY(device_memcpy(rec, DEV_CPU, b->state.data, b->device, sizeof rec));
+    if (rec[STEP_SLOTS + 2] == 0)
+        return vfm_fail(VFM_ERR_NUMERIC, "bench: step %u has a non-finite loss or gradient norm (%g, %g)", step,
+                        rec[STEP_SLOTS], rec[STEP_SLOTS + 1]);
+    *loss = rec[STEP_SLOTS];
     return VFM_OK;
 }
 
@@ -362,9 +376,25 @@ static vfm_status fetch_packs(Bench *b, BenchResult *r, double *seconds) {
     return VFM_OK;
 }
 
+/* On CUDA: the attention implementation asked for, and after the timed steps whether the reference
+ * kernel served any of their attention calls — its figures (tens of seconds per step at 8k tokens)
+ * are not vfm's speed, so they are refused unless it was asked for. */
+static vfm_status check_attention(const Bench *b, const BenchOptions *o, int64_t reference_calls, BenchResult *r) {
+    if (b->device != DEV_CUDA) return VFM_OK;
+    int asked_reference = o->attention && strcmp(o->attention, "reference") == 0;
+    snprintf(r->attention, sizeof r->attention, "%s", reference_calls == 0 ? "cuDNN" : asked_reference ? "reference kernel (asked)" : "reference kernel");
+    if (reference_calls > 0 && !asked_reference)
+        return vfm_fail(VFM_ERR_UNSUPPORTED,
+                        "bench: %lld attention calls of the timed steps ran on the reference kernel, not cuDNN (the log "
+                        "names each shape bucket and why); its figures are not reported unless asked for with "
+                        "--attention reference",
+                        (long long)reference_calls);
+    return VFM_OK;
+}
+
 static vfm_status bench_loop(Bench *b, const BenchOptions *o, BenchResult *r) {
     double data_s = 0, flops = 0, attn = 0;
-    int64_t tokens = 0, samples = 0;
+    int64_t tokens = 0, samples = 0, reference_calls = 0;
     for (int it = 0; it < o->warmup + o->steps; it++) {
         int timed = it >= o->warmup;
         if (o->profile) ops_profile_pause(1); /* making the packs is not part of the step */
@@ -373,8 +403,10 @@ static vfm_status bench_loop(Bench *b, const BenchOptions *o, BenchResult *r) {
         if (it == 0 && o->check_dir) VFM_TRY(write_check(b, o->check_dir, &b->packs[0], r));
         if (it == o->warmup && o->profile) ops_profile_enable(1);
         double loss = 0, t0 = time_now();
+        int64_t ref0 = ops_attention_reference_calls();
         vfm_status s = bench_step(b, (uint32_t)it, &loss);
         double dt = time_now() - t0;
+        if (timed) reference_calls += ops_attention_reference_calls() - ref0;
         if (s == VFM_OK && o->profile && timed) s = ops_profile_collect();
         VFM_TRY(s);
         log_info("%s step %d/%d: %.1f ms, loss %.4f", timed ? "timed" : "warm-up", timed ? it - o->warmup + 1 : it + 1,
@@ -392,6 +424,7 @@ static vfm_status bench_loop(Bench *b, const BenchOptions *o, BenchResult *r) {
         r->n_profile = ops_profile_entries(r->profile, BENCH_MAX_PROFILE);
         ops_profile_enable(0);
     }
+    VFM_TRY(check_attention(b, o, reference_calls, r));
     double secs = r->seconds > 0 ? r->seconds : 1e-9;
     r->ms_per_step = 1e3 * secs / o->steps;
     r->tokens_per_s = (double)tokens / secs;
@@ -415,6 +448,7 @@ vfm_status bench_run(const BenchOptions *o, BenchResult *r) {
     if (o->steps < 1) return vfm_fail(VFM_ERR_USAGE, "--steps %d: at least one timed step", o->steps);
     if (o->check_only && !o->check_dir) return vfm_fail(VFM_ERR_USAGE, "--check-only needs --check DIR");
     if (o->warmup < 0) return vfm_fail(VFM_ERR_USAGE, "--warmup %d: must be 0 or more", o->warmup);
+    if (o->attention) VFM_TRY(ops_set_attention_impl(o->attention));
     Bench b;
     memset(&b, 0, sizeof b);
     vfm_status s = bench_setup(&b, o, r);

@@ -23,6 +23,8 @@ typedef struct BenchOptions {
     const char *check_dir;          /* NULL, or where to write the forward check for the PyTorch peer */
     int check_only;                 /* write the check and time nothing (no optimizer, no big activations) */
     double peak_tflops;             /* > 0: the peak MFU is measured against (else the device table) */
+    const char *attention;          /* NULL or "auto", "cudnn", "reference": the CUDA attention; figures
+                                     * measured on the reference kernel are refused unless "reference" */
 } BenchOptions;
 
 #define BENCH_MAX_PROFILE 64
@@ -31,6 +33,7 @@ typedef struct BenchResult {
     char device[160];               /* "cpu, 16 threads" or the GPU's name */
     char precision[96];
     char peak_source[128];          /* where peak_tflops came from */
+    char attention[64];             /* which attention served the timed steps (CUDA), "" on the CPU */
     double peak_tflops;
     DiTConfig model;
     int64_t params;                 /* trainable parameters */

@@ -12,6 +12,7 @@
 
 #include "core/config.h"
 #include "core/fileutil.h"
+#include "core/host_reads.h"
 #include "core/log.h"
 #include "core/timer.h"
 #include "data/media/image_io.h"
@@ -74,6 +75,17 @@ typedef struct Trainer {
     TrainPipeline pipe;       /* PP: the step's micro-batches, schedule and activation slots */
     int have_pipe;
     char *data_info; /* JSON: kind, an example latent shape, pixel space, text encoder */
+    /* The step's scalars on `device` (ops.h "the training step's scalars"): the loss, the norm, the
+     * decision to apply or skip the update, AdamW's count, and one record (loss, norm, ok) per step
+     * since the host last read them (read_counters: once per log interval, and before checkpoints) */
+    Tensor step_state;
+    int64_t unread;           /* steps recorded in step_state and not yet read */
+    int64_t *unread_samples;  /* [log_interval] consumed_samples after each unread step */
+    double *unread_seconds;   /* [log_interval] the host's time in each unread step */
+    int consecutive_bad;      /* skipped steps in a row, as of the last read */
+    int stop_run;             /* the run of skipped steps that stops training (0: none yet) */
+    double seconds_per_step;  /* between the last two reads of the counters (waits for the device included) */
+    double read_time;         /* when the counters were last read (0: not yet) */
 } Trainer;
 
 /* ---- set-up ----------------------------------------------------------------------------- */
@@ -290,6 +302,19 @@ static vfm_status trainer_setup(Trainer *t, const TrainOptions *opt) {
         VFM_TRY(restore(t, dir, su->finetune, su->finetune || su->load_optim));
     }
 
+    /* the step state, with AdamW's count of the checkpoint (or 0) */
+    int64_t slots = STEP_SLOTS + 3 * (int64_t)t->log_interval;
+    void *state = NULL;
+    VFM_TRY(device_malloc(t->device, (size_t)slots * sizeof(double), &state));
+    t->step_state = TENSOR(state, DT_F64, t->device, slots);
+    VFM_TRY(device_memset0(t->device, state, (size_t)slots * sizeof(double)));
+    double adam_t = (double)t->opt.step;
+    VFM_TRY(device_memcpy((double *)state + STEP_ADAM_T, t->device, &adam_t, DEV_CPU, sizeof adam_t));
+    t->opt.gate = &t->step_state;
+    t->unread_samples = calloc((size_t)t->log_interval, sizeof *t->unread_samples);
+    t->unread_seconds = calloc((size_t)t->log_interval, sizeof *t->unread_seconds);
+    if (!t->unread_samples || !t->unread_seconds) return vfm_fail(VFM_ERR_NOMEM, "trainer: step records");
+
     if (t->rank == 0 && !t->run_dir[0])
         log_warn("checkpoint.save is null: no checkpoints, metrics.jsonl or validation pictures are written");
     if (t->rank == 0 && t->run_dir[0]) { /* only rank 0 writes the run directory's shared files */
@@ -326,9 +351,10 @@ static vfm_status trainer_setup(Trainer *t, const TrainOptions *opt) {
              fsdp ? (t->sharding == DP_SHARD_OPTIM_GRADS ? " (ZeRO-2)" : " (ZeRO-3)")
              : zero1 && t->dp_size * t->layout.cp > 1 ? " (ZeRO-1)" : "",
              (long long)t->accum, t->accum > 1 ? "es" : "", rc_text);
-    char state[256]; /* what the run really uses, for the tests (and a user) to read back */
-    train_layout_state(&t->layout, t->launch.world_size, t->dp_size, t->sharding, &t->model.recompute, state, sizeof state);
-    log_info("layout: %s", state);
+    char resolved[256]; /* what the run really uses, for the tests (and a user) to read back */
+    train_layout_state(&t->layout, t->launch.world_size, t->dp_size, t->sharding, &t->model.recompute, resolved,
+                       sizeof resolved);
+    log_info("layout: %s", resolved);
     return VFM_OK;
 }
 
@@ -345,6 +371,9 @@ static void trainer_teardown(Trainer *t) {
     pack_source_destroy(t->source);
     optimizer_free(&t->opt);
     device_free(t->device, t->ema);
+    device_free(t->device, t->step_state.data);
+    free(t->unread_samples);
+    free(t->unread_seconds);
     free(t->data_info);
     dit_destroy(&t->model);
     config_free(t->cfg);
@@ -420,8 +449,8 @@ static int env_step_listed(const char *var, int64_t step) {
 /* ---- the loop ------------------------------------------------------------------------- */
 
 typedef struct Window {
-    double loss_sum, grad_sum, flops, seconds, wait;
-    int64_t steps, samples, tokens, capacity;
+    double loss_sum, grad_sum, flops, seconds, wait; /* loss and norm: of the applied steps read so far */
+    int64_t steps, samples, tokens, capacity;        /* steps: applied steps read so far */
 } Window;
 
 /* The log line's memory: the most vfm held on the GPU, or the process's peak resident set; then
@@ -530,34 +559,47 @@ static vfm_status pipeline_step(Trainer *t, Window *w, double *loss_sum) {
 }
 
 /* After the micro-batches: the mean over replicas of the gradients (every rank sees the same
- * values, so a NaN step is skipped everywhere together) and their global norm; *grads: this rank's
- * gradients (the whole buffer, or under ZeRO-2/3 its flat shard). */
-static vfm_status finish_gradients(Trainer *t, Tensor *grads, double *norm) {
+ * values, so a NaN step is skipped everywhere together) and their squared global norm into the
+ * step state (on the device). */
+static vfm_status finish_gradients(Trainer *t) {
     DiT *m = &t->model;
     /* test hook: every rank poisons its reduced gradient, so all skip together */
     int poison = env_step_listed("VFM_TEST_INJECT_NAN", t->step);
     if (t->have_fsdp) {
         VFM_TRY(fsdp_grad_finish(&t->fsdp));
-        *grads = TENSOR(t->fsdp.flat_grads, DT_F32, m->device, t->fsdp.dp.own_end - t->fsdp.dp.own_begin);
-        if (poison && tensor_numel(grads) > 0) {
+        if (poison && t->fsdp.dp.own_end > t->fsdp.dp.own_begin) {
             Tensor first = TENSOR(t->fsdp.flat_grads, DT_F32, m->device, 1);
             VFM_TRY(op_fill(&first, NAN));
         }
-        return fsdp_grad_norm(&t->fsdp, norm);
+        return dp_grad_sumsq_shard_into(&t->fsdp.dp, t->fsdp.flat_grads, &t->step_state);
     }
-    *grads = TENSOR(m->grads, DT_F32, m->device, m->table.total);
     VFM_TRY(dp_grad_sync_finish(&t->dp, m->grads));
     if (poison) { /* after the posted bucket reductions are complete */
         Tensor first = TENSOR(m->grads, DT_F32, m->device, 1);
         VFM_TRY(op_fill(&first, NAN));
     }
-    return dp_grad_norm(&t->dp, m->grads, norm);
+    return dp_grad_sumsq_into(&t->dp, m->grads, &t->step_state);
 }
 
-/* AdamW with the clip scale, then the EMA of the new weights (ZeRO-2/3: on the master shard). */
-static vfm_status update_weights(Trainer *t, double lr, double norm) {
+/* STEP_LOSS: the mean of the step's pack losses over its micro-batches, then over the replicas
+ * (as dp_mean_f64 forms it: the replicas' host values go over the DP×CP comm, so several replicas
+ * wait for the device here; one does not). */
+static vfm_status loss_mean(Trainer *t) {
+    VFM_TRY(op_f64_div(&t->step_state, STEP_LOSS, (double)t->accum));
+    Comm *c = t->dpv->grad_comm;
+    if (!c || c->size == 1) return VFM_OK;
+    double *dev = (double *)t->step_state.data + STEP_LOSS, loss = 0;
+    if (t->device == DEV_CPU) vfm_host_read("trainer: the loss's mean over replicas");
+    VFM_TRY(device_memcpy(&loss, DEV_CPU, dev, t->device, sizeof loss));
+    VFM_TRY(dp_mean_f64(t->dpv, &loss, 1));
+    return device_memcpy(dev, t->device, &loss, DEV_CPU, sizeof loss);
+}
+
+/* AdamW with the step's clip factor, then the EMA of the new weights (ZeRO-2/3: on the master
+ * shard); both gated by the step state, so a skipped step changes nothing (t->opt.gate). */
+static vfm_status update_weights(Trainer *t, double lr) {
     DiT *m = &t->model;
-    double scale = clip_scale(&t->opt.cfg, norm);
+    double scale = 1.0; /* unused: the state's STEP_SCALE applies */
     const float *master;
     int64_t n;
     if (t->have_fsdp) {
@@ -570,24 +612,81 @@ static vfm_status update_weights(Trainer *t, double lr, double norm) {
     }
     if (!t->ema || n == 0) return VFM_OK;
     Tensor e = TENSOR(t->ema, DT_F32, m->device, n), p = TENSOR((float *)master, DT_F32, m->device, n);
-    return op_ema_update(&e, &p, t->ema_decay);
+    return op_ema_update_if(&e, &p, t->ema_decay, &t->step_state);
 }
 
-static vfm_status train_step(Trainer *t, Window *w, int *consecutive_bad, int *stop) {
+/* Reads the step state: one wait for the device for every step since the last read (issue "The
+ * GPU path's defects …" §2: once per log interval, and before checkpoints). Each step's record goes
+ * to metrics.jsonl, TensorBoard and the window; a skipped step is warned about; AdamW's count is
+ * brought up to date; *stop when train.max_nonfinite_steps steps in a row were skipped (so a run
+ * stops up to one log interval after the step that made it). */
+static vfm_status read_counters(Trainer *t, Window *w, int *stop) {
+    if (t->unread == 0) return VFM_OK;
+    int64_t n = STEP_SLOTS + 3 * t->unread;
+    double *h = malloc((size_t)n * sizeof *h);
+    if (!h) return vfm_fail(VFM_ERR_NOMEM, "trainer: the step state");
+    if (t->device == DEV_CPU) vfm_host_read("trainer: step counters"); /* on CUDA the copy waits (counted there) */
+    vfm_status s = device_memcpy(h, DEV_CPU, t->step_state.data, t->device, (size_t)n * sizeof *h);
+    for (int64_t i = 0; s == VFM_OK && i < t->unread; i++) {
+        int64_t step = t->step - t->unread + i; /* 0-based, as metrics.jsonl counts */
+        double loss = h[STEP_SLOTS + 3 * i], norm = h[STEP_SLOTS + 3 * i + 1], lr = lr_at_step(&t->opt.cfg, step);
+        int ok = h[STEP_SLOTS + 3 * i + 2] != 0;
+        if (ok) {
+            t->consecutive_bad = 0;
+            w->loss_sum += loss;
+            w->grad_sum += norm;
+            w->steps++;
+        } else {
+            t->consecutive_bad++;
+            log_warn("step %lld: non-finite %s (loss %g, gradient norm %g): step skipped (%d in a row)", (long long)step,
+                     isfinite(loss) ? "gradient" : "loss", loss, norm, t->consecutive_bad);
+            if (t->consecutive_bad >= t->max_nonfinite && !t->stop_run) t->stop_run = t->consecutive_bad, *stop = 1;
+        }
+        if (t->metrics)
+            fprintf(t->metrics,
+                    "{\"step\": %lld, \"loss\": %.17g, \"grad_norm\": %.17g, \"lr\": %.17g, \"skipped\": %s, "
+                    "\"samples\": %lld, \"seconds\": %.6f}\n",
+                    (long long)step, loss, norm, lr, ok ? "false" : "true",
+                    (long long)t->unread_samples[i] * t->dp_size, t->unread_seconds[i]);
+        if (t->tb.f) { /* TensorBoard steps count completed iterations, as Megatron's */
+            double now = tb_wall_time();
+            s = tb_add_scalar(&t->tb, step + 1, now, "train/loss", (float)loss);
+            if (s == VFM_OK) s = tb_add_scalar(&t->tb, step + 1, now, "train/grad_norm", (float)norm);
+            if (s == VFM_OK) s = tb_add_scalar(&t->tb, step + 1, now, "train/lr", (float)lr);
+        }
+    }
+    if (t->metrics) fflush(t->metrics);
+    if (s == VFM_OK) t->opt.step = (int64_t)h[STEP_ADAM_T];
+    double now = time_now(); /* the device has finished the steps read: their real time per step */
+    if (t->read_time > 0) t->seconds_per_step = (now - t->read_time) / (double)t->unread;
+    t->read_time = now;
+    if (s == VFM_OK && t->device == DEV_CUDA) s = ops_check_index_errors(); /* found on the GPU meanwhile */
+    free(h);
+    t->unread = 0;
+    return s;
+}
+
+/* One step. Nothing in it waits for the device (inside a step the host only issues work): the
+ * loss, the norm and the decision to apply or skip the update stay on the device in the step
+ * state, and read_counters reads them once per log interval. */
+static vfm_status train_step(Trainer *t, Window *w, int *stop) {
     DiT *m = &t->model;
-    double t0 = time_now(), loss_sum = 0;
+    double t0 = time_now();
     if (!t->have_fsdp) { /* FSDP: each unit's buffer starts at zero in the first micro-batch */
         Tensor all = TENSOR(m->grads, DT_F32, m->device, m->table.total);
         VFM_TRY(op_fill(&all, 0.0));
     }
-    if (t->layout.pp > 1) {
+    if (t->layout.pp > 1) { /* the pipeline's loss comes from its last stage over the PP comm (host values) */
+        double loss_sum = 0;
         VFM_TRY(pipeline_step(t, w, &loss_sum));
+        VFM_TRY(device_memcpy((double *)t->step_state.data + STEP_LOSS, t->device, &loss_sum, DEV_CPU, sizeof loss_sum));
     }
     for (int64_t k = 0; t->layout.pp == 1 && k < t->accum; k++) {
         const PackTensors *pt;
         VFM_TRY(next_pack(t, w, 0, &pt));
         ObjectiveResult r;
         memset(&r, 0, sizeof r);
+        r.loss_into = &t->step_state; /* the pack's loss is added to STEP_LOSS on the device */
         int last = k == t->accum - 1;
         t->buckets_issued = 0;
         t->bucket_status = VFM_OK;
@@ -599,45 +698,27 @@ static vfm_status train_step(Trainer *t, Window *w, int *consecutive_bad, int *s
         m->on_grads_final = NULL;
         VFM_TRY(s);
         VFM_TRY(t->bucket_status);
-        loss_sum += r.loss;
     }
-    double loss = loss_sum / (double)t->accum, norm = 0;
-    int64_t bad = 0;
-    Tensor grads;
-    VFM_TRY(finish_gradients(t, &grads, &norm));
-    VFM_TRY(dp_mean_f64(t->dpv, &loss, 1));
-    if (!isfinite(norm)) VFM_TRY(op_count_nonfinite(&bad, &grads));
+    VFM_TRY(loss_mean(t));
+    VFM_TRY(finish_gradients(t));
     double lr = lr_at_step(&t->opt.cfg, t->step);
-    if (!isfinite(loss) || !isfinite(norm)) {
-        (*consecutive_bad)++;
-        log_warn("step %lld: non-finite %s (loss %g, %lld bad gradient values): step skipped (%d in a row)",
-                 (long long)t->step, isfinite(loss) ? "gradient" : "loss", loss, (long long)bad, *consecutive_bad);
-        if (*consecutive_bad >= t->max_nonfinite) *stop = 1;
-    } else {
-        *consecutive_bad = 0;
-        VFM_TRY(update_weights(t, lr, norm));
-        /* the replicated embedders stay bitwise identical on every stage (design §3's claim, asserted) */
-        if (t->layout.pp > 1) VFM_TRY(pp_check_replicated_values(&t->par.pp, &m->table, m->params, m->device, t->step + 1));
-        w->loss_sum += loss;
-        w->grad_sum += norm;
-        w->steps++;
-    }
-    double dt = time_now() - t0;
-    w->seconds += dt;
-    if (t->metrics) fprintf(t->metrics,
-            "{\"step\": %lld, \"loss\": %.17g, \"grad_norm\": %.17g, \"lr\": %.17g, \"skipped\": %s, \"samples\": %lld, "
-            "\"seconds\": %.6f}\n",
-            (long long)t->step, loss, norm, lr, isfinite(loss) && isfinite(norm) ? "false" : "true",
-            (long long)t->consumed_samples * t->dp_size, dt);
-    if (t->metrics) fflush(t->metrics);
+    StepDecideHyper h = {t->opt.cfg.clip_grad, (float)lr, (float)t->opt.cfg.beta1, (float)t->opt.cfg.beta2, t->unread};
+    VFM_TRY(op_step_decide(&t->step_state, &h));
+    VFM_TRY(update_weights(t, lr));
+    /* the replicated embedders stay bitwise identical on every stage (design §3's claim, asserted) */
+    if (t->layout.pp > 1) VFM_TRY(pp_check_replicated_values(&t->par.pp, &m->table, m->params, m->device, t->step + 1));
+    double dt = time_now() - t0; /* the host's time in the step (on a GPU: issuing it) */
+    t->unread_samples[t->unread] = t->consumed_samples;
+    t->unread_seconds[t->unread] = dt;
+    t->unread++;
     t->step++;
-    if (t->tb.f) { /* TensorBoard steps count completed iterations, as Megatron's */
-        double now = tb_wall_time();
-        VFM_TRY(tb_add_scalar(&t->tb, t->step, now, "train/loss", (float)loss));
-        VFM_TRY(tb_add_scalar(&t->tb, t->step, now, "train/grad_norm", (float)norm));
-        VFM_TRY(tb_add_scalar(&t->tb, t->step, now, "train/lr", (float)lr));
+    if (t->step % t->log_interval == 0 || t->step == t->train_iters) {
+        VFM_TRY(read_counters(t, w, stop));
+        w->seconds += time_now() - t0; /* with the wait for the GPU to finish the window's work */
+        VFM_TRY(log_window(t, w, lr));
+    } else {
+        w->seconds += dt;
     }
-    if (t->step % t->log_interval == 0 || t->step == t->train_iters) VFM_TRY(log_window(t, w, lr));
     return VFM_OK;
 }
 
@@ -697,24 +778,28 @@ vfm_status train_run(const TrainOptions *opt) {
     stop_signal_install();
     Window w;
     memset(&w, 0, sizeof w);
-    int consecutive_bad = 0, stop = 0, saving = t.run_dir[0] != 0;
+    int stop = 0, saving = t.run_dir[0] != 0;
     double save_seconds = 0;
     while (s == VFM_OK && t.step < t.train_iters) {
         double t0 = time_now();
-        s = train_step(&t, &w, &consecutive_bad, &stop);
+        s = train_step(&t, &w, &stop);
+        /* on a GPU the host only issues a step: the time per step of the last window read is the real one */
         double step_seconds = time_now() - t0;
+        if (step_seconds < t.seconds_per_step) step_seconds = t.seconds_per_step;
+        int last = t.step == t.train_iters;
+        int save = saving && ((t.save_interval > 0 && t.step % t.save_interval == 0) || last);
+        if (s == VFM_OK && save) s = read_counters(&t, &w, &stop); /* the checkpoint holds AdamW's count */
         if (s != VFM_OK) break;
-        if (stop) {
+        if (stop) { /* skipped steps leave the weights: those saved are the last good ones */
             if (saving) s = save_checkpoint(&t);
             if (s == VFM_OK)
                 s = vfm_fail(VFM_ERR_NUMERIC, "stopping: %d steps in a row had a non-finite loss or gradient%s%s/iter_%07lld",
-                             consecutive_bad, saving ? "; the last good weights are saved in " : "",
+                             t.stop_run, saving ? "; the last good weights are saved in " : "",
                              saving ? t.run_dir : "", saving ? (long long)t.step : 0LL);
             break;
         }
         if (validator_due(&t.val, t.step)) s = validate(&t);
-        int last = t.step == t.train_iters;
-        int saved = s == VFM_OK && saving && ((t.save_interval > 0 && t.step % t.save_interval == 0) || last);
+        int saved = s == VFM_OK && save;
         if (saved) {
             double t1 = time_now();
             s = save_checkpoint(&t);
@@ -724,7 +809,8 @@ vfm_status train_run(const TrainOptions *opt) {
         int sig = 0;
         if (s == VFM_OK) s = stop_agreed(&t, &sig);
         if (s == VFM_OK && sig && !last) {
-            if (saving && !saved) s = save_checkpoint(&t);
+            if (saving && !saved) s = read_counters(&t, &w, &stop); /* AdamW's count, then the checkpoint */
+            if (saving && !saved && s == VFM_OK) s = save_checkpoint(&t);
             if (s == VFM_OK && saving) {
                 log_info("stopped by %s after step %lld: checkpoint %s/iter_%07lld; continue with --resume auto",
                          stop_signal_name(sig), (long long)t.step, t.run_dir, (long long)t.step);

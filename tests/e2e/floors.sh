@@ -1,7 +1,8 @@
 #!/bin/sh
 # scripts/check_floors.sh: the tree passes it, and it fails — naming the file and the include or
 # the symbols — when an upward include or one of the circles cut when src/data got its rooms is
-# put back (loader.c / mock.c / source.c; objective.c and the losses; fsdp.c / sharding.c). The
+# put back (loader.c / mock.c / source.c; objective.c and the losses; fsdp.c / sharding.c; in
+# src/model a layer that calls the block loop back, as dit_recompute.c did dit.c). The
 # circles are put back at the level the check reads: one object of a copy of build/src replaced by
 # a small one that defines the same symbol and calls back up, as the file did before the cut.
 cd "$(dirname "$0")/../.." || exit 1
@@ -42,5 +43,8 @@ put_back "the objective dispatch circle put back fails, naming its files" diffus
 put_back "the fsdp / sharding circle put back fails, naming its files" parallel/fsdp_layout.o \
     'const char *dp_sharding_name(int); int fsdp_layout_init(void) { return dp_sharding_name(0) != 0; }' \
     "parallel/fsdp_layout -> parallel/sharding: dp_sharding_name"
+put_back "a model layer calling the block loop back fails, naming its files" model/linear.o \
+    'int dit_chunk_forward(void); int linear_forward(void) { return dit_chunk_forward(); }' \
+    "model/linear -> model/dit: dit_chunk_forward"
 [ "$FAILED" = 0 ] || { echo "last check's output:"; out; }
 finish

@@ -6,25 +6,28 @@
 #  - kill -9 after step 30 and --resume auto give bitwise the weights of the uninterrupted GPU run;
 #  - a GPU checkpoint resumes on the CPU, and a CPU checkpoint on the GPU (checkpoints hold fp32
 #    masters), each continuing within 2% of the loss of the run it left.
+# The kill is asserted (the run ends by SIGKILL: exit 137) and so is the resume ("resumed from" in
+# its log). The logs of a failing run are copied to GPU_TEST_LOGS when that is set
+# (scripts/gpu_check.sh brings them back).
 # On the GPU machine run it through scripts/gpu_run.sh (VFM="scripts/gpu_run.sh build/vfm").
 cd "$(dirname "$0")/../.." || exit 1
 . tests/e2e/common.inc
-gpu=$($VFM version 2>/dev/null | sed -n 's/^cuda: built in; device: //p')
-if [ -z "$gpu" ] || [ "$gpu" = "no CUDA device" ]; then
-    for c in "GPU loss follows the CPU's" "GPU run repeatable" "GPU kill -9 + resume bitwise" \
-             "GPU checkpoint resumes on the CPU" "CPU checkpoint resumes on the GPU"; do
-        skip "$c" "no CUDA device"
-    done
-    finish
+gpu=$(gpu_device)
+if [ -z "$gpu" ]; then
+    gpu_skip_all "no CUDA device" "GPU loss follows the CPU's" "GPU run repeatable" "GPU run killed by SIGKILL" \
+        "GPU resume logged" "GPU kill -9 + resume bitwise" "GPU checkpoint resumes on the CPU" \
+        "CPU checkpoint resumes on the GPU"
     exit
 fi
 echo "device: $gpu"
-T=$(mktemp -d /tmp/vfm_e2e_gpu.XXXXXX)
-trap 'rm -rf "$T"' EXIT
+gpu_test_dir vfm_e2e_gpu
 RUN="--config configs/tiny-mock.yaml train.train_iters=50 checkpoint.save_interval=25 checkpoint.keep=5 logger.level=warn"
-train() { # run-dir device [extra...]
+train() { # run-dir device [extra...]: the exit status in $T/run-dir.exit; each run's log its own file
     dir=$1 dev=$2; shift 2
-    timeout $RUN_LIMIT $VFM_FAULTS train $RUN checkpoint.save=$T/$dir train.device=$dev "$@" > $T/$dir.log 2>&1
+    n=1; while [ -f $T/$dir.$n.log ]; do n=$((n + 1)); done
+    timeout $RUN_LIMIT $VFM_FAULTS train $RUN checkpoint.save=$T/$dir train.device=$dev "$@" > $T/$dir.$n.log 2>&1
+    echo $? > $T/$dir.exit
+    cp $T/$dir.$n.log $T/$dir.log
 }
 # |a - b| <= 2% of |a| at every step of two metrics files (from step $3 on); prints the worst
 follows() {
@@ -45,7 +48,9 @@ check "GPU run repeatable (bit-identical weights)" cmp -s "$(weights gpu 50)" "$
 export VFM_TEST_KILL_AFTER_STEP=30
 train kill cuda
 unset VFM_TEST_KILL_AFTER_STEP
-train kill cuda --resume auto
+check "GPU run killed by SIGKILL after step 30 (exit 137)" test "$(cat $T/kill.exit)" = 137
+train kill cuda --resume auto logger.level=info
+check "GPU --resume auto logged 'resumed from'" grep -q "resumed from" $T/kill.log
 check "GPU kill -9 after step 30 + --resume auto: bitwise the uninterrupted weights" \
     cmp -s "$(weights gpu 50)" "$(weights kill 50)"
 mkdir -p $T/g2c $T/c2g

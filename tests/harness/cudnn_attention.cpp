@@ -64,8 +64,9 @@ float ld(const void *p, int64_t at) { return __bfloat162float(((const bf16 *)p)[
 
 }  // namespace
 
-extern "C" vfm_status cudnn_attention_prepare(const CudnnAttnArgs *a, size_t *workspace_bytes) {
+extern "C" vfm_status cudnn_attention_prepare(CudnnAttnArgs *a, size_t *workspace_bytes) {
     *workspace_bytes = 0;
+    a->implementation = "stand-in (the CPU harness)";
     const char *why = NULL;
     if (a->B < 1 || a->H < 1 || a->Hkv < 1 || a->Sq < 1 || a->Skv < 1) why = "empty sizes";
     else if (a->H % a->Hkv) why = "H is not a multiple of Hkv";

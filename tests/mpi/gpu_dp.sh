@@ -4,21 +4,11 @@
 # weights within 1e-3 (bf16 activations; the replicas' gradients add in another order), and ZeRO-1
 # with buckets reduced during the backward (ddp.overlap_grad_reduce) equals plain DP=2 bitwise.
 # Skipped without mpirun or a CUDA device. On the GPU machine: VFM="scripts/gpu_run.sh build/vfm".
+# The logs of a failing run are copied to GPU_TEST_LOGS when that is set (scripts/gpu_check2.sh).
 cd "$(dirname "$0")/../.." || exit 1
 . tests/e2e/common.inc
-gpu=$($VFM version 2>/dev/null | sed -n 's/^cuda: built in; device: //p')
-if [ -z "$gpu" ] || [ "$gpu" = "no CUDA device" ] || ! command -v mpirun >/dev/null 2>&1; then
-    why="no CUDA device"; command -v mpirun >/dev/null 2>&1 || why="mpirun is not installed"
-    for c in "GPU DP=2 on one GPU matches one rank" "GPU ZeRO-1 + overlapped buckets equal plain DP bitwise"; do
-        skip "$c" "$why"
-    done
-    finish
-    exit
-fi
-T=$(mktemp -d /tmp/vfm_mpi_gpu.XXXXXX)
-trap 'rm -rf "$T"' EXIT
-export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
-MPIRUN="mpirun --allow-run-as-root --oversubscribe --bind-to none --mca btl self,vader --mca btl_vader_single_copy_mechanism none -x OMP_NUM_THREADS -x OPENBLAS_NUM_THREADS"
+gpu_mpi_start vfm_mpi_gpu "GPU DP=2 on one GPU matches one rank" \
+    "GPU ZeRO-1 + overlapped buckets equal plain DP bitwise" || exit 0
 ARGS="--config configs/tiny-mock.yaml train.train_iters=20 train.global_batch_size=4 checkpoint.save_interval=20 train.device=cuda"
 timeout $RUN_LIMIT $VFM train $ARGS checkpoint.save=$T/dp1 > $T/dp1.log 2>&1
 check "GPU, one rank, 20 steps" test -f $T/dp1/iter_0000020/DONE

@@ -1,8 +1,10 @@
-/* NCCL backend (GPU buffers), when this build has it and every local rank has a GPU: each
- * collective over the world gives the MPI backend's result (integer-valued data for SUM/MAX, whose
- * order cannot matter; order-sensitive data for the ordered sum, compared bit for bit). With one
- * GPU this runs as one rank: a real one-rank NCCL communicator. Skipped without NCCL or a GPU.
- * (The GPU ordered sum's own test, which needs no NCCL: tests/unit/test_cuda_comm.c.) */
+/* Collectives over GPU buffers: each collective over the world on device memory gives the MPI
+ * backend's result on host memory (integer-valued data for SUM/MAX, whose order cannot matter;
+ * order-sensitive data for the ordered sum, compared bit for bit). Through NCCL when every local
+ * rank has a GPU of its own (with one GPU and one rank: a real one-rank NCCL communicator); when
+ * ranks share a GPU, which NCCL refuses, through the MPI backend's staged device buffers instead of
+ * being skipped (the output says which). Skipped without a GPU on every rank. (The GPU ordered
+ * sum's own test, which needs no NCCL: tests/unit/test_cuda_comm.c.) */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +33,41 @@ static int gpus_ready(char *why, size_t n, int one_each) {
     if (comm_all_reduce(mt_world_comm(), &any, 1, DT_I32, COMM_MAX) != VFM_OK) return 0;
     if (any && !bad) snprintf(why, n, "another rank cannot run NCCL");
     return !any;
+}
+
+/* 1 on every rank when every rank has a CUDA device (shared or not). */
+static int gpu_everywhere(void) {
+    int none = vfm_cuda_device_count() == 0, any = none;
+    if (comm_all_reduce(mt_world_comm(), &any, 1, DT_I32, COMM_MAX) != VFM_OK) return 0;
+    return !any;
+}
+
+/* Binds this rank's GPU and opens the world over GPU buffers: NCCL when every rank has a GPU of its
+ * own and NCCL loads, else the MPI backend with its staged device buffers. 0 (why filled) when some
+ * rank has no GPU. */
+static int open_gpu_world(Comm *g, char *why, size_t n) {
+    if (!gpu_everywhere()) {
+        snprintf(why, n, "no CUDA device (on this rank or another)");
+        return 0;
+    }
+    CommBackend backend = gpus_ready(why, n, 1) ? COMM_BACKEND_NCCL : COMM_BACKEND_MPI;
+    int device = -1;
+    if (comm_bind_gpu(mt_launch()->local_rank, &device) != VFM_OK) {
+        snprintf(why, n, "%s", vfm_last_error());
+        return 0;
+    }
+    CHECK(device == launch_gpu_for_local_rank(mt_launch()->local_rank, vfm_cuda_device_count()));
+    if (mt_rank() == 0)
+        printf("      over %s\n", backend == COMM_BACKEND_NCCL ? "NCCL" : "MPI's staged device buffers (ranks share a GPU, or no NCCL)");
+    int *everyone = malloc((size_t)mt_world() * sizeof *everyone);
+    for (int j = 0; j < mt_world(); j++) everyone[j] = j;
+    vfm_status s = comm_create(g, "world-gpu", backend, everyone, mt_world());
+    free(everyone);
+    if (s != VFM_OK) {
+        snprintf(why, n, "%s", vfm_last_error());
+        return 0;
+    }
+    return 1;
 }
 
 static void *to_gpu(const void *host, size_t bytes) {
@@ -101,18 +138,10 @@ static void compare_once(Comm *gpu_comm, Kind kind, CommOp op, int integer_data,
     free(in), free(host), free(got);
 }
 
-TEST(nccl_collectives_match_mpi) {
+TEST(gpu_comm_collectives_match_host) {
     char why[256];
-    if (!gpus_ready(why, sizeof why, 1)) SKIP("%s", why);
-    int device = -1;
-    REQUIRE_OK(comm_bind_gpu(mt_launch()->local_rank, &device));
-    CHECK(device == launch_gpu_for_local_rank(mt_launch()->local_rank, vfm_cuda_device_count()));
-    int *everyone = malloc((size_t)mt_world() * sizeof *everyone);
-    for (int j = 0; j < mt_world(); j++) everyone[j] = j;
     Comm g;
-    vfm_status s = comm_create(&g, "world-gpu", COMM_BACKEND_NCCL, everyone, mt_world());
-    free(everyone);
-    REQUIRE_OK(s);
+    if (!open_gpu_world(&g, why, sizeof why)) SKIP("%s", why);
     compare_once(&g, K_ALL_REDUCE, COMM_SUM, 1, 100, "all_reduce sum");
     compare_once(&g, K_ALL_REDUCE, COMM_MAX, 0, 100, "all_reduce max");
     compare_once(&g, K_ALL_REDUCE, COMM_SUM_ORDERED, 0, 100, "all_reduce ordered (gather path)");
@@ -129,17 +158,11 @@ TEST(nccl_collectives_match_mpi) {
 /* The non-blocking collectives FSDP prefetches with: two posted back to back on the comm's stream
  * (an all-gather and an ordered reduce-scatter), waited for in reverse order, give the MPI
  * backend's bits. */
-TEST(nccl_nonblocking_collectives_match_mpi) {
+TEST(gpu_comm_nonblocking_collectives_match_host) {
     char why[256];
-    if (!gpus_ready(why, sizeof why, 1)) SKIP("%s", why);
-    int device = -1;
-    REQUIRE_OK(comm_bind_gpu(mt_launch()->local_rank, &device));
-    int n = mt_world(), r = mt_rank(), *everyone = malloc((size_t)n * sizeof *everyone);
-    for (int j = 0; j < n; j++) everyone[j] = j;
     Comm g;
-    vfm_status s = comm_create(&g, "world-gpu", COMM_BACKEND_NCCL, everyone, n);
-    free(everyone);
-    REQUIRE_OK(s);
+    if (!open_gpu_world(&g, why, sizeof why)) SKIP("%s", why);
+    int n = mt_world(), r = mt_rank();
     const int64_t k = 1201;
     float *in = malloc((size_t)(n * k) * sizeof *in), *host_g = malloc((size_t)(n * k) * sizeof *in),
           *host_r = malloc((size_t)k * sizeof *in), *got = malloc((size_t)(n * k) * sizeof *in);
@@ -170,17 +193,11 @@ TEST(nccl_nonblocking_collectives_match_mpi) {
  * comm_reduce_scatter_v_start (unequal pieces) is posted, with no host wait between: the comm's
  * non-blocking stream must still see the kernel's values (its event ordering), and the results
  * must be the MPI backend's bits for the doubled data. */
-TEST(nccl_posted_bucket_reductions_follow_the_ops_stream) {
+TEST(gpu_comm_posted_bucket_reductions_follow_the_ops_stream) {
     char why[256];
-    if (!gpus_ready(why, sizeof why, 1)) SKIP("%s", why);
-    int device = -1;
-    REQUIRE_OK(comm_bind_gpu(mt_launch()->local_rank, &device));
-    int n = mt_world(), r = mt_rank(), *everyone = malloc((size_t)n * sizeof *everyone);
-    for (int j = 0; j < n; j++) everyone[j] = j;
     Comm g;
-    vfm_status s = comm_create(&g, "world-gpu", COMM_BACKEND_NCCL, everyone, n);
-    free(everyone);
-    REQUIRE_OK(s);
+    if (!open_gpu_world(&g, why, sizeof why)) SKIP("%s", why);
+    int n = mt_world(), r = mt_rank();
     const int64_t sizes[2] = {100, 1500};
     for (int k = 0; k < 2; k++) {
         int64_t m = sizes[k];

@@ -273,9 +273,18 @@ TEST(cuda_lookup_gather_and_2d_embedding_match_cpu) {
         const int32_t bad_labels[3] = {1, 4, 9};
         IPair bad = IPAIR(bad_labels, 3);
         Pair out3 = PAIR_ZEROS(dt, 3, 40);
-        vfm_status st = op_embedding_forward(&out3.gpu, &table.gpu, &bad.gpu);
-        CHECK_MSG(st == VFM_ERR_SHAPE && strstr(vfm_last_error(), "idx[2] = 9"), "bad label: %s: %s",
+        /* found on the GPU without a wait, reported by ops_check_index_errors; its row is 0 */
+        CHECK_OK(ops_check_index_errors());
+        CHECK_OK(op_embedding_forward(&out3.gpu, &table.gpu, &bad.gpu));
+        vfm_status st = ops_check_index_errors();
+        CHECK_MSG(st == VFM_ERR_SHAPE && strstr(vfm_last_error(), "embedding_forward: idx[2] = 9"), "bad label: %s: %s",
                   vfm_status_name(st), vfm_last_error());
+        CHECK_OK(ops_check_index_errors()); /* reported once */
+        float got3[3 * 40];
+        pair_download(&out3, got3);
+        int zero = 1;
+        for (int j = 0; j < 40; j++) zero &= got3[2 * 40 + j] == 0.f;
+        CHECK_MSG(zero, "the row of the index outside is not 0");
         /* column gather with a repeated column, and its scatter-add backward */
         const int32_t cols[9] = {11, 0, 5, 5, 3, 2, 7, 1, 10};
         IPair cidx = IPAIR(cols, 9);
@@ -378,7 +387,7 @@ TEST(cuda_adamw_gives_the_cpu_bits) {
     Pair p = PAIR_RAND(DT_F32, 71, -1, 1, n), m = PAIR_ZEROS(DT_F32, n), v = PAIR_ZEROS(DT_F32, n);
     for (int step = 1; step <= 3; step++) {
         Pair g = PAIR_RAND(DT_F32, 72 + step, -2, 2, n);
-        AdamWHyper h = {1e-3f * step, 0.9f, 0.95f, 1e-8f, step == 2 ? 0.f : 0.1f, step, step == 3 ? 0.7f : 1.f};
+        AdamWHyper h = {1e-3f * step, 0.9f, 0.95f, 1e-8f, step == 2 ? 0.f : 0.1f, step, step == 3 ? 0.7f : 1.f, NULL};
         BOTH(op_adamw_step(&p.cpu, &m.cpu, &v.cpu, &g.cpu, &h), op_adamw_step(&p.gpu, &m.gpu, &v.gpu, &g.gpu, &h));
         PAIR_CLOSE("adamw param", &p, 0, 0);
         PAIR_CLOSE("adamw m", &m, 0, 0);
@@ -483,7 +492,7 @@ TEST(cuda_dtype_contract_names_op_and_argument) {
     EXPECT_CONTRACT(op_edm_add_noise(NULL, NULL, &x, &x, &sigma, NULL, &t2s), "edm_add_noise",
                     "x0 is bf16[4,8]@cuda, expected f32");
     Tensor p16 = TENSOR(fake, DT_BF16, DEV_CUDA, 16);
-    AdamWHyper h = {1e-3f, 0.9f, 0.95f, 1e-8f, 0.f, 1, 1.f};
+    AdamWHyper h = {1e-3f, 0.9f, 0.95f, 1e-8f, 0.f, 1, 1.f, NULL};
     EXPECT_CONTRACT(op_adamw_step(&p16, &p16, &p16, &p16, &h), "adamw_step", "param is bf16");
     Tensor t16 = TENSOR(fake, DT_BF16, DEV_CUDA, 2), emb = TENSOR(fake, DT_BF16, DEV_CUDA, 2, 16);
     EXPECT_CONTRACT(op_timestep_embedding_forward(&emb, &t16, 1, 0.f, 10000.f), "timestep_embedding_forward",

@@ -37,7 +37,7 @@ TEST(adamw_over_runs_of_entries_equals_one_update_per_entry) {
     int with_decay = 0, without = 0;
     for (int step = 0; step < 3; step++) {
         REQUIRE_OK(optimizer_step(&o, p0, g, oc.lr, 0.7));
-        AdamWHyper h = {(float)oc.lr, (float)oc.beta1, (float)oc.beta2, (float)oc.eps, 0, step + 1, 0.7f};
+        AdamWHyper h = {(float)oc.lr, (float)oc.beta1, (float)oc.beta2, (float)oc.eps, 0, step + 1, 0.7f, NULL};
         for (int i = 0; i < t->count; i++) { /* the reference: one update per entry */
             const ParamEntry *e = &t->entries[i];
             Tensor P = TF32(p1 + e->offset, e->numel), G = TF32(g + e->offset, e->numel);

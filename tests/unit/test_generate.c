@@ -1,5 +1,6 @@
 /* Generation: CFG sampling over packs of [conditional | unconditional] samples. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,7 +19,12 @@ static void tiny_model(DiT *m, int text_matters) {
     free(noise);
     for (int l = 0; l < c.layers; l++) {
         /* the cross-attention output projection: off (the text cannot matter) or strong */
-        const ParamEntry *e = &m->table.entries[m->blocks[l].ca_proj.w];
+        char name[64];
+        snprintf(name, sizeof name, "blocks.%d.cross_attn.proj.weight", l);
+        int id = param_table_find(&m->table, name);
+        CHECK_MSG(id >= 0, "no %s", name);
+        if (id < 0) return;
+        const ParamEntry *e = &m->table.entries[id];
         for (int64_t k = 0; k < e->numel; k++) m->params[e->offset + k] *= text_matters ? 30.0f : 0.0f;
     }
 }
@@ -124,7 +130,9 @@ TEST(generate_flow_and_ddpm_finite_deterministic_and_batch_invariant) {
          * 1/√ᾱ = 157 at t = 999, and a learned variance far outside [-1, 1] blows it up; a small
          * output layer keeps the run finite while still depending on every input */
         for (int e = 0; e < 2 && k > 0; e++) {
-            const ParamEntry *pe = &m.table.entries[e ? m.final_out.b : m.final_out.w];
+            int id = param_table_find(&m.table, e ? "final_linear.bias" : "final_linear.weight");
+            REQUIRE(id >= 0);
+            const ParamEntry *pe = &m.table.entries[id];
             for (int64_t i = 0; i < pe->numel; i++) m.params[pe->offset + i] *= 0.02f;
         }
         Objective o;

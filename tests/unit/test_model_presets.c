@@ -32,9 +32,12 @@ static int64_t preset_params(const char *preset, const char *const *extra, int n
         off += e->numel;
         if (param_table_find(&m.table, e->name) != i || e->group < 0 || e->group >= DIT_N_GROUPS) n = -3;
     }
+    int *first = malloc((size_t)c.layers * sizeof *first), n_blocks, head_first;
+    dit_block_layout(&m, first, &n_blocks, &head_first);
     for (int l = 0; l + 1 < c.layers; l++)
-        if (m.blocks[l].first_entry >= m.blocks[l + 1].first_entry) n = -3;
-    if (m.head_first <= m.blocks[c.layers - 1].first_entry || off != m.table.total) n = -3;
+        if (first[l] >= first[l + 1]) n = -3;
+    if (n_blocks != c.layers || head_first <= first[c.layers - 1] || off != m.table.total) n = -3;
+    free(first);
     dit_destroy(&m);
     config_free(cfg);
     return n;

@@ -97,7 +97,8 @@ TEST(model_class_labels_and_the_null_class) {
     CHECK(dit_class_row(&none, 0, 0) == -1);
     DiT m;
     REQUIRE(random_model(&m, &c, 6));
-    CHECK(m.table.entries[m.y_table].shape[0] == 5); /* 4 classes + the null row */
+    int table = param_table_find(&m.table, "y_embedder.embedding_table.weight");
+    CHECK(table >= 0 && m.table.entries[table].shape[0] == 5); /* 4 classes + the null row */
     float y[3][6 * 12];
     for (int k = 0; k < 3; k++) {
         OnePack p;

@@ -10,7 +10,7 @@
 #include "test.h"
 
 static AdamWHyper hyper(double lr, double wd, int step, double grad_scale) {
-    AdamWHyper h = {(float)lr, 0.9f, 0.95f, 1e-5f, (float)wd, step, (float)grad_scale};
+    AdamWHyper h = {(float)lr, 0.9f, 0.95f, 1e-5f, (float)wd, step, (float)grad_scale, NULL};
     return h;
 }
 
@@ -150,4 +150,50 @@ TEST(ops_adamw_argument_errors) {
     h.step = 0;
     CHECK(op_adamw_step(&P, &M, &V, &G, &h) == VFM_ERR_SHAPE);
     CHECK(op_adamw_step(&P, &M, &V, &G, NULL) == VFM_ERR_SHAPE);
+}
+
+/* The training step's decision on the device (op_step_decide) and AdamW gated by it: an applied
+ * step gives the bits of op_adamw_step with the host's clip factor and step count; a skipped one
+ * (non-finite norm or loss) writes nothing and leaves the count; the records hold loss, norm, ok. */
+TEST(adamw_gated_by_the_step_state_equals_host_scalars_and_skips_cleanly) {
+    const int64_t n = 1000;
+    float p0[1000], g[1000];
+    test_fill_uniform_f32(p0, n, 31, -1, 1);
+    test_fill_uniform_f32(g, n, 32, -0.5f, 0.5f);
+    double state[STEP_SLOTS + 3 * 4];
+    memset(state, 0, sizeof state);
+    Tensor st = TENSOR(state, DT_F64, DEV_CPU, STEP_SLOTS + 3 * 4);
+    float pa[1000], ma[1000] = {0}, va[1000] = {0}, pb[1000], mb[1000] = {0}, vb[1000] = {0};
+    memcpy(pa, p0, sizeof pa), memcpy(pb, p0, sizeof pb);
+    Tensor G = TENSOR(g, DT_F32, DEV_CPU, n);
+    const double clip = 1.0;
+    int host_t = 0;
+    for (int k = 0; k < 4; k++) {
+        int skip = k == 2;
+        /* the step's loss and Σ g² as the trainer leaves them, then the decision */
+        state[STEP_LOSS] = skip ? NAN : 0.25 * (k + 1);
+        Tensor gg = G;
+        REQUIRE_OK(op_sum_squares_into(&st, STEP_SUMSQ, &gg));
+        double sumsq = state[STEP_SUMSQ], host_sumsq = 0;
+        REQUIRE_OK(op_sum_squares(&host_sumsq, &gg));
+        CHECK(sumsq == host_sumsq);
+        float lr = 1e-3f * (float)(k + 1);
+        StepDecideHyper h = {clip, lr, 0.9f, 0.95f, k};
+        REQUIRE_OK(op_step_decide(&st, &h));
+        double norm = sqrt(host_sumsq), coeff = clip / (norm + 1e-6), scale = coeff < 1.0 ? coeff : 1.0;
+        CHECK(state[STEP_OK] == !skip && state[STEP_NORM] == norm && state[STEP_LOSS] == 0);
+        CHECK(state[STEP_SLOTS + 3 * k + 2] == !skip && state[STEP_SLOTS + 3 * k + 1] == norm);
+        Tensor P = TENSOR(pa, DT_F32, DEV_CPU, n), M = TENSOR(ma, DT_F32, DEV_CPU, n), V = TENSOR(va, DT_F32, DEV_CPU, n);
+        AdamWHyper gated = {lr, 0.9f, 0.95f, 1e-8f, 0.1f, 0, 0.f, &st};
+        REQUIRE_OK(op_adamw_step(&P, &M, &V, &G, &gated));
+        if (!skip) { /* the host's way: its own count and clip factor */
+            host_t++;
+            Tensor Pb = TENSOR(pb, DT_F32, DEV_CPU, n), Mb = TENSOR(mb, DT_F32, DEV_CPU, n), Vb = TENSOR(vb, DT_F32, DEV_CPU, n);
+            AdamWHyper host = {lr, 0.9f, 0.95f, 1e-8f, 0.1f, host_t, (float)scale, NULL};
+            REQUIRE_OK(op_adamw_step(&Pb, &Mb, &Vb, &G, &host));
+        }
+        CHECK_MSG(state[STEP_ADAM_T] == host_t, "step %d: count %g, want %d", k, state[STEP_ADAM_T], host_t);
+        CHECK_MSG(memcmp(pa, pb, sizeof pa) == 0 && memcmp(ma, mb, sizeof ma) == 0 && memcmp(va, vb, sizeof va) == 0,
+                  "step %d (%s): the gated update differs from the host's", k, skip ? "skipped" : "applied");
+    }
 }

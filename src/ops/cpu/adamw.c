@@ -5,7 +5,8 @@
  * Scalars are formed in double as torch forms them in Python, then applied in `real`:
  *   g = grad_scale·grad; p ← p·(1 − lr·wd) (only when wd ≠ 0); m ← β1·m + (1−β1)·g;
  *   v ← β2·v + (1−β2)·g²; p ← p − (lr/(1−β1^t))·m / (√v/√(1−β2^t) + eps),
- * evaluated in torch's order (step_size·m first, then the division). */
+ * evaluated in torch's order (step_size·m first, then the division). With h->step_state the scale,
+ * the bias corrections and whether to update at all come from the step's state. */
 vfm_status CPU_FN(adamw_step)(Tensor *param, Tensor *m, Tensor *v, const Tensor *grad, const AdamWHyper *h) {
     int64_t n = tensor_numel(param);
     real *P = RDATA(param), *M = RDATA(m), *V = RDATA(v);
@@ -18,6 +19,13 @@ vfm_status CPU_FN(adamw_step)(Tensor *param, Tensor *m, Tensor *v, const Tensor 
     real step_size = (real)(lr / (1.0 - pow(beta1, h->step)));
     real bc2_sqrt = (real)sqrt(1.0 - pow(beta2, h->step));
     real eps = (real)h->eps, scale = (real)h->grad_scale;
+    if (h->step_state) { /* the step's decision, made on the device (op_step_decide): the same values */
+        const double *S = h->step_state->data;
+        if (S[STEP_OK] == 0) return VFM_OK;
+        step_size = (real)S[STEP_STEP_SIZE];
+        bc2_sqrt = (real)S[STEP_BC2_SQRT];
+        scale = (real)(float)S[STEP_SCALE];
+    }
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < n; i++) {
         real g = scale * G[i];

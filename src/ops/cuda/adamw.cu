@@ -12,8 +12,16 @@ struct AdamWScalars {
 };
 
 // g = scale·grad; p = decay ? p·keep : p; m = b1·m + (1-b1)·g; v = b2·v + ((1-b2)·g)·g;
-// p = p − (step_size·m) / (√v / bc2_sqrt + eps)
-__global__ void adamw_kernel(float *P, float *M, float *V, const float *G, int64_t n, AdamWScalars s) {
+// p = p − (step_size·m) / (√v / bc2_sqrt + eps). With a step state (ops.h) the scale and the bias
+// corrections come from it, and nothing is written when its step was skipped.
+__global__ void adamw_kernel(float *P, float *M, float *V, const float *G, int64_t n, AdamWScalars s,
+                             const double *state) {
+    if (state) {
+        if (state[STEP_OK] == 0) return;
+        s.scale = (float)state[STEP_SCALE];
+        s.step_size = (float)state[STEP_STEP_SIZE];
+        s.bc2_sqrt = (float)state[STEP_BC2_SQRT];
+    }
     GRID_STRIDE(i, n) {
         float g = __fmul_rn(s.scale, G[i]);
         float p = s.decay ? __fmul_rn(P[i], s.keep) : P[i];
@@ -38,11 +46,12 @@ extern "C" vfm_status cuda_adamw_step(Tensor *param, Tensor *m, Tensor *v, const
     s.one_minus_b1 = (float)(1.0 - beta1);
     s.b2 = (float)beta2;
     s.one_minus_b2 = (float)(1.0 - beta2);
-    s.step_size = (float)(lr / (1.0 - pow(beta1, h->step)));
-    s.bc2_sqrt = (float)sqrt(1.0 - pow(beta2, h->step));
+    s.step_size = h->step_state ? 0.f : (float)(lr / (1.0 - pow(beta1, h->step)));
+    s.bc2_sqrt = h->step_state ? 0.f : (float)sqrt(1.0 - pow(beta2, h->step));
     s.eps = (float)h->eps;
     s.scale = (float)h->grad_scale;
     CUDA_LAUNCH(adamw_kernel, cuda_blocks(n), CUDA_THREADS, 0, (float *)param->data, (float *)m->data, (float *)v->data,
-                (const float *)grad->data, n, s);
+                (const float *)grad->data, n, s,
+                h->step_state ? (const double *)h->step_state->data : (const double *)NULL);
     return VFM_OK;
 }

@@ -1,11 +1,14 @@
 // CUDA backend: varlen (THD) attention dispatch, and the log-sum-exp merge of partial attentions. bf16 runs cuDNN's fused SDPA (cudnn_attention.cpp)
 // with shapes bucketed so that few graphs are built (batch slots to a power of two, the per-sample
 // length bound to 64·{1,2,3} or 64·m·2^e with m in 4..7); f32, head dims cuDNN cannot take and
-// buckets it declines run the reference kernels (attention_ref.cu), each declined bucket logged
-// once. Either way a last pass writes the contract's padding: o = 0 and lse = 0 on padding rows,
+// buckets it declines run the reference kernels (attention_ref.cu). Which implementation serves a
+// bucket (cuDNN's unified or composite SDPA, or the reference kernel and why) is logged once per
+// bucket and direction. Either way a last pass writes the contract's padding: o = 0 and lse = 0 on padding rows,
 // o = 0 and lse = -inf for a sample without keys, dq/dk/dv = 0 on padding rows and for samples
 // with nothing to attend. cuDNN never sees an empty key sequence beside a non-empty query one:
-// such a sample gets query length 0 and is left to the padding pass.
+// such a sample gets query length 0 and is left to the padding pass. The backward hands cuDNN a copy
+// of the statistics with -inf (samples without keys) replaced by 0: cuDNN may read rows past a
+// sample's end, and exp(s - (-inf)) would bring NaN into a neighbouring sample's dK/dV.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -149,7 +152,6 @@ extern "C" vfm_status cuda_attention_merge(Tensor *o, Tensor *lse, const Tensor 
 
 // ---- cuDNN ----------------------------------------------------------------------------------
 
-#ifdef VFM_CUDNN_FE
 static int bucket_pow2(int n) {
     int b = 1;
     while (b < n) b <<= 1;
@@ -165,6 +167,36 @@ static int bucket_len(int len) {
     int m = (k + (1 << e) - 1) >> e;
     return 64 * (m << e);
 }
+
+static int64_t g_reference_calls;  // attention calls the reference kernel served (vfm bench asks)
+
+extern "C" int64_t cuda_attention_reference_calls(void) { return g_reference_calls; }
+
+// Logs, once per shape bucket and direction, which implementation serves it: cuDNN's unified or
+// composite SDPA (info), or the reference kernel and why (a warning: tens of seconds per step at
+// 8k tokens). At most 256 buckets are remembered; later ones are served silently.
+static void log_bucket_once(const AttnDims &a, int backward, DType dt, const char *impl, const char *why) {
+    struct Seen {
+        int backward, dtype, B, H, Hkv, hd, Sq, Skv, reference;
+    };
+    static Seen seen[256];
+    static int nseen;
+    Seen k;
+    memset(&k, 0, sizeof k);
+    k.backward = backward, k.dtype = (int)dt, k.B = bucket_pow2(a.n), k.H = a.H, k.Hkv = a.Hkv, k.hd = a.hd;
+    k.Sq = bucket_len(a.max_q), k.Skv = bucket_len(a.max_kv), k.reference = why != NULL;
+    for (int i = 0; i < nseen; i++)
+        if (memcmp(&seen[i], &k, sizeof k) == 0) return;
+    if (nseen == (int)(sizeof seen / sizeof seen[0])) return;
+    seen[nseen++] = k;
+    char what[160];
+    snprintf(what, sizeof what, "attention %s %s B<=%d H=%d Hkv=%d hd=%d Sq<=%d Skv<=%d", backward ? "backward" : "forward",
+             dtype_name(dt), k.B, k.H, k.Hkv, k.hd, k.Sq, k.Skv);
+    if (why) log_warn("%s: the reference attention kernel (slow): %s", what, why);
+    else log_info("%s: cuDNN %s SDPA", what, impl);
+}
+
+#ifdef VFM_CUDNN_FE
 
 // seq_q/seq_kv [B] (a sample without keys gets query length 0), offsets [B+1] scaled to elements;
 // unused slots b >= n have length 0 and repeat the last offset.
@@ -186,14 +218,12 @@ __global__ void attn_cudnn_meta_kernel(AttnDims a, int B, int32_t *seq_q, int32_
     }
 }
 
-// Logs once per distinct message that cuDNN declined and the reference kernel runs instead.
-static void log_fallback_once(const char *why) {
-    static char seen[32][256];
-    static int nseen;
-    for (int i = 0; i < nseen; i++)
-        if (strncmp(seen[i], why, sizeof seen[i] - 1) == 0) return;
-    if (nseen < 32) snprintf(seen[nseen++], sizeof seen[0], "%s", why);
-    log_warn("%s; the reference attention kernel runs it instead (slow)", why);
+// dst = src with -inf (the rows of samples without keys) replaced by 0, for the backward's Stats.
+__global__ void finite_stats_kernel(float *dst, const float *src, int64_t n) {
+    GRID_STRIDE(i, n) {
+        float v = src[i];
+        dst[i] = v == -INFINITY ? 0.f : v;
+    }
 }
 
 // VFM_OK: cuDNN ran. VFM_ERR_UNSUPPORTED: it cannot (message says why; nothing ran).
@@ -209,19 +239,28 @@ static vfm_status cudnn_run(const AttnDims &a, int backward, const Tensor *q, co
     c.stream = (void *)cuda_stream();
     size_t ws_bytes = 0;
     VFM_TRY(cudnn_attention_prepare(&c, &ws_bytes));
-    // meta: three int64 offset arrays [B+1], then the two int32 length arrays [B]
-    size_t n64 = (size_t)c.B + 1;
+    log_bucket_once(a, backward, q->dtype, c.implementation ? c.implementation : "(unnamed)", NULL);
+    // meta: three int64 offset arrays [B+1], the two int32 length arrays [B], then (backward) the
+    // finite copy of the statistics [Sq, H]
+    size_t n64 = (size_t)c.B + 1, stats_n = backward ? (size_t)a.Sq * a.H : 0;
+    size_t meta_bytes = 3 * n64 * sizeof(int64_t) + 2 * (size_t)c.B * sizeof(int32_t);
+    meta_bytes = (meta_bytes + 255) & ~(size_t)255;
     char *meta = NULL;
-    VFM_TRY(cuda_scratch(SCRATCH_ATTN_META, 3 * n64 * sizeof(int64_t) + 2 * (size_t)c.B * sizeof(int32_t), (void **)&meta));
+    VFM_TRY(cuda_scratch(SCRATCH_ATTN_META, meta_bytes + stats_n * sizeof(float), (void **)&meta));
     int64_t *off_q = (int64_t *)meta, *off_kv = off_q + n64, *off_lse = off_kv + n64;
     int32_t *seq_q = (int32_t *)(off_lse + n64), *seq_kv = seq_q + c.B;
     CUDA_LAUNCH(attn_cudnn_meta_kernel, cuda_blocks(c.B + 1), CUDA_THREADS, 0, a, c.B, seq_q, seq_kv, off_q, off_kv,
                 off_lse);
-    VFM_TRY(cuda_check_launch(backward ? "attention_backward" : "attention_forward", q));
+    float *stats = (float *)lse->data;
+    if (backward && stats_n) {
+        stats = (float *)(meta + meta_bytes);
+        CUDA_LAUNCH(finite_stats_kernel, cuda_blocks((int64_t)stats_n), CUDA_THREADS, 0, stats, (const float *)lse->data,
+                    (int64_t)stats_n);
+    }
     void *ws = NULL;
     if (ws_bytes) VFM_TRY(cuda_scratch(SCRATCH_ATTN_WS, ws_bytes, &ws));
     c.q = q->data, c.k = k->data, c.v = v->data;
-    c.o = o->data, c.lse = (float *)lse->data;
+    c.o = o->data, c.lse = stats;
     if (backward) c.dout = dout->data, c.dq = dq->data, c.dk = dk->data, c.dv = dv->data;
     c.seq_q = seq_q, c.seq_kv = seq_kv, c.off_q = off_q, c.off_kv = off_kv, c.off_lse = off_lse;
     VFM_TRY(cudnn_attention_run(&c, ws));
@@ -229,24 +268,30 @@ static vfm_status cudnn_run(const AttnDims &a, int backward, const Tensor *q, co
 }
 #endif
 
-// Runs cuDNN when the implementation and the shape allow; *ran tells whether it did.
+// Runs cuDNN when the implementation and the shape allow; *ran tells whether it did. Where the
+// reference kernel will serve instead, the bucket is logged once with the reason.
 static vfm_status try_cudnn(const char *op, const AttnDims &a, int backward, const Tensor *q, const Tensor *k,
                             const Tensor *v, const Tensor *o, const Tensor *lse, const Tensor *dout, Tensor *dq,
                             Tensor *dk, Tensor *dv, int *ran) {
     *ran = 0;
+    if (a.n == 0 || a.max_q == 0 || a.max_kv == 0) return VFM_OK;  // nothing to compute: the padding pass writes every row
     CudaAttnImpl impl = cuda_attention_get_impl();
-    if (impl == CUDA_ATTN_REFERENCE) return VFM_OK;
+    if (impl == CUDA_ATTN_REFERENCE) {
+        log_bucket_once(a, backward, q->dtype, NULL, "VFM_ATTENTION=reference");
+        return VFM_OK;
+    }
     const char *why = NULL;
     char buf[160];
-    if (q->dtype != DT_BF16) why = "cuDNN attention runs bf16 only";
-    else if (a.hd % 8 != 0) {
+    if (q->dtype != DT_BF16) {
+        snprintf(buf, sizeof buf, "cuDNN attention runs bf16 only (%s)", dtype_name(q->dtype));
+        why = buf;
+    } else if (a.hd % 8 != 0) {
         snprintf(buf, sizeof buf, "cuDNN attention needs head_dim %% 8 == 0 (head_dim %d)", a.hd);
         why = buf;
-    } else if (a.n == 0 || a.max_q == 0 || a.max_kv == 0) {
-        return VFM_OK;  // nothing to compute: the padding pass writes every row
     }
     if (why) {
         if (impl == CUDA_ATTN_CUDNN) return vfm_fail(VFM_ERR_UNSUPPORTED, "%s: %s (VFM_ATTENTION=cudnn)", op, why);
+        log_bucket_once(a, backward, q->dtype, NULL, why);
         return VFM_OK;
     }
 #ifdef VFM_CUDNN_FE
@@ -256,13 +301,14 @@ static vfm_status try_cudnn(const char *op, const AttnDims &a, int backward, con
         return VFM_OK;
     }
     if (s != VFM_ERR_UNSUPPORTED || impl == CUDA_ATTN_CUDNN) return vfm_fail_context(s, "%s", op);
-    log_fallback_once(vfm_last_error());
+    log_bucket_once(a, backward, q->dtype, NULL, vfm_last_error());
     vfm_clear_error();
     return VFM_OK;
 #else
-    (void)o, (void)lse, (void)dout, (void)dq, (void)dk, (void)dv, (void)k, (void)v, (void)backward;
+    (void)o, (void)lse, (void)dout, (void)dq, (void)dk, (void)dv, (void)k, (void)v;
     if (impl == CUDA_ATTN_CUDNN)
         return vfm_fail(VFM_ERR_UNSUPPORTED, "%s: this vfm was built without cuDNN attention (NO_CUDNN_FE)", op);
+    log_bucket_once(a, backward, q->dtype, NULL, "this vfm was built without cuDNN attention (NO_CUDNN_FE)");
     return VFM_OK;
 #endif
 }
@@ -280,7 +326,10 @@ extern "C" vfm_status cuda_attention_forward(Tensor *o, Tensor *lse, const Tenso
     VFM_TRY(check_head_dim(op, a));
     int ran = 0;
     VFM_TRY(try_cudnn(op, a, 0, q, k, v, o, lse, NULL, NULL, NULL, NULL, &ran));
-    if (!ran) VFM_TRY(attention_ref_forward(a, o, lse, q, k, v));
+    if (!ran) {
+        if (a.n > 0 && a.max_q > 0 && a.max_kv > 0) g_reference_calls++;
+        VFM_TRY(attention_ref_forward(a, o, lse, q, k, v));
+    }
     return padding_pass(op, o, (float *)lse->data, a.H, a, 1);
 }
 
@@ -292,7 +341,10 @@ extern "C" vfm_status cuda_attention_backward(Tensor *dq, Tensor *dk, Tensor *dv
     VFM_TRY(check_head_dim(op, a));
     int ran = 0;
     VFM_TRY(try_cudnn(op, a, 1, q, k, v, o, lse, dout, dq, dk, dv, &ran));
-    if (!ran) VFM_TRY(attention_ref_backward(a, dq, dk, dv, dout, q, k, v, o, lse));
+    if (!ran) {
+        if (a.n > 0 && a.max_q > 0 && a.max_kv > 0) g_reference_calls++;
+        VFM_TRY(attention_ref_backward(a, dq, dk, dv, dout, q, k, v, o, lse));
+    }
     VFM_TRY(padding_pass(op, dq, NULL, 0, a, 1));
     VFM_TRY(padding_pass(op, dk, NULL, 0, a, 0));
     return padding_pass(op, dv, NULL, 0, a, 0);

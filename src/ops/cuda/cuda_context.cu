@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/cuda_runtime_shim.h"
+#include "core/host_reads.h"
 #include "cuda_common.h"
 
 static cudaStream_t g_stream = 0;
@@ -62,6 +63,7 @@ vfm_status cuda_scratch(ScratchSlot slot, size_t bytes, void **out) {
     if (bytes > g_scratch_bytes[slot]) {
         if (g_scratch[slot]) {
             // work queued earlier may still use the old buffer
+            vfm_host_read("CUDA scratch growth");
             cudaError_t e = cudaDeviceSynchronize();
             if (e != cudaSuccess) return cuda_call_fail("scratch", "cudaDeviceSynchronize", e, NULL);
             vfm_cuda_free(g_scratch[slot]);

@@ -10,7 +10,7 @@ extern "C" const char *cudnn_attention_frontend_version(void);
 #endif
 
 extern "C" const char *cuda_describe_libraries(void) {
-    static char buf[4096];
+    static char buf[CUDA_LIB_COUNT * 4096 + 256];  // each library not loaded lists where it looked
     size_t n = cuda_libs_describe(buf, sizeof buf);
 #ifdef VFM_CUDNN_FE
     snprintf(buf + n, sizeof buf - n, "cuDNN attention: cudnn-frontend %s (headers built in)\n",

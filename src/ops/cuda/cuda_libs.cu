@@ -1,14 +1,15 @@
-// Run-time loading of cuBLASLt, NVRTC and cuDNN (see cuda_libs.h), and what was loaded from where.
-// Host code only.
+// Run-time loading of cuBLASLt, NVRTC, cuDNN and NCCL (see cuda_libs.h; where they are looked for:
+// core/lib_search.h), and what was loaded from where: the full path of each library loaded, and for
+// each that was not, every place looked in and why it failed. Host code only.
 #include <cublas_api.h>
 #include <cudnn_version.h>
 #include <cuda_runtime.h>
 #include <dlfcn.h>
-#include <link.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/lib_search.h"
 #include "cuda_libs.h"
 #include "ops_cuda.h"
 
@@ -17,22 +18,26 @@ namespace {
 struct LibSpec {
     const char *name;            // for messages
     const char *sonames[3];      // tried in order, NULL-terminated
-    const char *version_symbol;  // returns the version (size_t), or NULL (NVRTC: nvrtcVersion)
+    const char *version_symbol;  // size_t fn(void) giving major·10000 + minor·100 + patch, or NULL
     int major_expected;          // the major version of the headers we built with
-    const char *preload[8];      // libraries loaded first from the same folder (cuDNN's parts)
+    const char *preload[8];      // files loaded first from the same folder (globs; NULL-terminated)
+    const char *env_file;        // a variable naming the file itself (tried first), or NULL
 };
 
 const LibSpec kSpecs[CUDA_LIB_COUNT] = {
-    {"cuBLASLt", {"libcublasLt.so.13", "libcublasLt.so", NULL}, "cublasLtGetVersion", CUBLAS_VER_MAJOR, {NULL}},
-    {"NVRTC", {"libnvrtc.so.13", "libnvrtc.so", NULL}, NULL, 13, {NULL}},
+    {"cuBLASLt", {"libcublasLt.so.13", "libcublasLt.so", NULL}, "cublasLtGetVersion", CUBLAS_VER_MAJOR, {NULL}, NULL},
+    // NVRTC dlopens its builtins by soname: loading them from NVRTC's own folder first makes that
+    // lookup succeed without LD_LIBRARY_PATH
+    {"NVRTC", {"libnvrtc.so.13", "libnvrtc.so", NULL}, NULL, 13, {"libnvrtc-builtins.so.13*", NULL}, NULL},
     {"cuDNN",
      {"libcudnn.so.9", "libcudnn.so", NULL},
      "cudnnGetVersion",
      CUDNN_MAJOR,
-     // cuDNN 9 dlopens its parts by soname; loading them first from the folder libcudnn.so.9 was
-     // found in makes those lookups succeed without LD_LIBRARY_PATH.
+     // cuDNN 9 dlopens its parts by soname; likewise
      {"libcudnn_graph.so.9", "libcudnn_ops.so.9", "libcudnn_heuristic.so.9", "libcudnn_engines_precompiled.so.9",
-      "libcudnn_engines_runtime_compiled.so.9", "libcudnn_cnn.so.9", "libcudnn_adv.so.9", NULL}},
+      "libcudnn_engines_runtime_compiled.so.9", "libcudnn_cnn.so.9", "libcudnn_adv.so.9", NULL},
+     NULL},
+    {"NCCL", {"libnccl.so.2", "libnccl.so", NULL}, NULL, 2, {NULL}, "VFM_NCCL_LIB"},
 };
 
 struct LibState {
@@ -40,36 +45,36 @@ struct LibState {
     void *handle;
     char path[512];
     char version[64];
-    char error[1024];
+    char error[4096];  // where it looked and why each try failed
 };
 
 LibState g_libs[CUDA_LIB_COUNT];
 
-void append(char *buf, size_t n, const char *fmt, const char *a, const char *b) {
-    size_t used = strlen(buf);
-    if (used + 1 < n) snprintf(buf + used, n - used, fmt, a, b);
-}
-
-// dlopen of dir/soname (dir may be NULL: the loader's path). Records what failed in st->error.
-void *try_open(LibState *st, const char *dir, const char *soname, int flags) {
-    char file[1024];
-    if (dir) snprintf(file, sizeof file, "%s/%s", dir, soname);
-    else snprintf(file, sizeof file, "%s", soname);
-    void *h = dlopen(file, flags);
-    if (!h) {
-        const char *why = dlerror();
-        append(st->error, sizeof st->error, "%s%s", st->error[0] ? "; " : "", why ? why : file);
+// The version as "major.minor[.patch]" into st->version; the major number, or -1.
+int read_version(CudaLib lib, LibState *st) {
+    const LibSpec *spec = &kSpecs[lib];
+    if (spec->version_symbol) {
+        typedef size_t (*VersionFn)(void);
+        VersionFn fn = (VersionFn)dlsym(st->handle, spec->version_symbol);
+        if (!fn) return -1;
+        size_t v = fn();
+        snprintf(st->version, sizeof st->version, "%d.%d.%d", (int)(v / 10000), (int)(v / 100 % 100), (int)(v % 100));
+        return (int)(v / 10000);
     }
-    return h;
-}
-
-void preload_parts(const LibSpec *spec, const char *dir) {
-    for (int i = 0; spec->preload[i]; i++) {
-        char file[1024];
-        if (dir) snprintf(file, sizeof file, "%s/%s", dir, spec->preload[i]);
-        else snprintf(file, sizeof file, "%s", spec->preload[i]);
-        dlopen(file, RTLD_LAZY | RTLD_LOCAL);  // best effort: cuDNN reports a missing part itself
+    if (lib == CUDA_LIB_NVRTC) {
+        typedef int (*NvrtcVersionFn)(int *, int *);
+        NvrtcVersionFn fn = (NvrtcVersionFn)dlsym(st->handle, "nvrtcVersion");
+        int mj = 0, mn = 0;
+        if (!fn || fn(&mj, &mn) != 0) return -1;
+        snprintf(st->version, sizeof st->version, "%d.%d", mj, mn);
+        return mj;
     }
+    typedef int (*NcclVersionFn)(int *);  // ncclGetVersion: major·10000 + minor·100 + patch (NCCL >= 2.9)
+    NcclVersionFn fn = (NcclVersionFn)dlsym(st->handle, "ncclGetVersion");
+    int v = 0;
+    if (!fn || fn(&v) != 0) return -1;
+    snprintf(st->version, sizeof st->version, "%d.%d.%d", v / 10000, v / 100 % 100, v % 100);
+    return v / 10000;
 }
 
 void open_once(CudaLib lib) {
@@ -81,50 +86,23 @@ void open_once(CudaLib lib) {
         cuda_lib_open(CUDA_LIB_CUBLASLT);
         cuda_lib_open(CUDA_LIB_NVRTC);
     }
-    const char *env = getenv("VFM_CUDA_LIB_DIRS");
-    char dirs[4096];
-    snprintf(dirs, sizeof dirs, "%s", env ? env : "");
-    char *save = NULL;
-    for (char *dir = strtok_r(dirs, ":", &save); dir && !st->handle; dir = strtok_r(NULL, ":", &save)) {
-        if (!*dir) continue;
-        for (int i = 0; spec->sonames[i] && !st->handle; i++) {
-            char probe[1024];
-            snprintf(probe, sizeof probe, "%s/%s", dir, spec->sonames[i]);
-            FILE *f = fopen(probe, "rb");  // only folders that hold the file are worth a dlopen
-            if (!f) continue;
-            fclose(f);
-            preload_parts(spec, dir);
-            st->handle = try_open(st, dir, spec->sonames[i], RTLD_NOW | RTLD_LOCAL);
-        }
-    }
-    for (int i = 0; spec->sonames[i] && !st->handle; i++) {
-        preload_parts(spec, NULL);
-        st->handle = try_open(st, NULL, spec->sonames[i], RTLD_NOW | RTLD_LOCAL);
+    const char *file = spec->env_file ? getenv(spec->env_file) : NULL;
+    if (file && *file) {  // named explicitly: that file or nothing
+        st->handle = dlopen(file, RTLD_NOW | RTLD_LOCAL);
+        if (!st->handle) snprintf(st->error, sizeof st->error, "  %s (%s): %s\n", file, spec->env_file, dlerror());
+        else snprintf(st->path, sizeof st->path, "%s", file);
+    } else {
+        LibDirs dirs;
+        if (lib_dirs_collect(&dirs) != VFM_OK) memset(&dirs, 0, sizeof dirs);
+        st->handle = lib_search_open(&dirs, spec->sonames, spec->preload, RTLD_NOW | RTLD_LOCAL, st->error,
+                                     sizeof st->error, st->path, sizeof st->path);
+        lib_dirs_free(&dirs);
     }
     if (!st->handle) return;
-    struct link_map *lm = NULL;
-    if (dlinfo(st->handle, RTLD_DI_LINKMAP, &lm) == 0 && lm && lm->l_name) snprintf(st->path, sizeof st->path, "%s", lm->l_name);
-    int major = -1;
-    if (spec->version_symbol) {
-        typedef size_t (*VersionFn)(void);
-        VersionFn fn = (VersionFn)dlsym(st->handle, spec->version_symbol);
-        if (fn) {
-            size_t v = fn();  // both encode major·10000 + minor·100 + patch
-            major = (int)(v / 10000);
-            snprintf(st->version, sizeof st->version, "%d.%d.%d", major, (int)(v / 100 % 100), (int)(v % 100));
-        }
-    } else {
-        typedef int (*NvrtcVersionFn)(int *, int *);
-        NvrtcVersionFn fn = (NvrtcVersionFn)dlsym(st->handle, "nvrtcVersion");
-        int mj = 0, mn = 0;
-        if (fn && fn(&mj, &mn) == 0) {
-            major = mj;
-            snprintf(st->version, sizeof st->version, "%d.%d", mj, mn);
-        }
-    }
+    int major = read_version(lib, st);
     if (major != spec->major_expected) {
-        char why[sizeof st->error];
-        snprintf(why, sizeof why, "%s is version %s, vfm was built for major version %d", st->path,
+        char why[sizeof st->error];  // (st->error may hold nothing of st->path: no overlap, but say so)
+        snprintf(why, sizeof why, "  %s is version %s, vfm was built for major version %d\n", st->path,
                  st->version[0] ? st->version : "(unknown)", spec->major_expected);
         memcpy(st->error, why, sizeof why);
         dlclose(st->handle);
@@ -137,7 +115,7 @@ void open_once(CudaLib lib) {
 extern "C" vfm_status cuda_lib_open(CudaLib lib) {
     open_once(lib);
     if (g_libs[lib].handle) return VFM_OK;
-    return vfm_fail(VFM_ERR_UNSUPPORTED, "cannot load %s (set VFM_CUDA_LIB_DIRS to the folder that holds %s): %s",
+    return vfm_fail(VFM_ERR_UNSUPPORTED, "cannot load %s (set VFM_CUDA_LIB_DIRS to the folder that holds %s); looked in:\n%s",
                     kSpecs[lib].name, kSpecs[lib].sonames[0], g_libs[lib].error);
 }
 
@@ -155,7 +133,7 @@ extern "C" size_t cuda_libs_describe(char *buf, size_t cap) {
         if (st->handle)
             n += (size_t)snprintf(buf + n, cap - n, "%s: %s (%s)\n", kSpecs[i].name, st->version, st->path);
         else
-            n += (size_t)snprintf(buf + n, cap - n, "%s: not loaded (%s)\n", kSpecs[i].name, st->error);
+            n += (size_t)snprintf(buf + n, cap - n, "%s: not loaded; looked in:\n%s", kSpecs[i].name, st->error);
         if (n >= cap) return cap - 1;
     }
     return n;

@@ -1,8 +1,8 @@
-/* The GPU libraries the CUDA ops load at run time with dlopen (cuBLASLt, cuDNN and the NVRTC that
- * cuDNN's runtime-compiled engines need), so a binary built with CUDA starts on a machine without
- * them and CPU runs never load them. Each library is looked for in every directory of
- * VFM_CUDA_LIB_DIRS (':'-separated; scripts/gpu_run.sh sets it to the site-packages/nvidia/ * /lib
- * folders of the PyTorch wheels), then by soname on the loader's usual path. */
+/* The GPU libraries vfm loads at run time with dlopen (cuBLASLt, cuDNN, the NVRTC that cuDNN's
+ * runtime-compiled engines need, NCCL), so a binary built with CUDA starts on a machine without
+ * them and CPU runs never load them. Each is looked for in the folders of core/lib_search.h
+ * (VFM_CUDA_LIB_DIRS, every Python's nvidia/ * /lib wheels, the CUDA toolkit), then by soname on
+ * the loader's path; NCCL first as VFM_NCCL_LIB when that names a file. */
 #ifndef VFM_CUDA_LIBS_H
 #define VFM_CUDA_LIBS_H
 
@@ -12,10 +12,10 @@
 extern "C" {
 #endif
 
-typedef enum { CUDA_LIB_CUBLASLT = 0, CUDA_LIB_NVRTC = 1, CUDA_LIB_CUDNN = 2, CUDA_LIB_COUNT } CudaLib;
+typedef enum { CUDA_LIB_CUBLASLT = 0, CUDA_LIB_NVRTC = 1, CUDA_LIB_CUDNN = 2, CUDA_LIB_NCCL = 3, CUDA_LIB_COUNT } CudaLib;
 
 /* Opens lib once (later calls repeat the first answer) and checks its major version against the
- * headers vfm was built with. The error names every file tried. */
+ * headers vfm was built with. The error names every place looked in and why each failed. */
 vfm_status cuda_lib_open(CudaLib lib);
 /* A symbol of an opened library (NULL when missing or when the library did not open). */
 void *cuda_lib_symbol(CudaLib lib, const char *name);

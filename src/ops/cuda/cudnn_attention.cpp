@@ -106,6 +106,7 @@ struct Entry {
     Key key;
     std::shared_ptr<fe::graph::Graph> graph;  // null when declined
     std::string why;
+    const char *implementation = "composite";  // the SDPA node that serves it
     int64_t workspace = 0;
 };
 
@@ -139,8 +140,9 @@ std::string check(fe::error_t e, const char *step) {
     return e.is_good() ? std::string() : std::string(step) + ": " + e.get_message();
 }
 
-// Builds the graph of k; returns "" or why cuDNN declined.
-std::string build(const Key &k, Entry &entry) {
+// Builds the graph of k with the forward's SDPA implementation impl (the backward has one);
+// returns "" or why cuDNN declined.
+std::string build(const Key &k, Entry &entry, fe::AttentionImplementation_t impl) {
     auto g = std::make_shared<fe::graph::Graph>();
     g->set_io_data_type(fe::DataType_t::BFLOAT16)
         .set_intermediate_data_type(fe::DataType_t::FLOAT)
@@ -159,7 +161,8 @@ std::string build(const Key &k, Entry &entry) {
                         .set_attn_scale(scale)
                         .set_padding_mask(true)
                         .set_seq_len_q(seq_q)
-                        .set_seq_len_kv(seq_kv);
+                        .set_seq_len_kv(seq_kv)
+                        .set_implementation(impl);
         auto [O, stats] = g->sdpa(Q, K, V, opts);
         O->set_output(true).set_uid(UID_O);
         bhsd(*O, k, k.H, k.Sq, off("off_o", UID_OFF_O));
@@ -237,7 +240,30 @@ Entry *find(const Key &k) {
 
 }  // namespace
 
-extern "C" vfm_status cudnn_attention_prepare(const CudnnAttnArgs *a, size_t *workspace_bytes) {
+// The forward with the unified SDPA node, else with the composite one; the backward (composite).
+// The frontend throws when no implementation fits the attributes: that is a decline too.
+void build_entry(const Key &k, Entry &entry) {
+    auto attempt = [&](fe::AttentionImplementation_t impl) {
+        try {
+            return build(k, entry, impl);
+        } catch (const std::exception &ex) {
+            return std::string("sdpa: ") + ex.what();
+        }
+    };
+    if (k.backward) {
+        entry.why = attempt(fe::AttentionImplementation_t::COMPOSITE);
+        entry.implementation = "composite";
+        return;
+    }
+    std::string unified = attempt(fe::AttentionImplementation_t::UNIFIED);
+    entry.implementation = "unified";
+    if (unified.empty()) return;
+    entry.why = attempt(fe::AttentionImplementation_t::COMPOSITE);
+    entry.implementation = "composite";
+    if (!entry.why.empty()) entry.why = "unified: " + unified + "; composite: " + entry.why;
+}
+
+extern "C" vfm_status cudnn_attention_prepare(CudnnAttnArgs *a, size_t *workspace_bytes) {
     std::lock_guard<std::mutex> lock(g_mutex);
     *workspace_bytes = 0;
     try {
@@ -247,13 +273,14 @@ extern "C" vfm_status cudnn_attention_prepare(const CudnnAttnArgs *a, size_t *wo
         if (!e) {
             Entry fresh;
             fresh.key = k;
-            fresh.why = build(k, fresh);
+            build_entry(k, fresh);
             g_cache.push_back(fresh);
             e = &g_cache.back();
         }
         if (!e->graph)
             return vfm_fail(VFM_ERR_UNSUPPORTED, "cuDNN attention declines %s: %s", describe(k).c_str(), e->why.c_str());
         *workspace_bytes = (size_t)e->workspace;
+        a->implementation = e->implementation;
         return VFM_OK;
     } catch (const std::exception &ex) {
         return vfm_fail(VFM_ERR_UNSUPPORTED, "cuDNN attention: %s", ex.what());

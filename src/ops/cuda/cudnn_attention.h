@@ -1,6 +1,8 @@
 /* C API of the one C++ file, cudnn_attention.cpp: cuDNN's fused SDPA (forward with its log-sum-exp,
  * deterministic backward) over packed THD sequences, through the cudnn-frontend graph API. One
  * graph per shape bucket, built on first use and cached; a graph cuDNN declines is remembered too.
+ * The forward is built with cuDNN's unified SDPA node, and with the composite one when the unified
+ * declines the shape; the backward has the composite node only.
  * attention.cu fills the arguments (bucketed sizes, device lengths and ragged offsets) and falls
  * back to the reference kernel when a bucket is declined. Built only with the cudnn-frontend
  * headers (VFM_CUDNN_FE). */
@@ -31,11 +33,13 @@ typedef struct CudnnAttnArgs {
     void *dq, *dk, *dv;  /* backward outputs */
     const int32_t *seq_q, *seq_kv;          /* [B] lengths cuDNN uses */
     const int64_t *off_q, *off_kv, *off_lse; /* [B+1] ragged offsets in elements */
+    const char *implementation; /* out (prepare): "unified" or "composite", the SDPA that serves it */
 } CudnnAttnArgs;
 
-/* Builds (or finds) the graph of a's shape. VFM_OK with *workspace_bytes; VFM_ERR_UNSUPPORTED with
- * the reason when cuDNN is missing or declines the shape (nothing ran). Pointers are not read. */
-vfm_status cudnn_attention_prepare(const CudnnAttnArgs *a, size_t *workspace_bytes);
+/* Builds (or finds) the graph of a's shape. VFM_OK with *workspace_bytes and a->implementation;
+ * VFM_ERR_UNSUPPORTED with the reason when cuDNN is missing or declines the shape (nothing ran).
+ * Pointers are not read. */
+vfm_status cudnn_attention_prepare(CudnnAttnArgs *a, size_t *workspace_bytes);
 /* Runs the prepared graph of a's shape on a->stream with the given workspace. */
 vfm_status cudnn_attention_run(const CudnnAttnArgs *a, void *workspace);
 /* "1.32.0": the cudnn-frontend headers this was built with. */

@@ -5,7 +5,10 @@
 // kernel on pre). The weight gradient is a GEMM with f32 output and beta = 1: it accumulates into
 // the f32 gradient buffer. The bias gradient is a deterministic column sum. For each GEMM shape
 // (sizes, dtypes, epilogue, pointer alignments) the descriptors and the heuristic's algorithm are
-// made once and cached; with one algorithm per shape the results are the same bits every run.
+// made once and cached; with one algorithm per shape the results are the same bits every run. The
+// cache is bounded (plan_cache.h): shapes change every step with the packs, so the least recently
+// used plan is destroyed when a new shape needs its slot (the heuristic picks the same algorithm
+// again if that shape comes back).
 //
 // Row-major y[N,out] = x[N,in]·wᵀ is computed as the column-major D[out × N] = op(A)·op(B) with A = w
 // ([in × out] column-major, transposed) and B = x ([in × N]).
@@ -15,21 +18,24 @@
 
 #include "cuda_common.h"
 #include "cuda_libs.h"
+#include "ops/plan_cache.h"
 
 extern "C" {
 #include "core/log.h"
 }
 
 #define GEMM_WORKSPACE_BYTES ((size_t)32 << 20)
-#define GEMM_CACHE_MAX 512
+#define GEMM_PLAN_CAPACITY 256
 
 namespace {
 
 struct LtApi {
     decltype(&cublasLtCreate) Create;
     decltype(&cublasLtMatmulDescCreate) MatmulDescCreate;
+    decltype(&cublasLtMatmulDescDestroy) MatmulDescDestroy;
     decltype(&cublasLtMatmulDescSetAttribute) MatmulDescSetAttribute;
     decltype(&cublasLtMatrixLayoutCreate) MatrixLayoutCreate;
+    decltype(&cublasLtMatrixLayoutDestroy) MatrixLayoutDestroy;
     decltype(&cublasLtMatmulPreferenceCreate) PreferenceCreate;
     decltype(&cublasLtMatmulPreferenceSetAttribute) PreferenceSetAttribute;
     decltype(&cublasLtMatmulPreferenceDestroy) PreferenceDestroy;
@@ -40,6 +46,7 @@ struct LtApi {
 
 LtApi lt;
 cublasLtHandle_t g_handle;
+PlanCache g_plans;  // GemmKey -> GemmPlan (made on the first GEMM)
 int g_loaded = -1;  // -1 not tried, 0 failed, 1 ready
 char g_load_error[1024];
 
@@ -65,8 +72,10 @@ vfm_status lt_load(void) {
         return vfm_fail(VFM_ERR_UNSUPPORTED, "linear on cuda: %s", g_load_error);
     }
     bool ok = sym("cublasLtCreate", &lt.Create) && sym("cublasLtMatmulDescCreate", &lt.MatmulDescCreate) &&
+              sym("cublasLtMatmulDescDestroy", &lt.MatmulDescDestroy) &&
               sym("cublasLtMatmulDescSetAttribute", &lt.MatmulDescSetAttribute) &&
               sym("cublasLtMatrixLayoutCreate", &lt.MatrixLayoutCreate) &&
+              sym("cublasLtMatrixLayoutDestroy", &lt.MatrixLayoutDestroy) &&
               sym("cublasLtMatmulPreferenceCreate", &lt.PreferenceCreate) &&
               sym("cublasLtMatmulPreferenceSetAttribute", &lt.PreferenceSetAttribute) &&
               sym("cublasLtMatmulPreferenceDestroy", &lt.PreferenceDestroy) &&
@@ -91,15 +100,22 @@ struct GemmKey {
 };
 
 struct GemmPlan {
-    GemmKey key;
-    int ok;
+    int ok;  // 0: cuBLASLt has no algorithm for this shape (remembered too)
     cublasLtMatmulDesc_t desc;
     cublasLtMatrixLayout_t a, b, c;
     cublasLtMatmulAlgo_t algo;
 };
 
-GemmPlan g_plans[GEMM_CACHE_MAX];
-int g_nplans;
+// Frees what a plan owns (descriptors are host objects: a GEMM already queued does not need them).
+void plan_destroy(void *value, void *ctx) {
+    (void)ctx;
+    GemmPlan *p = (GemmPlan *)value;
+    if (p->desc) lt.MatmulDescDestroy(p->desc);
+    if (p->a) lt.MatrixLayoutDestroy(p->a);
+    if (p->b) lt.MatrixLayoutDestroy(p->b);
+    if (p->c) lt.MatrixLayoutDestroy(p->c);
+    memset(p, 0, sizeof *p);
+}
 
 uint32_t alignment(const void *p) {
     uintptr_t v = (uintptr_t)p;
@@ -166,20 +182,9 @@ GemmKey make_key(const Gemm &g) {
     return k;
 }
 
-// Descriptors and algorithm of g's shape; *found = 0 when cuBLASLt has no algorithm for it.
-vfm_status gemm_plan(const Gemm &g, GemmPlan **out, int *found) {
-    GemmKey key = make_key(g);
-    for (int i = 0; i < g_nplans; i++)
-        if (memcmp(&g_plans[i].key, &key, sizeof key) == 0) {
-            *out = &g_plans[i];
-            *found = g_plans[i].ok;
-            return VFM_OK;
-        }
-    if (g_nplans == GEMM_CACHE_MAX)
-        return vfm_fail(VFM_ERR_INTERNAL, "%s: more than %d distinct GEMM shapes", g.op, GEMM_CACHE_MAX);
-    GemmPlan *p = &g_plans[g_nplans];
-    memset(p, 0, sizeof *p);
-    p->key = key;
+// Builds the descriptors and algorithm of g's shape into p (p->ok = 0 when cuBLASLt has no
+// algorithm for it). On an error the caller destroys what was made.
+vfm_status gemm_plan_build(const Gemm &g, const GemmKey &key, GemmPlan *p) {
     int32_t ta = g.transa, tb = g.transb, epi = g.epilogue;
     LT_TRY(g, "MatmulDescCreate", lt.MatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
     LT_TRY(g, "set TRANSA", lt.MatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
@@ -226,7 +231,26 @@ vfm_status gemm_plan(const Gemm &g, GemmPlan **out, int *found) {
     if (s != CUBLAS_STATUS_SUCCESS && s != CUBLAS_STATUS_NOT_SUPPORTED) return gemm_fail(g, "AlgoGetHeuristic", s);
     p->ok = s == CUBLAS_STATUS_SUCCESS && returned > 0 && result.state == CUBLAS_STATUS_SUCCESS;
     if (p->ok) p->algo = result.algo;
-    g_nplans++;
+    return VFM_OK;
+}
+
+// The cached plan of g's shape, built on first use; *found = 0 when cuBLASLt has no algorithm.
+vfm_status gemm_plan(const Gemm &g, GemmPlan **out, int *found) {
+    if (!g_plans.capacity)
+        VFM_TRY(plan_cache_init(&g_plans, GEMM_PLAN_CAPACITY, sizeof(GemmKey), sizeof(GemmPlan), plan_destroy, NULL));
+    GemmKey key = make_key(g);
+    GemmPlan *p = (GemmPlan *)plan_cache_find(&g_plans, &key);
+    if (!p) {
+        GemmPlan fresh;
+        memset(&fresh, 0, sizeof fresh);
+        vfm_status s = gemm_plan_build(g, key, &fresh);
+        if (s != VFM_OK) {
+            plan_destroy(&fresh, NULL);
+            return s;
+        }
+        p = (GemmPlan *)plan_cache_insert(&g_plans, &key);  // may destroy the least recently used plan
+        *p = fresh;
+    }
     *out = p;
     *found = p->ok;
     return VFM_OK;
@@ -253,7 +277,7 @@ vfm_status gemm_run(const Gemm &g, int may_decline, int *ran) {
     float alpha = 1.f, beta = g.beta;
     LT_TRY(g, "Matmul", lt.Matmul(g_handle, p->desc, &alpha, g.A, p->a, g.B, p->b, &beta, g.C, p->c, g.C, p->c, &p->algo, ws,
                                   GEMM_WORKSPACE_BYTES, cuda_stream()));
-    return VFM_OK;
+    return cuda_check_launch(g.op, g.desc);  // VFM_CUDA_SYNC=1: a fault inside the GEMM is named here
 }
 
 // db[out] += Σ_rows dy[N,out]
@@ -285,7 +309,7 @@ extern "C" vfm_status cuda_linear_forward(Tensor *y, Tensor *pre, const Tensor *
         g.epilogue = b ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX;
         int ran = 0;
         VFM_TRY(gemm_run(g, 1, &ran));
-        if (ran) return cuda_check_launch(op, x);
+        if (ran) return VFM_OK;
         static int logged;
         if (!logged++) log_info("linear_forward: cuBLASLt has no GELU-epilogue algorithm for [%lld,%lld]x[%lld,%lld]ᵀ; "
                                 "using a separate GELU kernel", (long long)n, (long long)in, (long long)out, (long long)in);

@@ -62,3 +62,22 @@ extern "C" vfm_status cuda_count_nonfinite(int64_t *count, const Tensor *x) {
     *count = (int64_t)host;
     return VFM_OK;
 }
+
+// acc[at] = Σ x², the kernels and bits of cuda_sum_squares, left on the device (no host wait).
+extern "C" vfm_status cuda_sum_squares_into(Tensor *acc, int64_t at, const Tensor *x) {
+    int64_t n = tensor_numel(x);
+    cudaStream_t st = cuda_stream();
+    double *out = (double *)acc->data + at;
+    if (n == 0) {
+        CUDA_TRY("sum_squares_into", x, cudaMemsetAsync(out, 0, sizeof *out, st));
+        return VFM_OK;
+    }
+    unsigned blocks = cuda_blocks(n);
+    if (blocks > SUMSQ_BLOCKS) blocks = SUMSQ_BLOCKS;
+    double *partial = NULL;
+    VFM_TRY(cuda_scratch(SCRATCH_REDUCE, blocks * sizeof(double), (void **)&partial));
+    FLOAT_DISPATCH("sum_squares_into", "x", x, T,
+                   CUDA_LAUNCH(sum_squares_partial_kernel<T>, blocks, CUDA_THREADS, 0, (const T *)x->data, n, partial));
+    CUDA_LAUNCH(sum_partials_kernel, 1, CUDA_THREADS, 0, partial, (int)blocks, out);
+    return VFM_OK;
+}

@@ -1,0 +1,88 @@
+/* A transformer block: the adaLN modulation and a list of residual sub-layers, each
+ *   h = h + gate ⊙ mixer(LN(h)·(1 + scale) + shift)
+ * with (shift, scale, gate) the next three chunks of the block's modulation (any may be absent:
+ * no shift or scale, a plain residual), LN a LayerNorm without affine, and the mixer
+ * self-attention, cross-attention (attention.h) or the MLP (mlp.h). An architecture lists a
+ * block's sub-layers in order (arch_*.c); docs/models.md "Adding an architecture".
+ *
+ * A block is the model's unit of everything that works per layer: its entries are contiguous in
+ * the table (first_entry), so a pipeline stage holds whole blocks and ZeRO-3 gathers one block's
+ * FSDP unit at a time; full recomputation replays whole blocks from their input; the probes of
+ * the layout tests see the residual stream after each sub-layer. Under TP/SP the norm, modulation
+ * and residual run on this rank's rows and each mixer is one TP region; under CP every op here is
+ * row-local but self-attention's. */
+#ifndef VFM_MODEL_BLOCK_H
+#define VFM_MODEL_BLOCK_H
+
+#include "model/attention.h"
+#include "model/mlp.h"
+#include "model/modulation.h"
+
+enum { DIT_MAX_SUBLAYERS = 3 };
+
+typedef enum { MIXER_SELF_ATTENTION, MIXER_CROSS_ATTENTION, MIXER_MLP } MixerKind;
+
+typedef struct SubLayer {
+    MixerKind kind;
+    float norm_eps;          /* of the LayerNorm before the mixer */
+    int shift, scale, gate;  /* the modulation's chunks, or -1 */
+    AttentionLayer attn;     /* MIXER_SELF_ATTENTION, MIXER_CROSS_ATTENTION */
+    MlpLayer mlp;            /* MIXER_MLP */
+} SubLayer;
+
+typedef struct DiTBlock {
+    int first_entry;         /* the block's first table entry (its entries are contiguous) */
+    ModulationLayer mod;
+    int n_sub;
+    SubLayer sub[DIT_MAX_SUBLAYERS];
+} DiTBlock;
+
+/* A sub-layer's activations: the LayerNorm's statistics [Rl] and output xm [Rl, D], the mixer's,
+ * and the mixer's output [Rl, D] (before the gate). */
+typedef struct SubActs {
+    Tensor mean, rstd, xm;
+    AttnActs attn;
+    MlpActs mlp;
+    Tensor out;
+} SubActs;
+
+/* h[k]: sub-layer k's input [Rl, D] (h[0] the block's; the last sub-layer writes the block's output
+ * where the caller says). */
+typedef struct BlockActs {
+    Tensor h[DIT_MAX_SUBLAYERS];
+    ModActs mod;
+    SubActs sub[DIT_MAX_SUBLAYERS];
+} BlockActs;
+
+/* "blocks.<l>.<part>", valid until the fourth call after. */
+const char *block_name(int l, const char *part);
+/* Starts a block at the table's end; its modulation is added next, then its sub-layers. */
+void block_begin(DiTBlock *b, const ParamTable *t);
+/* Appends a sub-layer taking the next three modulation chunks (shift, scale, gate); the caller
+ * builds its mixer (attention_add, mlp_add) into the returned sub-layer. */
+SubLayer *block_add(DiTBlock *b, MixerKind kind, float norm_eps);
+void block_handles(DiTBlock *b, const HandleVisitor *v);
+
+/* Block l (global number) from b->h[0] into h_out. */
+vfm_status block_forward(const struct DiT *m, int l, const DiTBlock *p, BlockActs *b, struct Acts *a,
+                         const struct DiTInputs *in, Tensor *h_out);
+/* Takes a->d_res = d(block output) (this rank's rows) and leaves d(block input) in it; adds the
+ * block's modulation's share to the conditioning's gradient. */
+vfm_status block_backward(const struct DiT *m, int l, const DiTBlock *p, const BlockActs *b, struct Acts *a,
+                          const struct DiTInputs *in);
+
+/* What of a block to carve: its input h[0], the rest, or both. */
+enum { CARVE_INPUT = 1, CARVE_REST = 2, CARVE_ALL = 3 };
+/* A block's activations (`what` of them); under selective recomputation (selective) its
+ * attentions' o and lse are not carved (dit_carve_selective points them at the scratch's). */
+vfm_status block_carve(const struct DiT *m, const DiTBlock *p, ActCarver *cv, BlockActs *b, const struct Acts *a,
+                       int what, int selective);
+/* 1 when the block has a sub-layer of this kind; its first MLP (NULL: none). */
+int block_has(const DiTBlock *p, MixerKind kind);
+const MlpLayer *block_mlp(const DiTBlock *p);
+double block_flops(const struct DiT *m, const DiTBlock *p, const FlopShape *s);
+/* Bytes one rank sends for the block: the TP regions and CP self-attention (layer.h, attention.h). */
+void block_comm_bytes(const struct DiT *m, const DiTBlock *p, double r, double b, double *tp_fwd, double *tp_bwd,
+                      double *cp_fwd, double *cp_bwd);
+
+#endif

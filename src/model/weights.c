@@ -1,0 +1,31 @@
+/* Where the model's weights and gradients are (dit_internal.h): its own buffers, the act-dtype
+ * copy the ops read, or under ZeRO-2/3 the FSDP unit of each entry (parallel/fsdp.h). */
+#include "model/dit_internal.h"
+#include "parallel/fsdp.h"
+
+/* Entry i's element `at` in its unit's buffer bufs[unit] (NULL when the unit is not there). */
+static float *in_unit(const DiT *m, float *const *bufs, int entry, int64_t at) {
+    int u = m->fsdp_unit[entry];
+    float *base = bufs[u];
+    if (!base) return NULL;
+    return base + (m->table.entries[entry].offset - m->fsdp->lay.units[u].begin + at);
+}
+
+void *dit_weight_ptr(const DiT *m, int entry, int64_t at, DType *dt) {
+    if (m->fsdp) {
+        *dt = DT_F32;
+        return in_unit(m, m->fsdp->unit_params, entry, at);
+    }
+    int64_t e = m->table.entries[entry].offset + at;
+    if (m->wcopy) {
+        *dt = m->act_dtype;
+        return (char *)m->wcopy + (size_t)e * dtype_size(m->act_dtype);
+    }
+    *dt = DT_F32;
+    return m->params + e;
+}
+
+float *dit_grad_ptr(const DiT *m, int entry, int64_t at) {
+    if (m->fsdp) return in_unit(m, m->fsdp->unit_grads, entry, at);
+    return m->grads + m->table.entries[entry].offset + at;
+}

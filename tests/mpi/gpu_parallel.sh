@@ -1,0 +1,33 @@
+#!/bin/sh
+# The multi-rank layouts on the GPU with two ranks sharing one GPU (issue "The first GPU run"): NCCL
+# refuses two ranks on one device, so the ranks talk through the MPI backend's staged device
+# buffers (comm_stage.c) — the GPU code paths of every layout run, over MPI. DP2, TP2+SP, CP2, PP2
+# and ZeRO-3 each train 10 steps of the tiny model (GQA, mixed video/image packs as
+# tests/mpi/train_parallel.sh) from the same seed as one GPU rank and end within 1e-3 of its
+# weights (bf16 activations: the ranks add partial sums in another order, as tests/mpi/gpu_dp.sh
+# bounds DP; a broken reduction is off by far more after one step, train_parallel.sh's broken runs).
+# Skipped without mpirun or a CUDA device; the logs of a failing run are copied to GPU_TEST_LOGS
+# when that is set (scripts/gpu_check2.sh brings them back). VFM="scripts/gpu_run.sh build/vfm".
+cd "$(dirname "$0")/../.." || exit 1
+. tests/e2e/common.inc
+gpu_mpi_start vfm_mpi_gpu_parallel "GPU dp2 on one GPU within 1e-3 of one rank" \
+    "GPU tp2_sp on one GPU within 1e-3 of one rank" "GPU cp2 on one GPU within 1e-3 of one rank" \
+    "GPU pp2 on one GPU within 1e-3 of one rank" "GPU zero3 on one GPU within 1e-3 of one rank" || exit 0
+ARGS="--config configs/tiny-mock.yaml train.device=cuda train.train_iters=10 train.global_batch_size=2 checkpoint.save_interval=10 logger.level=info dataset.mock_shapes=[4x3x6x10,4x1x8x10,4x1x2x2,4x2x4x6] model.num_query_groups=2"
+BOUND=1e-3
+$VFM train $ARGS checkpoint.save=$T/one > $T/one.log 2>&1
+check "GPU, one rank, 10 steps" test -f $T/one/iter_0000010/DONE
+layout() { # NAME OVERRIDES...
+    name=$1; shift
+    timeout 300 $MPIRUN -np 2 $VFM train $ARGS checkpoint.save=$T/$name "$@" > $T/$name.log 2>&1
+    check "GPU $name on one GPU within $BOUND of one rank ($($VFM checkpoint diff $T/one $T/$name 2>/dev/null | tail -n 1 | sed 's/.*max/max/'))" \
+        $VFM checkpoint diff $T/one $T/$name --atol $BOUND --quiet
+}
+layout dp2 ddp.use_distributed_optimizer=false
+layout tp2_sp model.tensor_model_parallel_size=2 model.sequence_parallel=true
+layout cp2 model.context_parallel_size=2
+layout pp2 model.pipeline_model_parallel_size=2
+layout zero3 ddp.use_megatron_fsdp=true ddp.data_parallel_sharding_strategy=optim_grads_params
+check "the ranks shared the GPU through MPI's staged buffers (said in the DP2 log)" \
+    grep -q "through host memory" $T/dp2.log
+finish
