@@ -617,9 +617,9 @@ vfm_status config_check_unread(const Config *cfg, int warn) {
         cfg->read[i] = 1; /* said once */
     }
     if (!n_refused) return VFM_OK;
-    vfm_status s = vfm_fail(VFM_ERR_USAGE, "%s set but %s not apply to this model, which would be built without %s: "
-                            "%s (unset %s)", n_refused > 1 ? "keys" : "a key", n_refused > 1 ? "do" : "does",
-                            n_refused > 1 ? "them" : "it", bytebuf_str(&refused), n_refused > 1 ? "them" : "it");
+    vfm_status s = vfm_fail(VFM_ERR_USAGE, "%s: set, but this model does not use %s (it would be built without %s); "
+                            "unset %s", bytebuf_str(&refused), n_refused > 1 ? "them" : "it",
+                            n_refused > 1 ? "them" : "it", n_refused > 1 ? "them" : "it");
     free(refused.data);
     return s;
 }

@@ -20,7 +20,9 @@ vfm_status resume_config_check(const Config *run, const char *saved_yaml, const 
     for (int i = 0; i < config_registry_count(); i++) {
         CfgKeyInfo k;
         config_registry_key(i, &k);
-        if (k.resume == CFG_RESUME_FREE || k.unused) continue;
+        /* a key this run does not use (another variant's, the mock set's under real data) cannot make
+         * it another run: only what its set-up read is compared */
+        if (k.resume == CFG_RESUME_FREE || k.unused || !cfg_was_read(run, k.name)) continue;
         char was[256], now[256];
         cfg_value_text(saved, k.name, was, sizeof was);
         cfg_value_text(run, k.name, now, sizeof now);

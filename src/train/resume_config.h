@@ -2,7 +2,8 @@
  * against the one saved with the checkpoint (meta.json), key by key, by each key's resume class
  * (config_keys.c): another model or objective is refused, what a run may change on the way (the
  * schedule, intervals, layout, data stream) is said in one info line per key, paths and logging
- * pass silently. */
+ * pass silently. Only the keys the run's set-up read are compared (call it after
+ * train_setup_from_config): one this model or data source does not use cannot make another run. */
 #ifndef VFM_RESUME_CONFIG_H
 #define VFM_RESUME_CONFIG_H
 

@@ -15,7 +15,7 @@ gpu_mpi_start vfm_mpi_gpu_parallel "GPU dp2 on one GPU within 1e-3 of one rank" 
     "GPU pp2 on one GPU within 1e-3 of one rank" "GPU zero3 on one GPU within 1e-3 of one rank" || exit 0
 ARGS="--config configs/tiny-mock.yaml train.device=cuda train.train_iters=10 train.global_batch_size=2 checkpoint.save_interval=10 logger.level=info dataset.mock_shapes=[4x3x6x10,4x1x8x10,4x1x2x2,4x2x4x6] model.num_query_groups=2"
 BOUND=1e-3
-$VFM train $ARGS checkpoint.save=$T/one > $T/one.log 2>&1
+timeout $RUN_LIMIT $VFM train $ARGS checkpoint.save=$T/one > $T/one.log 2>&1
 check "GPU, one rank, 10 steps" test -f $T/one/iter_0000010/DONE
 layout() { # NAME OVERRIDES...
     name=$1; shift
