@@ -7,8 +7,10 @@
 
 #include "capture.h"
 #include "core/config.h"
+#include "core/log.h"
 #include "diffusion/sample_settings.h"
 #include "test.h"
+#include "train/resume_config.h"
 #include "train/train_setup.h"
 
 /* The set-up's stderr for a config (*err, malloc'd); its status. */
@@ -91,4 +93,48 @@ TEST(config_written_by_vfm_sets_nothing_of_the_users) {
     config_free(own);
     config_free(back);
     config_free(cfg);
+}
+
+/* Resuming with another config (docs/checkpoints.md "Resuming with another config"): against the
+ * checkpoint's config, a note key that differs gets one info line, a free key none, and a refused key
+ * exits 2 naming both values. */
+TEST(resume_config_notes_frees_and_refuses_by_class) {
+    const char *was_ov[] = {"model.preset=tiny", "dataset.mock=true", "optimizer.lr=1e-3", "logger.log_interval=5"};
+    Config *was, *now;
+    REQUIRE_OK(config_load(&was, NULL, was_ov, 4));
+    char *saved = NULL;
+    REQUIRE_OK(config_to_yaml_string(was, &saved));
+    const char *now_ov[] = {"model.preset=tiny", "dataset.mock=true", "optimizer.lr=2e-3", "logger.log_interval=7",
+                            "train.train_iters=50"};
+    REQUIRE_OK(config_load(&now, NULL, now_ov, 5));
+    char *err;
+    REQUIRE_OK(setup_text(now, &err));
+    free(err);
+    LogLevel level = log_get_level();
+    log_set_level(LOG_INFO);
+    Capture c;
+    capture_begin(&c, 1); /* info lines go to stdout */
+    vfm_status s = resume_config_check(now, saved, "ck", 1);
+    err = capture_end(&c);
+    log_set_level(level);
+    CHECK_OK(s);
+    CHECK_MSG(strstr(err, "resume: optimizer.lr is 0.002 in this run, 0.001 in the checkpoint") &&
+                  strstr(err, "resume: train.train_iters is 50 in this run, 10000 in the checkpoint"),
+              "%s", err);
+    CHECK_MSG(strstr(err, "logger.log_interval") == NULL, "a free key is not said: %s", err);
+    free(err);
+    config_free(now);
+    /* another width and objective: refused, both keys with both values */
+    const char *other_ov[] = {"model.preset=tiny", "dataset.mock=true", "optimizer.lr=1e-3", "model.hidden_size=128",
+                              "diffusion.objective=flow"};
+    REQUIRE_OK(config_load(&now, NULL, other_ov, 5));
+    REQUIRE_OK(setup_text(now, &err));
+    free(err);
+    CHECK(resume_config_check(now, saved, "ck", 0) == VFM_ERR_USAGE);
+    CHECK_MSG(strstr(vfm_last_error(), "model.hidden_size (checkpoint 64, this run 128)") &&
+                  strstr(vfm_last_error(), "diffusion.objective (checkpoint edm, this run flow)"),
+              "%s", vfm_last_error());
+    config_free(now);
+    free(saved);
+    config_free(was);
 }

@@ -113,6 +113,59 @@ TEST(trainer_finetune_starts_a_new_run_from_the_weights) {
     CHECK(read_metrics(run3, loss, skipped, 8) == 2); /* steps 5 and 6 */
 }
 
+/* The "field": value numbers of metrics.jsonl, in order. */
+static int read_metric(const char *run, const char *field, double *v, int max) {
+    char path[1200], line[2048], pat[64];
+    path_join(path, sizeof path, run, "metrics.jsonl");
+    snprintf(pat, sizeof pat, "\"%s\": ", field);
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    int n = 0;
+    while (n < max && fgets(line, sizeof line, f)) {
+        const char *p = strstr(line, pat);
+        if (p) v[n++] = strtod(p + strlen(pat), NULL);
+    }
+    fclose(f);
+    return n;
+}
+
+/* checkpoint.load_optim=false (docs/checkpoints.md, its help text): the same run goes on — step,
+ * learning-rate schedule position, samples seen and data position restored — with fresh Adam
+ * moments only. */
+TEST(trainer_load_optim_false_keeps_the_schedule_and_drops_the_moments) {
+    char run[1200], with[1200], without[1200], load[1300];
+    path_join(run, sizeof run, test_tmpdir(), "a");
+    path_join(with, sizeof with, test_tmpdir(), "with");
+    path_join(without, sizeof without, test_tmpdir(), "without");
+    const char *first[] = {"train.train_iters=3", "checkpoint.save_interval=0"};
+    REQUIRE_OK(train_tiny_mock(run, first, 2));
+    snprintf(load, sizeof load, "checkpoint.load=%s", run);
+    const char *on[] = {"train.train_iters=5", "checkpoint.save_interval=0", load};
+    const char *off[] = {"train.train_iters=5", "checkpoint.save_interval=0", load, "checkpoint.load_optim=false"};
+    REQUIRE_OK(train_tiny_mock(with, on, 3));
+    REQUIRE_OK(train_tiny_mock(without, off, 4));
+    double step_a[4], step_b[4], lr_a[4], lr_b[4], loss_a[4], loss_b[4], samples_a[4], samples_b[4];
+    REQUIRE(read_metric(with, "step", step_a, 4) == 2 && read_metric(without, "step", step_b, 4) == 2);
+    CHECK_MSG(step_b[0] == 3 && step_b[1] == 4, "steps %g %g: the step is restored", step_b[0], step_b[1]);
+    read_metric(with, "lr", lr_a, 4), read_metric(without, "lr", lr_b, 4);
+    read_metric(with, "loss", loss_a, 4), read_metric(without, "loss", loss_b, 4);
+    read_metric(with, "samples", samples_a, 4), read_metric(without, "samples", samples_b, 4);
+    for (int i = 0; i < 2; i++)
+        CHECK_MSG(lr_b[i] == lr_a[i] && lr_b[i] > 0 && samples_b[i] == samples_a[i],
+                  "step %d: lr %g (with the moments %g), samples %g (%g)", 3 + i, lr_b[i], lr_a[i], samples_b[i],
+                  samples_a[i]);
+    /* the same weights on the same data position: the same first loss; then the moments differ */
+    CHECK_MSG(loss_b[0] == loss_a[0] && loss_b[1] != loss_a[1], "losses %.9g %.9g against %.9g %.9g", loss_b[0],
+              loss_b[1], loss_a[0], loss_a[1]);
+    CheckpointState st;
+    char dir[1400];
+    path_join(dir, sizeof dir, without, "iter_0000005");
+    REQUIRE_OK(checkpoint_read_meta(dir, &st));
+    CHECK_MSG(st.step == 5 && st.optimizer_step == 2, "step %lld, Adam's count %lld", (long long)st.step,
+              (long long)st.optimizer_step);
+    checkpoint_state_free(&st);
+}
+
 /* Resuming with another config (docs/checkpoints.md): another model or objective is refused
  * naming each key with both values; the schedule may change; fine-tuning a model of another size
  * names the first tensor that does not fit with both shapes. */

@@ -26,8 +26,8 @@
 #include "data/loader/plan.h"
 #include "data/loader/selection.h"
 
-#define SKIP_LOG_LINES 100
-#define LOADER_SKIP_SHARE_FROM 100 /* samples read before dataset.max_skip_fraction is checked */ /* skip lines printed per source before a summary takes over */
+#define SKIP_LOG_LINES 100         /* skip lines printed per source before a summary takes over */
+#define LOADER_SKIP_SHARE_FROM 100 /* samples read before dataset.max_skip_fraction is checked */
 
 enum { SLOT_FREE, SLOT_BUILDING, SLOT_READY };
 
