@@ -83,4 +83,21 @@ $VFM prepare images $T/pics --out $T/broken --buckets 32x32 > $T/broken.log 2>&1
 rc=$?
 check "a truncated PNG stops the run (exit $rc) naming it" sh -c "test $rc = 1 && grep -q 'png/wide_002.png: not a readable PNG' $T/broken.log"
 check "and leaves no output and no staging folder" sh -c "test ! -e $T/broken && ! ls -a $T | grep -q vfm-prepare"
+# ---- a photograph at the default buckets (256x256 ... 384x160: up to 4,096 tokens at patch 2, more
+# than the demo's 1,024): prepare prints the keys that fit, and inspect judges the set by them ----
+mkdir -p $T/photo
+$FF -f lavfi -i testsrc2=size=640x480:rate=1 -frames:v 1 $T/photo/p.jpg
+echo "a photograph" > $T/photo/p.txt
+$VFM prepare images $T/photo --out $T/photo_set > $T/photo.log 2>&1
+keys=$(sed -n "s|^train on it with: vfm train --config configs/demo.yaml dataset.path=$T/photo_set ||p" $T/photo.log)
+check "prepare prints the train keys that fit: 3 channels, a pack of 4096 tokens ($keys)" sh -c \
+    "echo ' $keys ' | grep -q ' model.in_channels=3 .* dataset.task_encoder_seq_length=4096 '"
+$VFM data inspect $T/photo_set > $T/photo_inspect.log 2>&1
+rc=$?
+check "inspect without a config judges it by them: usable (exit $rc)" sh -c \
+    "test $rc = 0 && grep -q '1 usable under this config' $T/photo_inspect.log"
+$VFM data inspect $T/photo_set --config configs/demo.yaml $keys > $T/photo_demo.log 2>&1
+rc=$?
+check "and so does the demo config with the printed keys (exit $rc)" sh -c \
+    "test $rc = 0 && grep -q '1 usable under this config' $T/photo_demo.log"
 finish

@@ -90,9 +90,11 @@ VFM_PLAIN=$VFM; VFM=$VFM_FAULTS # the test build: its VFM_TEST_* hooks are live
 export VFM_TEST_BREAK=tp
 train broken_tp 2 $GQA model.tensor_model_parallel_size=2
 check "a TP reduction skipped: TP2 writes its checkpoint, far from one rank's" far $T/one $T/broken_tp $BOUND
+check "and it ran as TP2" states $T/broken_tp.log dp=1 tp=2
 export VFM_TEST_BREAK=ring
 train broken_ring 2 $GQA model.context_parallel_size=2
 check "a ring step dropped: CP2 writes its checkpoint, far from one rank's" far $T/one $T/broken_ring $BOUND
+check "and it ran as CP2 (ring)" states $T/broken_ring.log dp=1 cp=2 cp_comm_type=p2p
 unset VFM_TEST_BREAK
 MPIRUN=$MPIRUN_ONE; VFM=$VFM_PLAIN
 
