@@ -85,7 +85,7 @@ SAN=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2
 gc_step memcheck 100 key_memcheck scripts/gpu_run.sh "$SAN" --tool memcheck --error-exitcode 99 --print-limit 20 \
     build/vfm train --config configs/tiny-mock.yaml train.train_iters=2 train.device=cuda \
     checkpoint.save="$GC_TMP/memcheck-run"
-gc_step gpu-train 170 gc_key_result env VFM="$VFM" GPU_TEST_LOGS="$GC_LOGS/gpu-train" sh tests/e2e/gpu_train.sh
+gc_step gpu-train 170 gc_key_result env VFM="$VFM" VFM_FAULTS="scripts/gpu_run.sh build/vfm-faults" GPU_TEST_LOGS="$GC_LOGS/gpu-train" sh tests/e2e/gpu_train.sh
 gc_step bench-dit-xl 100 key_bench $VFM bench --config bench/dit-xl.yaml --profile --warmup 2 --steps 3 \
     --check "$CHECK_DIR" train.device=cuda
 gc_step plan-dit-xl 30 key_plan scripts/gpu_check_steps.sh plan bench/dit-xl.yaml "$GC_LOGS/bench-dit-xl.log"

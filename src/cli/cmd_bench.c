@@ -11,13 +11,6 @@
 #include "ops/ops.h"
 #include "train/bench.h"
 
-static vfm_status parse_int(const char *flag, const char *text, int lo, int hi, int *out) {
-    long v;
-    VFM_TRY(args_long(flag, text, lo, hi, &v));
-    *out = (int)v;
-    return VFM_OK;
-}
-
 static double mib(size_t b) { return (double)b / (1024.0 * 1024.0); }
 
 static void print_result(const BenchResult *r) {
@@ -150,10 +143,12 @@ int cmd_bench(int argc, char **argv) {
         return 2;
     }
     const char *v;
-    if (s == VFM_OK && (v = args_value(flags, nflags, "--seq", NULL))) s = parse_int("--seq", v, 1, 1 << 30, &o.seq);
-    if (s == VFM_OK && (v = args_value(flags, nflags, "--text", NULL))) s = parse_int("--text", v, 1, 1 << 24, &o.text);
-    if (s == VFM_OK && (v = args_value(flags, nflags, "--warmup", NULL))) s = parse_int("--warmup", v, 0, 1000000, &o.warmup);
-    if (s == VFM_OK && (v = args_value(flags, nflags, "--steps", NULL))) s = parse_int("--steps", v, 1, 1000000, &o.steps);
+    int64_t iv;
+    if (s == VFM_OK && (s = args_int("bench", flags, nflags, "--seq", o.seq, 1, 1 << 30, &iv)) == VFM_OK) o.seq = (int)iv;
+    if (s == VFM_OK && (s = args_int("bench", flags, nflags, "--text", o.text, 1, 1 << 24, &iv)) == VFM_OK) o.text = (int)iv;
+    if (s == VFM_OK && (s = args_int("bench", flags, nflags, "--warmup", o.warmup, 0, 1000000, &iv)) == VFM_OK)
+        o.warmup = (int)iv;
+    if (s == VFM_OK && (s = args_int("bench", flags, nflags, "--steps", o.steps, 1, 1000000, &iv)) == VFM_OK) o.steps = (int)iv;
     if (s == VFM_OK && (v = args_value(flags, nflags, "--peak-tflops", NULL))) {
         char *end;
         o.peak_tflops = strtod(v, &end);

@@ -229,21 +229,13 @@ int cmd_plan(int argc, char **argv) {
                         flags, nflags);
         return 0;
     }
-    long seq = 0, text = 512, gpus = 0, gpn = 8, gbs = 0, top = 5;
-    const char *v;
-    if ((v = args_value(flags, nflags, "--seq", NULL)) && (s = args_long("--seq", v, 1, 1L << 30, &seq)) != VFM_OK)
-        return cli_report(s);
-    if ((v = args_value(flags, nflags, "--text", NULL)) && (s = args_long("--text", v, 0, 1L << 20, &text)) != VFM_OK)
-        return cli_report(s);
-    if ((v = args_value(flags, nflags, "--gpus", NULL)) && (s = args_long("--gpus", v, 1, 1L << 20, &gpus)) != VFM_OK)
-        return cli_report(s);
-    if ((v = args_value(flags, nflags, "--gpus-per-node", NULL)) &&
-        (s = args_long("--gpus-per-node", v, 1, 1024, &gpn)) != VFM_OK)
-        return cli_report(s);
-    if ((v = args_value(flags, nflags, "--global-batch", NULL)) &&
-        (s = args_long("--global-batch", v, 1, 1L << 30, &gbs)) != VFM_OK)
-        return cli_report(s);
-    if ((v = args_value(flags, nflags, "--top", NULL)) && (s = args_long("--top", v, 1, 1000, &top)) != VFM_OK)
+    int64_t seq = 0, text = 512, gpus = 0, gpn = 8, gbs = 0, top = 5;
+    if ((s = args_int("plan", flags, nflags, "--seq", seq, 1, 1L << 30, &seq)) != VFM_OK ||
+        (s = args_int("plan", flags, nflags, "--text", text, 0, 1L << 20, &text)) != VFM_OK ||
+        (s = args_int("plan", flags, nflags, "--gpus", gpus, 1, 1L << 20, &gpus)) != VFM_OK ||
+        (s = args_int("plan", flags, nflags, "--gpus-per-node", gpn, 1, 1024, &gpn)) != VFM_OK ||
+        (s = args_int("plan", flags, nflags, "--global-batch", gbs, 1, 1L << 30, &gbs)) != VFM_OK ||
+        (s = args_int("plan", flags, nflags, "--top", top, 1, 1000, &top)) != VFM_OK)
         return cli_report(s);
     if (!seq || !gpus) {
         fprintf(stderr, "vfm plan: --seq N and --gpus G are required (vfm plan --help)\n");

@@ -45,9 +45,10 @@ typedef struct Objective {
     int per_pack;            /* DFM parity: one time and one coin per pack (from its first sample) */
 } Objective;
 
-/* From the diffusion.*, model.sigma_data and rng.seed keys. Bad combinations are VFM_ERR_USAGE
- * naming the key. (Classes are the model's: model.num_classes, model.class_dropout_prob.) */
-vfm_status objective_from_config(Objective *o, const Config *cfg);
+/* From the diffusion.*, model.sigma_data (edm) and rng.seed keys. Bad combinations are VFM_ERR_USAGE
+ * naming the key. mc: the model, whose cross-attention decides whether diffusion.cfg_dropout applies
+ * (NULL: read it anyway). (Classes are the model's: model.num_classes, model.class_dropout_prob.) */
+vfm_status objective_from_config(Objective *o, const Config *cfg, const DiTConfig *mc);
 const char *objective_name(ObjectiveKind kind);
 /* The model's output fits the objective: as many values per token as it takes in, or for ddpm also
  * twice that (learned variance). VFM_ERR_USAGE naming model.out_channels otherwise. */

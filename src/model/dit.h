@@ -170,6 +170,8 @@ typedef struct DiT {
     /* Activation recomputation (dit_set_recompute; none by default), and the scratch arena that
      * every slot's chunks share for what they recompute (sized by dit_reserve) */
     RecomputeConfig recompute;
+    int64_t rc_replays; /* blocks replayed in a backward (full) or whose attention was recomputed
+                         * (selective), since the model was made: the log line's proof it ran */
     Arena rc_scratch;
     size_t rc_scratch_bytes;
     DiTSaved *saved;    /* the activations of the last dit_forward (the default slot) */

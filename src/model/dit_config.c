@@ -73,17 +73,21 @@ vfm_status dit_config_from(DiTConfig *c, const Config *cfg) {
     c->patch_spatial = (int)cfg_int(cfg, "model.patch_spatial");
     c->patch_temporal = (int)cfg_int(cfg, "model.patch_temporal");
     c->d_text = (int)cfg_int(cfg, "model.crossattn_emb_size");
-    c->adaln_lora = (int)cfg_int(cfg, "model.adaln_lora_dim");
-    c->fps_dim = (int)cfg_int(cfg, "model.fps_embedding_dim");
-    c->qk_norm = cfg_bool(cfg, "model.qk_layernorm");
-    c->ln_eps = (float)cfg_float(cfg, "model.layernorm_epsilon");
-    c->init_std = (float)cfg_float(cfg, "model.init_method_std");
     c->cross_attention = auto_bool(cfg_str(cfg, "model.cross_attention"));
     c->num_classes = (int)cfg_int(cfg, "model.num_classes");
-    c->class_dropout_prob = (float)cfg_float(cfg, "model.class_dropout_prob");
     c->learn_sigma = cfg_bool(cfg, "model.learn_sigma");
     const char *pos = cfg_str(cfg, "model.pos_embedding");
     c->pos_embedding = strcmp(pos, "sincos3d") == 0 ? DIT_POS_SINCOS_3D
                        : strcmp(pos, "sincos2d") == 0 ? DIT_POS_SINCOS_2D : DIT_POS_AUTO;
+    /* The keys only some variants have are read only for them, so a key the model does not use is
+     * never read (docs/config.md "Keys a run does not use"); the fields stay 0. */
+    int dit = c->variant == DIT_VARIANT_ADALN_ZERO;
+    int cross = c->cross_attention == DIT_AUTO ? !dit : c->cross_attention == DIT_ON;
+    if (c->variant == DIT_VARIANT_DFM) c->adaln_lora = (int)cfg_int(cfg, "model.adaln_lora_dim");
+    if (!dit) c->fps_dim = (int)cfg_int(cfg, "model.fps_embedding_dim");
+    if (!dit) c->init_std = (float)cfg_float(cfg, "model.init_method_std"); /* adaln-zero: DiT's own init */
+    if (!dit || cross) c->qk_norm = cfg_bool(cfg, "model.qk_layernorm"); /* adaln-zero: cross-attention only */
+    if (!dit || (cross && c->qk_norm)) c->ln_eps = (float)cfg_float(cfg, "model.layernorm_epsilon");
+    if (c->num_classes > 0) c->class_dropout_prob = (float)cfg_float(cfg, "model.class_dropout_prob");
     return dit_config_resolve(c);
 }

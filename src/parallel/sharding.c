@@ -53,9 +53,9 @@ vfm_status dp_sharding_resolve(const DpShardingKeys *k, DpSharding *out) {
                         "optimizer state: it contradicts ddp.use_distributed_optimizer: false (set it to true or leave it "
                         "out)", dp_sharding_name(s));
     if (s >= DP_SHARD_OPTIM_GRADS && k->pipeline_stages > 1)
-        return vfm_fail(VFM_ERR_USAGE, "ddp.data_parallel_sharding_strategy: %s with model.pipeline_model_parallel_size = %d "
-                        "is not supported: use optim (ZeRO-1) with pipeline parallelism", dp_sharding_name(s),
-                        k->pipeline_stages);
+        return vfm_fail(VFM_ERR_USAGE, "ddp.data_parallel_sharding_strategy: %s%s with model.pipeline_model_parallel_size "
+                        "= %d is not supported: use optim (ZeRO-1) with pipeline parallelism", dp_sharding_name(s),
+                        k->strategy ? "" : " (from ddp.use_megatron_fsdp: true)", k->pipeline_stages);
     *out = s;
     return VFM_OK;
 }

@@ -8,7 +8,7 @@
 #include "core/config.h"
 #include "parallel/recompute.h"
 #include "parallel/sharding.h"
-#include "train/train_config.h"
+#include "train/train_setup.h"
 #include "test.h"
 
 TEST(sharding_key_table) {
@@ -250,8 +250,11 @@ TEST(trainer_refuses_what_is_not_wired_in) {
     };
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
         Config *cfg = NULL;
-        REQUIRE_OK(config_from_yaml_string(&cfg, rows[i].yaml, "test"));
-        vfm_status s = train_check_keys(cfg);
+        char yaml[512]; /* the whole set-up of a run: on the mock set */
+        snprintf(yaml, sizeof yaml, "dataset:\n  mock: true\n%s", rows[i].yaml);
+        REQUIRE_OK(config_from_yaml_string(&cfg, yaml, "test"));
+        TrainSetup su;
+        vfm_status s = train_setup_from_config(&su, cfg, 0);
         CHECK_MSG(s == rows[i].status, "row %zu: %s", i, s ? vfm_last_error() : "ok");
         if (rows[i].message)
             CHECK_MSG(strstr(vfm_last_error(), rows[i].message) != NULL, "row %zu: '%s' lacks '%s'", i, vfm_last_error(),
