@@ -47,6 +47,14 @@ vfm_status dit_config_resolve(DiTConfig *c) {
                         c->num_classes, c->class_dropout_prob);
     if (f->cross_attn && c->d_text <= 0)
         return vfm_fail(VFM_ERR_USAGE, "model.crossattn_emb_size (%d) must be positive with cross-attention", c->d_text);
+    static const int DEFAULT_ROWS[3] = {34, 40, 40}; /* DFM's max_frames 34 / pt 1, max_img 80 / p 2 */
+    for (int k = 0; k < 3; k++) {
+        if (c->pos_rows[k] == 0) c->pos_rows[k] = DEFAULT_ROWS[k];
+        if (f->pos == DIT_POS_LEARNED_3D && c->pos_rows[k] < 1)
+            return vfm_fail(VFM_ERR_USAGE, "model.max_frames, model.max_img_h, model.max_img_w must be at least one "
+                            "patch (the learned position's %s table has %d rows)", k == 0 ? "t" : k == 1 ? "h" : "w",
+                            c->pos_rows[k]);
+    }
     return VFM_OK;
 }
 
@@ -85,5 +93,12 @@ vfm_status dit_config_from(DiTConfig *c, const Config *cfg) {
     const char *pos = cfg_str(cfg, "model.pos_embedding");
     c->pos_embedding = strcmp(pos, "sincos3d") == 0 ? DIT_POS_SINCOS_3D
                        : strcmp(pos, "sincos2d") == 0 ? DIT_POS_SINCOS_2D : DIT_POS_AUTO;
+    /* the learned position's tables (moviegen), in patches as NeMo's FactorizedLearnable3DEmbedding */
+    int pt = c->patch_temporal > 0 ? c->patch_temporal : 1, p = c->patch_spatial > 0 ? c->patch_spatial : 1;
+    c->pos_rows[0] = (int)cfg_int(cfg, "model.max_frames") / pt;
+    c->pos_rows[1] = (int)cfg_int(cfg, "model.max_img_h") / p;
+    c->pos_rows[2] = (int)cfg_int(cfg, "model.max_img_w") / p;
+    for (int k = 0; k < 3; k++)
+        if (c->pos_rows[k] == 0) c->pos_rows[k] = -1; /* less than one patch: refused by the resolve */
     return dit_config_resolve(c);
 }
