@@ -96,6 +96,8 @@ const CfgKeyDef cfg_key_defs[] = {
     KFLT("diffusion.flow_shift", "1.0", "(0, 100]", "flow: time shift s, sigma' = s*sigma/(1+(s-1)*sigma) (1 = none; Wan/DFM 3)"),
     KINT("diffusion.flow_shift_base_tokens", "0", "[0, 1e9]",
          "flow: tokens at which flow_shift holds; other sizes use flow_shift*sqrt(tokens/base) (0 = same shift)"),
+    KFLT("diffusion.flow_sigma_min", "0", "[0, 0.5]",
+         "flow: Movie Gen's sigma_min, x = (1-s)*x0 + (s + sigma_min*(1-s))*eps, target (1-sigma_min)*eps - x0 (Movie Gen 1e-5)"),
 
     /* sampler */
     KINT("sampler.num_steps", "35", "[1, 100000]", "sampler steps"),
