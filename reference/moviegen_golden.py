@@ -14,7 +14,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from golden_io import write_golden  # noqa: E402
-from model_golden import CLIP, LR, STEPS, WD, make_samples, randomize  # noqa: E402
+from model_golden import make_samples, randomize, record_case  # noqa: E402
 from model_torch import edm_pack_loss  # noqa: E402
 from moviegen_torch import MovieGen, MovieGenConfig, moviegen_flow_pack_loss  # noqa: E402
 
@@ -41,53 +41,17 @@ def write_case(outdir, name, objective, times):
     randomize(model, gen)
     samples = make_samples(CFG, SPECS, gen, times)
     key = "sigma" if objective == "edm" else "t"
+    for i, s in enumerate(samples):
+        s[key] = times[i]
     out = {"config.ints": torch.tensor(CFG.c_ints(), dtype=torch.int32),
            "config.floats": torch.tensor([CFG.ln_eps, CFG.class_dropout_prob], dtype=torch.float32),
            "config.pos_rows": torch.tensor(CFG.pos_rows, dtype=torch.int32)}
     if objective == "flow":
         out["objective"] = torch.tensor([0], dtype=torch.int32)
         out["flow_sigma_min"] = torch.tensor([SIGMA_MIN], dtype=torch.float64)
-    for k, v in model.state_dict().items():
-        out["param." + k] = v.clone()
-    for i, s in enumerate(samples):
-        s["t"] = times[i]
-        out[f"sample{i}.latent_shape"] = torch.tensor(s["latent_shape"], dtype=torch.int32)
-        out[f"sample{i}.tokens"] = s["latent_tokens"]
-        out[f"sample{i}.noise"] = s["noise"]
-        out[f"sample{i}.text"] = s["text"]
-        out[f"sample{i}.{key}"] = torch.tensor([times[i]], dtype=torch.float32)
-        out[f"sample{i}.fps"] = torch.tensor([s["fps"]], dtype=torch.float32)
-        out[f"sample{i}.dropped"] = torch.tensor([int(s["dropped"])], dtype=torch.int32)
-    loss, outs, per = pack_loss(model, objective, samples)
-    loss.backward()
-    for i, f in enumerate(outs):
-        out[f"sample{i}.F"] = f.detach()
-        out[f"sample{i}.loss"] = per[i].detach().view(1)
-    out["loss"] = loss.detach().view(1)
-    for k, p in model.named_parameters():
-        assert p.grad is not None and p.grad.abs().max() > 0, k
-        out["grad." + k] = p.grad.clone()
-
-    decay = [p for p in model.parameters() if p.ndim >= 2]
-    no_decay = [p for p in model.parameters() if p.ndim < 2]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": WD}, {"params": no_decay, "weight_decay": 0.0}],
-                            lr=LR, betas=(0.9, 0.95), eps=1e-5)
-    losses = []
-    for step in range(STEPS):
-        ts = (0.2 + 3.0 * torch.rand(3, generator=gen) if objective == "edm" else
-              0.02 + 0.96 * torch.rand(3, generator=gen)).tolist()
-        for i, s in enumerate(samples):
-            s["sigma" if objective == "edm" else "t"] = ts[i]
-            s["noise"] = torch.randn(s["noise"].shape, generator=gen)
-            out[f"step{step}.sample{i}.{key}"] = torch.tensor([ts[i]], dtype=torch.float32)
-            out[f"step{step}.sample{i}.noise"] = s["noise"]
-        opt.zero_grad()
-        loss, _, _ = pack_loss(model, objective, samples)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), CLIP)
-        opt.step()
-        losses.append(loss.item())
-    out["trajectory.losses"] = torch.tensor(losses, dtype=torch.float64)
+    draw = ((lambda g: (0.2 + 3.0 * torch.rand(3, generator=g)).tolist()) if objective == "edm" else
+            (lambda g: (0.02 + 0.96 * torch.rand(3, generator=g)).tolist()))
+    losses = record_case(model, samples, lambda m, ss: pack_loss(m, objective, ss), key, draw, gen, out)
     write_golden(os.path.join(outdir, name + ".bin"), out)
     print(f"{name}: loss {out['loss'].item():.6f}, trajectory {losses[0]:.5f} -> {losses[-1]:.5f}")
 

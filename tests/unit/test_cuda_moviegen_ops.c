@@ -10,31 +10,15 @@
 #include "ops/ops.h"
 #include "test.h"
 
-static const DType DTS[2] = {DT_F32, DT_BF16};
-#define BOTH(cpu_call, gpu_call) \
-    do {                         \
-        REQUIRE_OK(cpu_call);    \
-        REQUIRE_OK(gpu_call);    \
-    } while (0)
-
-#define PACK_S 13
-#define PACK_B 3
-static const int32_t PACK_T2S[PACK_S] = {0, 0, 0, 0, -1, -1, 1, 1, 1, 2, 2, -1, -1};
-
-static void nan_padding(Pair *p, int64_t cols) {
-    pair_nan_rows(p, cols, 4, 6);
-    pair_nan_rows(p, cols, 11, 13);
-}
-
 TEST(cuda_rmsnorm_modulate_matches_cpu) {
     NEED_GPU();
     const int64_t S = PACK_S, B = PACK_B, D = 80;
     for (int di = 0; di < 2; di++) {
-        DType dt = DTS[di];
+        DType dt = GPU_DTYPES[di];
         IPair t2s = IPAIR(PACK_T2S, S);
         Pair x = PAIR_RAND(dt, 31, -2, 3, S, D), w = PAIR_RAND(dt, 32, 0.5f, 1.5f, D);
         Pair shift = PAIR_RAND(dt, 33, -1, 1, B, D), scale = PAIR_RAND(dt, 34, -1, 1, B, D);
-        nan_padding(&x, D);
+        pack_nan_padding(&x, D);
         Pair y = PAIR_ZEROS(dt, S, D), rstd = PAIR_ZEROS(DT_F32, S);
         BOTH(op_rmsnorm_modulate_forward(&y.cpu, &rstd.cpu, &x.cpu, &w.cpu, &shift.cpu, &scale.cpu, &t2s.cpu, 1e-5f),
              op_rmsnorm_modulate_forward(&y.gpu, &rstd.gpu, &x.gpu, &w.gpu, &shift.gpu, &scale.gpu, &t2s.gpu, 1e-5f));
@@ -44,7 +28,7 @@ TEST(cuda_rmsnorm_modulate_matches_cpu) {
         Pair dy = PAIR_RAND(dt, 35, -1, 1, S, D), dx = PAIR_RAND(dt, 36, -1, 1, S, D);
         Pair dw = PAIR_RAND(DT_F32, 37, -1, 1, D), dshift = PAIR_RAND(dt, 38, -1, 1, B, D);
         Pair dscale = PAIR_RAND(dt, 39, -1, 1, B, D);
-        nan_padding(&dy, D);
+        pack_nan_padding(&dy, D);
         float *dx0 = pair_copy_host(&dx), *dw0 = pair_copy_host(&dw), *ds0 = pair_copy_host(&dshift);
         float *dc0 = pair_copy_host(&dscale);
         BOTH(op_rmsnorm_modulate_backward(&dx.cpu, &dw.cpu, &dshift.cpu, &dscale.cpu, &dy.cpu, &x.cpu, &rstd.cpu, &w.cpu,
@@ -83,7 +67,7 @@ TEST(cuda_pos_embed_learned_matches_cpu) {
         if (PACK_T2S[s] < 0) pos[3 * s + 1] = 9999; /* padding rows are never read */
     }
     for (int di = 0; di < 2; di++) {
-        DType dt = DTS[di];
+        DType dt = GPU_DTYPES[di];
         IPair t2s = IPAIR(PACK_T2S, S), p = IPAIR(pos, S, 3);
         Pair et = PAIR_RAND(dt, 41, -1, 1, NT, D), eh = PAIR_RAND(dt, 42, -1, 1, NH, D), ew = PAIR_RAND(dt, 43, -1, 1, NW, D);
         Pair out = PAIR_RAND(dt, 44, -1, 1, S, D);
@@ -91,7 +75,7 @@ TEST(cuda_pos_embed_learned_matches_cpu) {
              op_pos_embed_learned_forward(&out.gpu, &et.gpu, &eh.gpu, &ew.gpu, &p.gpu, &t2s.gpu));
         PAIR_CLOSE("pos_embed_learned_forward", &out, 0, TOL(dt, 0, 8e-3));
         Pair dout = PAIR_RAND(dt, 45, -1, 1, S, D);
-        nan_padding(&dout, D);
+        pack_nan_padding(&dout, D);
         Pair dt_ = PAIR_RAND(DT_F32, 46, -1, 1, NT, D), dh = PAIR_RAND(DT_F32, 47, -1, 1, NH, D);
         Pair dw = PAIR_RAND(DT_F32, 48, -1, 1, NW, D);
         BOTH(op_pos_embed_learned_backward(&dt_.cpu, &dh.cpu, &dw.cpu, &dout.cpu, &p.cpu, &t2s.cpu),

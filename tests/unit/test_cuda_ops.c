@@ -14,27 +14,10 @@
 #include "ops/ops.h"
 #include "test.h"
 
-static const DType DTS[2] = {DT_F32, DT_BF16};
-#define BOTH(cpu_call, gpu_call)  \
-    do {                          \
-        REQUIRE_OK(cpu_call);     \
-        REQUIRE_OK(gpu_call);     \
-    } while (0)
-
-/* Pack of 13 rows, 3 samples, padding rows 4-5 and 11-12 (design: padding sits between samples). */
-#define PACK_S 13
-#define PACK_B 3
-static const int32_t PACK_T2S[PACK_S] = {0, 0, 0, 0, -1, -1, 1, 1, 1, 2, 2, -1, -1};
-
-static void nan_padding(Pair *p, int64_t cols) {
-    pair_nan_rows(p, cols, 4, 6);
-    pair_nan_rows(p, cols, 11, 13);
-}
-
 TEST(cuda_pointwise_activations_match_cpu) {
     NEED_GPU();
     for (int di = 0; di < 2; di++) {
-        DType dt = DTS[di];
+        DType dt = GPU_DTYPES[di];
         double rt = TOL(dt, 2e-6, 5e-3);
         Pair x = PAIR_RAND(dt, 1, -4, 4, 37, 66), dy = PAIR_RAND(dt, 2, -1, 1, 37, 66);
         Pair y = PAIR_ZEROS(dt, 37, 66), dx = PAIR_ZEROS(dt, 37, 66);
@@ -98,8 +81,8 @@ TEST(cuda_linear_matches_cpu) {
     NEED_GPU();
     for (int di = 0; di < 2; di++)
         for (int act = ACT_NONE; act <= ACT_GELU_TANH; act++) {
-            linear_case(DTS[di], 37, 64, 96, act, 1, act == ACT_NONE); /* out % 8 == 0: cuBLASLt GELU epilogue */
-            linear_case(DTS[di], 29, 40, 36, act, act != ACT_GELU_ERF, 0); /* out % 8 != 0: separate GELU kernel */
+            linear_case(GPU_DTYPES[di], 37, 64, 96, act, 1, act == ACT_NONE); /* out % 8 == 0: cuBLASLt GELU epilogue */
+            linear_case(GPU_DTYPES[di], 29, 40, 36, act, act != ACT_GELU_ERF, 0); /* out % 8 != 0: separate GELU kernel */
         }
     linear_case(DT_BF16, 1, 8, 8, ACT_NONE, 1, 0); /* one row */
 }
@@ -108,10 +91,10 @@ TEST(cuda_layernorm_modulate_matches_cpu) {
     NEED_GPU();
     const int64_t S = PACK_S, B = PACK_B, D = 80;
     for (int di = 0; di < 2; di++) {
-        DType dt = DTS[di];
+        DType dt = GPU_DTYPES[di];
         IPair t2s = IPAIR(PACK_T2S, S);
         Pair x = PAIR_RAND(dt, 21, -2, 3, S, D), shift = PAIR_RAND(dt, 22, -1, 1, B, D), scale = PAIR_RAND(dt, 23, -1, 1, B, D);
-        nan_padding(&x, D);
+        pack_nan_padding(&x, D);
         Pair y = PAIR_ZEROS(dt, S, D), mean = PAIR_ZEROS(DT_F32, S), rstd = PAIR_ZEROS(DT_F32, S);
         BOTH(op_layernorm_modulate_forward(&y.cpu, &mean.cpu, &rstd.cpu, &x.cpu, &shift.cpu, &scale.cpu, &t2s.cpu, 1e-6f),
              op_layernorm_modulate_forward(&y.gpu, &mean.gpu, &rstd.gpu, &x.gpu, &shift.gpu, &scale.gpu, &t2s.gpu, 1e-6f));
@@ -121,7 +104,7 @@ TEST(cuda_layernorm_modulate_matches_cpu) {
 
         Pair dy = PAIR_RAND(dt, 24, -1, 1, S, D), dx = PAIR_RAND(dt, 25, -1, 1, S, D);
         Pair dshift = PAIR_RAND(dt, 26, -1, 1, B, D), dscale = PAIR_RAND(dt, 27, -1, 1, B, D);
-        nan_padding(&dy, D);
+        pack_nan_padding(&dy, D);
         float *dx0 = pair_copy_host(&dx), *ds0 = pair_copy_host(&dshift), *dc0 = pair_copy_host(&dscale);
         BOTH(op_layernorm_modulate_backward(&dx.cpu, &dshift.cpu, &dscale.cpu, &dy.cpu, &x.cpu, &mean.cpu, &rstd.cpu,
                                             &scale.cpu, &t2s.cpu),
@@ -151,11 +134,11 @@ TEST(cuda_gated_residual_matches_cpu) {
     NEED_GPU();
     const int64_t S = PACK_S, B = PACK_B, D = 80;
     for (int di = 0; di < 2; di++) {
-        DType dt = DTS[di];
+        DType dt = GPU_DTYPES[di];
         double rt = TOL(dt, 1e-6, 8e-3);
         IPair t2s = IPAIR(PACK_T2S, S);
         Pair x = PAIR_RAND(dt, 31, -1, 1, S, D), y = PAIR_RAND(dt, 32, -1, 1, S, D), gate = PAIR_RAND(dt, 33, -1, 1, B, D);
-        nan_padding(&y, D);
+        pack_nan_padding(&y, D);
         Pair out = PAIR_ZEROS(dt, S, D);
         BOTH(op_gated_residual_forward(&out.cpu, &x.cpu, &y.cpu, &gate.cpu, &t2s.cpu),
              op_gated_residual_forward(&out.gpu, &x.gpu, &y.gpu, &gate.gpu, &t2s.gpu));
@@ -193,7 +176,7 @@ TEST(cuda_rmsnorm_matches_cpu) {
     for (int di = 0; di < 2; di++)
         for (int k = 0; k < 2; k++)
             for (int with_w = 0; with_w < 2; with_w++) {
-                DType dt = DTS[di];
+                DType dt = GPU_DTYPES[di];
                 int64_t N = 21, d = dims[k];
                 Pair x = PAIR_RAND(dt, 41, -2, 2, N, d), w = PAIR_RAND(dt, 42, 0.5f, 1.5f, d);
                 Pair y = PAIR_ZEROS(dt, N, d), rstd = PAIR_ZEROS(DT_F32, N);
@@ -223,7 +206,7 @@ TEST(cuda_rmsnorm_matches_cpu) {
 TEST(cuda_embeddings_and_patchify_match_cpu) {
     NEED_GPU();
     for (int di = 0; di < 2; di++) {
-        DType dt = DTS[di];
+        DType dt = GPU_DTYPES[di];
         const int64_t B = 5, dim = 256;
         Pair t = PAIR_RAND(DT_F32, 51, 0, 1000, B), out = PAIR_ZEROS(dt, B, dim), dout = PAIR_RAND(dt, 52, -1, 1, B, dim);
         Pair dt_ = PAIR_ZEROS(DT_F32, B);
@@ -258,7 +241,7 @@ TEST(cuda_embeddings_and_patchify_match_cpu) {
 TEST(cuda_lookup_gather_and_2d_embedding_match_cpu) {
     NEED_GPU();
     for (int di = 0; di < 2; di++) {
-        DType dt = DTS[di];
+        DType dt = GPU_DTYPES[di];
         /* class-label lookup with repeated labels; its table gradient is f32 and adds in b order: the
          * CPU's bits even from bf16 dout (the same values, the same additions) */
         const int32_t labels[6] = {3, 0, 3, 4, 1, 3};
@@ -312,7 +295,7 @@ TEST(cuda_edm_and_loss_match_cpu) {
     NEED_GPU();
     const int64_t S = PACK_S, B = PACK_B, C = 16;
     for (int di = 0; di < 2; di++) {
-        DType dt = DTS[di]; /* the network-facing tensors; the EDM math is f32 */
+        DType dt = GPU_DTYPES[di]; /* the network-facing tensors; the EDM math is f32 */
         IPair t2s = IPAIR(PACK_T2S, S);
         Pair sigma = PAIR_RAND(DT_F32, 61, 0.02f, 40.f, B);
         Pair c_skip = PAIR_ZEROS(DT_F32, B), c_out = PAIR_ZEROS(DT_F32, B), c_in = PAIR_ZEROS(DT_F32, B);
@@ -333,8 +316,8 @@ TEST(cuda_edm_and_loss_match_cpu) {
         }
 
         Pair x0 = PAIR_RAND(DT_F32, 62, -1, 1, S, C), noise = PAIR_RAND(DT_F32, 63, -3, 3, S, C);
-        nan_padding(&x0, C);
-        nan_padding(&noise, C);
+        pack_nan_padding(&x0, C);
+        pack_nan_padding(&noise, C);
         Pair x_t = PAIR_ZEROS(DT_F32, S, C), net_in = PAIR_ZEROS(dt, S, C);
         BOTH(op_edm_add_noise(&x_t.cpu, &net_in.cpu, &x0.cpu, &noise.cpu, &sigma.cpu, &c_in.cpu, &t2s.cpu),
              op_edm_add_noise(&x_t.gpu, &net_in.gpu, &x0.gpu, &noise.gpu, &sigma.gpu, &c_in.gpu, &t2s.gpu));
@@ -342,12 +325,12 @@ TEST(cuda_edm_and_loss_match_cpu) {
         PAIR_CLOSE("edm net_in", &net_in, 0, TOL(dt, 0, 4e-3));
 
         Pair F = PAIR_RAND(dt, 64, -2, 2, S, C), den = PAIR_ZEROS(DT_F32, S, C);
-        nan_padding(&F, C);
+        pack_nan_padding(&F, C);
         BOTH(op_edm_denoise(&den.cpu, &x_t.cpu, &F.cpu, &c_skip.cpu, &c_out.cpu, &t2s.cpu),
              op_edm_denoise(&den.gpu, &x_t.gpu, &F.gpu, &c_skip.gpu, &c_out.gpu, &t2s.gpu));
         PAIR_CLOSE("edm denoised (f32: the CPU's bits)", &den, 0, 0);
         Pair dden = PAIR_RAND(DT_F32, 65, -1, 1, S, C), dF = PAIR_ZEROS(dt, S, C);
-        nan_padding(&dden, C);
+        pack_nan_padding(&dden, C);
         BOTH(op_edm_denoise_backward(&dF.cpu, &dden.cpu, &c_out.cpu, &t2s.cpu),
              op_edm_denoise_backward(&dF.gpu, &dden.gpu, &c_out.gpu, &t2s.gpu));
         PAIR_CLOSE("edm dF", &dF, 0, TOL(dt, 0, 4e-3));
@@ -358,7 +341,7 @@ TEST(cuda_edm_and_loss_match_cpu) {
         pair_upload(&mask);
         for (int64_t c = 0; c < C; c++) den.h[2 * C + c] = NAN;
         pair_upload(&den);
-        nan_padding(&target, C);
+        pack_nan_padding(&target, C);
         Pair loss = PAIR_ZEROS(DT_F32, 1), ssum = PAIR_ZEROS(DT_F32, B), scount = PAIR_ZEROS(DT_F32, B);
         BOTH(op_weighted_mse_forward(&loss.cpu, &ssum.cpu, &scount.cpu, &den.cpu, &target.cpu, &weight.cpu, &mask.cpu, &t2s.cpu),
              op_weighted_mse_forward(&loss.gpu, &ssum.gpu, &scount.gpu, &den.gpu, &target.gpu, &weight.gpu, &mask.gpu,
@@ -400,17 +383,17 @@ TEST(cuda_adamw_gives_the_cpu_bits) {
 TEST(cuda_reductions_match_cpu) {
     NEED_GPU();
     for (int di = 0; di < 2; di++) {
-        Pair x = PAIR_RAND(DTS[di], 81, -3, 3, 100003);
+        Pair x = PAIR_RAND(GPU_DTYPES[di], 81, -3, 3, 100003);
         double c = 0, g = 0, g2 = 0;
         BOTH(op_sum_squares(&c, &x.cpu), op_sum_squares(&g, &x.gpu));
         REQUIRE_OK(op_sum_squares(&g2, &x.gpu));
-        CHECK_MSG(fabs(g - c) <= 1e-12 * c, "%s sum of squares: GPU %.17g CPU %.17g", dtype_name(DTS[di]), g, c);
+        CHECK_MSG(fabs(g - c) <= 1e-12 * c, "%s sum of squares: GPU %.17g CPU %.17g", dtype_name(GPU_DTYPES[di]), g, c);
         CHECK_MSG(memcmp(&g, &g2, sizeof g) == 0, "sum of squares differs between two runs");
         x.h[5] = NAN, x.h[77] = INFINITY, x.h[100002] = -INFINITY, x.h[1000] = NAN;
         pair_upload(&x);
         int64_t nc = -1, ng = -1;
         BOTH(op_count_nonfinite(&nc, &x.cpu), op_count_nonfinite(&ng, &x.gpu));
-        CHECK_MSG(nc == 4 && ng == 4, "%s non-finite count: CPU %lld GPU %lld (want 4)", dtype_name(DTS[di]),
+        CHECK_MSG(nc == 4 && ng == 4, "%s non-finite count: CPU %lld GPU %lld (want 4)", dtype_name(GPU_DTYPES[di]),
                   (long long)nc, (long long)ng);
         pair_free(&x);
     }
@@ -419,7 +402,7 @@ TEST(cuda_reductions_match_cpu) {
 TEST(cuda_utilities_match_cpu) {
     NEED_GPU();
     for (int di = 0; di < 2; di++) {
-        DType dt = DTS[di];
+        DType dt = GPU_DTYPES[di];
         double rt = TOL(dt, 0, 1.2e-2); /* f32: the CPU's bits; bf16: a rounding per op of the chain */
         Pair a = PAIR_RAND(dt, 91, -1, 1, 17, 24), b = PAIR_RAND(dt, 92, -1, 1, 17, 24), out = PAIR_ZEROS(dt, 17, 24);
         BOTH(op_add(&out.cpu, &a.cpu, &b.cpu), op_add(&out.gpu, &a.gpu, &b.gpu));

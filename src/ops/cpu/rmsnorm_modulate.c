@@ -6,8 +6,7 @@
 #include <string.h>
 
 #include "real.h"
-
-#define SAMPLE_GRAD_COLS 64
+#include "sample_sums.h"
 
 /* ŵ_d: the weight (1 without one) */
 static inline real weight_at(const real *W, int64_t d) { return W ? W[d] : (real)1; }
@@ -43,6 +42,20 @@ vfm_status CPU_FN(rmsnorm_modulate_forward)(Tensor *y, Tensor *rstd, const Tenso
         }
     }
     return VFM_OK;
+}
+
+/* dshift's term dy, dscale's dy·n (n = x̂⊙w) */
+typedef struct {
+    const real *X, *DY, *R, *W;
+    int64_t D;
+} RmsTerms;
+static void rms_terms(const void *ctx, int64_t s, int64_t d0, int64_t d1, double *acc0, double *acc1) {
+    const RmsTerms *c = ctx;
+    const real *xr = c->X + s * c->D, *g = c->DY + s * c->D;
+    for (int64_t d = d0; d < d1; d++) {
+        acc0[d] += (double)g[d];
+        acc1[d] += (double)g[d] * (double)(xr[d] * c->R[s] * weight_at(c->W, d));
+    }
 }
 
 /* With n = x̂⊙w (x̂ = x·rstd) and g = dy⊙(1+scale) the gradient of n:
@@ -98,38 +111,8 @@ vfm_status CPU_FN(rmsnorm_modulate_backward)(Tensor *dx, Tensor *dw, Tensor *dsh
 #undef G_AT
 
     if (!dshift && !dscale) return VFM_OK;
-    int64_t B = tensor_rows(dshift ? dshift : dscale);
-    double *acc_shift = calloc((size_t)(B * D) + 1, sizeof(double));
-    double *acc_scale = calloc((size_t)(B * D) + 1, sizeof(double));
-    if (!acc_shift || !acc_scale) {
-        free(acc_shift);
-        free(acc_scale);
-        return vfm_fail(VFM_ERR_NOMEM, "rmsnorm_modulate_backward: no memory for %lld x %lld sums", (long long)B,
-                        (long long)D);
-    }
-    int64_t blocks = (D + SAMPLE_GRAD_COLS - 1) / SAMPLE_GRAD_COLS;
-#pragma omp parallel for schedule(static)
-    for (int64_t blk = 0; blk < blocks; blk++) {
-        int64_t d0 = blk * SAMPLE_GRAD_COLS, d1 = d0 + SAMPLE_GRAD_COLS < D ? d0 + SAMPLE_GRAD_COLS : D;
-        for (int64_t s = 0; s < S; s++) {
-            int64_t b = T2S[s];
-            if (b < 0) continue;
-            const real *xr = X + s * D, *g = DY + s * D;
-            for (int64_t d = d0; d < d1; d++) {
-                acc_shift[b * D + d] += (double)g[d];
-                acc_scale[b * D + d] += (double)g[d] * (double)(xr[d] * R[s] * weight_at(W, d));
-            }
-        }
-    }
-    if (dshift) {
-        real *DS = RDATA(dshift);
-        for (int64_t i = 0; i < B * D; i++) DS[i] += (real)acc_shift[i];
-    }
-    if (dscale) {
-        real *DS = RDATA(dscale);
-        for (int64_t i = 0; i < B * D; i++) DS[i] += (real)acc_scale[i];
-    }
-    free(acc_shift);
-    free(acc_scale);
-    return VFM_OK;
+    RmsTerms c = {X, DY, R, W, D};
+    return sample_column_sums("rmsnorm_modulate_backward", dshift ? RDATA(dshift) : NULL,
+                              dscale ? RDATA(dscale) : NULL, tensor_rows(dshift ? dshift : dscale), S, D, T2S,
+                              rms_terms, &c);
 }
