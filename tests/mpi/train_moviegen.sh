@@ -6,7 +6,8 @@
 # EMA weights (tests/mpi/train_parallel.sh says why 1e-5); full recomputation at TP2+SP is bitwise
 # TP2+SP, and a TP reduction skipped ends far off. Both objectives train it: EDM (NeMo's) and Movie
 # Gen's flow matching (diffusion.flow_sigma_min=1e-5, logit-normal time), and the flow run samples
-# with the 50-step linear-quadratic Euler schedule.
+# with the 50-step linear-quadratic Euler schedule. Also: export/import of its weights, and `vfm model
+# info` of the 30B preset at 73,728 tokens.
 cd "$(dirname "$0")/../.." || exit 1
 . tests/e2e/common.inc
 T=$(mktemp -d /tmp/vfm_mpi_moviegen.XXXXXX)
@@ -53,4 +54,18 @@ train flow 1 diffusion.objective=flow diffusion.flow_sigma_min=1e-5
 check "moviegen trains with Movie Gen's flow matching (σ_min 1e-5): the loss goes down" down $T/flow
 $VFM sample --checkpoint $T/flow --out $T/flow_samples --steps 50 --num 1 > $T/flow_sample.log 2>&1
 check "and samples with the 50-step Euler sampler" test -f $T/flow_samples/sample_000.npy
+
+# its weights move through vfm export / import unchanged
+$VFM export --checkpoint $T/one --to $T/one.safetensors > /dev/null 2>&1
+$VFM import --from $T/one.safetensors --variant moviegen --out $T/imported --preset tiny model.num_query_groups=2 > /dev/null 2>&1
+check "a moviegen checkpoint exported and imported gives its model.safetensors byte for byte" \
+    cmp -s $T/one/iter_0000010/model.safetensors $T/imported/iter_0000000/model.safetensors
+
+# the 30B preset at Movie Gen's 73,728-token clip: parameters, FLOPs per token, and per rank at a layout
+$VFM model info --preset moviegen-30b --seq 73728 model.tensor_model_parallel_size=4 model.sequence_parallel=true \
+    model.context_parallel_size=2 ddp.use_megatron_fsdp=true ddp.data_parallel_sharding_strategy=optim_grads_params \
+    --world 64 > $T/info.txt 2>&1
+check "vfm model info --preset moviegen-30b --seq 73728: 36.92 B parameters, 1.323e+11 forward FLOPs per token, memory per rank under ZeRO-3 at TP4+SP × CP2 × DP8" \
+    sh -c "grep -q 'parameters: 36921762368' $T/info.txt && grep -q 'forward 9.756e+15 (1.323e+11 per token)' $T/info.txt && \
+           grep -q 'per rank at TP4+SP × CP2 p2p × DP8 (64 ranks)' $T/info.txt && grep -q 'memory, optim_grads_params (ZeRO-3)' $T/info.txt"
 finish
