@@ -93,12 +93,14 @@ vfm_status dit_config_from(DiTConfig *c, const Config *cfg) {
     const char *pos = cfg_str(cfg, "model.pos_embedding");
     c->pos_embedding = strcmp(pos, "sincos3d") == 0 ? DIT_POS_SINCOS_3D
                        : strcmp(pos, "sincos2d") == 0 ? DIT_POS_SINCOS_2D : DIT_POS_AUTO;
-    /* the learned position's tables (moviegen), in patches as NeMo's FactorizedLearnable3DEmbedding */
-    int pt = c->patch_temporal > 0 ? c->patch_temporal : 1, p = c->patch_spatial > 0 ? c->patch_spatial : 1;
-    c->pos_rows[0] = (int)cfg_int(cfg, "model.max_frames") / pt;
-    c->pos_rows[1] = (int)cfg_int(cfg, "model.max_img_h") / p;
-    c->pos_rows[2] = (int)cfg_int(cfg, "model.max_img_w") / p;
-    for (int k = 0; k < 3; k++)
-        if (c->pos_rows[k] == 0) c->pos_rows[k] = -1; /* less than one patch: refused by the resolve */
+    /* the learned position's tables (moviegen only), in patches as NeMo's FactorizedLearnable3DEmbedding */
+    if (c->variant == DIT_VARIANT_MOVIEGEN && c->pos_embedding == DIT_POS_AUTO) {
+        int pt = c->patch_temporal > 0 ? c->patch_temporal : 1, p = c->patch_spatial > 0 ? c->patch_spatial : 1;
+        c->pos_rows[0] = (int)cfg_int(cfg, "model.max_frames") / pt;
+        c->pos_rows[1] = (int)cfg_int(cfg, "model.max_img_h") / p;
+        c->pos_rows[2] = (int)cfg_int(cfg, "model.max_img_w") / p;
+        for (int k = 0; k < 3; k++)
+            if (c->pos_rows[k] == 0) c->pos_rows[k] = -1; /* less than one patch: refused by the resolve */
+    }
     return dit_config_resolve(c);
 }
