@@ -73,6 +73,17 @@ vfm_status train_check_keys(const Config *cfg) {
     }
     RecomputeConfig recompute; /* the keys' rules (recompute.h); the trainer hands the plan to the model */
     VFM_TRY(recompute_from_config(cfg, &recompute));
+    /* moviegen's keys (docs/models.md "moviegen") */
+    int moviegen = strcmp(cfg_str(cfg, "model.variant"), "moviegen") == 0;
+    if (!moviegen || strcmp(cfg_str(cfg, "model.pos_embedding"), "auto") != 0) {
+        static const char *const max_keys[] = {"model.max_frames", "model.max_img_h", "model.max_img_w"};
+        for (int i = 0; i < 3; i++)
+            if (cfg_is_set(cfg, max_keys[i]))
+                log_warn("config: %s sizes moviegen's learned position (model.variant=moviegen, "
+                         "model.pos_embedding=auto): ignored here", max_keys[i]);
+    }
+    if (moviegen && cfg_is_set(cfg, "model.qk_layernorm") && cfg_bool(cfg, "model.qk_layernorm"))
+        log_warn("config: model.qk_layernorm does not apply to moviegen (NeMo's MovieGen has no QK-norm): ignored");
     if (!cfg_bool(cfg, "ddp.check_for_nan_in_grad"))
         log_warn("config: ddp.check_for_nan_in_grad=false is ignored: vfm always checks the gradient for NaN/Inf and "
                  "skips such steps");

@@ -2,17 +2,21 @@
  * (research/pp-fsdp-moe-moviegen.md §4: 1.64 / 6.2 / 36.8 B) and the exact per-block count of NeMo's
  * layer spec; the parameter table (names, shapes, no biases in attention and MLP); the cross-
  * attention without residual (it changes the output only through the MLP); positions outside the
- * learned tables refused; Movie Gen's σ_min in the flow path and target. */
+ * learned tables refused; Movie Gen's σ_min in the flow path and target; its keys warn where they do
+ * not apply. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "capture.h"
 #include "core/config.h"
+#include "core/log.h"
 #include "data/pack/pack.h"
 #include "diffusion/objective.h"
 #include "model/dit.h"
 #include "test.h"
+#include "train/train_config.h"
 
 static int64_t preset_count(const char *preset, DiTConfig *c) {
     char ov[64];
@@ -200,4 +204,32 @@ TEST(moviegen_positions_outside_the_tables_are_refused) {
               vfm_last_error());
     pack_free(&v.p);
     dit_destroy(&m);
+}
+
+/* model.max_* size only moviegen's learned tables, and moviegen has no QK-norm: setting them where
+ * they do nothing warns (train_check_keys); moviegen's own use and the defaults stay quiet. */
+TEST(moviegen_keys_warn_where_they_do_not_apply) {
+    static const struct { const char *yaml; const char *warns; } rows[] = {
+        {"model:\n  variant: moviegen\n  max_img_h: 64\n", NULL},
+        {"model:\n  variant: moviegen\n", NULL},
+        {"model:\n  variant: dfm\n", NULL},
+        {"model:\n  variant: dfm\n  max_img_h: 64\n", "model.max_img_h sizes moviegen's learned position"},
+        {"model:\n  variant: moviegen\n  pos_embedding: sincos3d\n  max_frames: 8\n", "model.max_frames sizes"},
+        {"model:\n  variant: moviegen\n  qk_layernorm: true\n", "model.qk_layernorm does not apply to moviegen"},
+        {"model:\n  variant: moviegen\n  qk_layernorm: false\n", NULL},
+    };
+    log_set_level(LOG_INFO);
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        Config *cfg = NULL;
+        REQUIRE_OK(config_from_yaml_string(&cfg, rows[i].yaml, "test"));
+        Capture cap;
+        capture_begin(&cap, 2);
+        vfm_status s = train_check_keys(cfg);
+        char *err = capture_end(&cap);
+        CHECK_OK(s);
+        if (rows[i].warns) CHECK_MSG(strstr(err, rows[i].warns) != NULL, "row %zu: stderr '%s'", i, err);
+        else CHECK_MSG(err[0] == 0, "row %zu: stderr '%s'", i, err);
+        free(err);
+        config_free(cfg);
+    }
 }
