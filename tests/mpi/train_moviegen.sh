@@ -6,8 +6,9 @@
 # EMA weights (tests/mpi/train_parallel.sh says why 1e-5); full recomputation at TP2+SP is bitwise
 # TP2+SP, and a TP reduction skipped ends far off. Both objectives train it: EDM (NeMo's) and Movie
 # Gen's flow matching (diffusion.flow_sigma_min=1e-5, logit-normal time), and the flow run samples
-# with the 50-step linear-quadratic Euler schedule. Also: export/import of its weights, and `vfm model
-# info` of the 30B preset at 73,728 tokens.
+# with the 50-step linear-quadratic Euler schedule. A tiny MovieGen trains on a small synthetic set and
+# is sampled and scored. Also: export/import of its weights, and `vfm model info` of the 30B preset at
+# 73,728 tokens.
 cd "$(dirname "$0")/../.." || exit 1
 . tests/e2e/common.inc
 T=$(mktemp -d /tmp/vfm_mpi_moviegen.XXXXXX)
@@ -54,6 +55,19 @@ train flow 1 diffusion.objective=flow diffusion.flow_sigma_min=1e-5
 check "moviegen trains with Movie Gen's flow matching (σ_min 1e-5): the loss goes down" down $T/flow
 $VFM sample --checkpoint $T/flow --out $T/flow_samples --steps 50 --num 1 > $T/flow_sample.log 2>&1
 check "and samples with the 50-step Euler sampler" test -f $T/flow_samples/sample_000.npy
+
+# a tiny MovieGen on a small synthetic set (the demo's settings; docs/models.md has its scores after
+# a longer run): pixel-space images and videos from WebDataset shards, sampled and scored
+$VFM prepare synthetic --out $T/syn --images 48 --videos 4 --seed 5 --force > $T/syn_prepare.log 2>&1
+$VFM train train.device=cpu --config configs/demo.yaml model.variant=moviegen dataset.path=$T/syn train.train_iters=6 \
+    train.eval_interval=0 checkpoint.save_interval=0 train.threads=1 logger.level=warn \
+    dataset.task_encoder_seq_length=768 checkpoint.save=$T/syn_run > $T/syn_train.log 2>&1
+printf 'a red circle\na blue cross\n' > $T/syn_prompts.txt
+$VFM sample --device cpu --checkpoint $T/syn_run --out $T/syn_s --prompts $T/syn_prompts.txt --steps 4 --threads 1 \
+    --score-colours --score-shapes > $T/syn_s.log 2>&1
+check "a tiny MovieGen trains on the synthetic set, samples it, and its colour and shape scores are printed" sh -c \
+    "test -f $T/syn_run/iter_0000006/DONE && grep -q 'variant: moviegen' $T/syn_run/config.yaml &&
+     grep -qE '^colour score: [0-9]+/2 = ' $T/syn_s.log && grep -qE '^shape score: [0-9]+/2 = ' $T/syn_s.log"
 
 # its weights move through vfm export / import unchanged
 $VFM export --checkpoint $T/one --to $T/one.safetensors > /dev/null 2>&1
