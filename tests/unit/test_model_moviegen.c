@@ -45,7 +45,7 @@ TEST(moviegen_presets_within_one_percent_of_nemo) {
         double rel = (double)n / (P[i].billions * 1e9) - 1;
         CHECK_MSG(fabs(rel) < 0.01, "%s: %lld parameters, %.2f%% from %.2f B", P[i].name, (long long)n, 100 * rel,
                   P[i].billions);
-        printf("      %s: %lld parameters (%+.2f%% from NeMo's %.2f B)\n", P[i].name, (long long)n, 100 * rel,
+        printf("      %s: %lld parameters (%+.3f%% from NeMo's %.2f B)\n", P[i].name, (long long)n, 100 * rel,
                P[i].billions);
         /* per block: adaLN 6D², its norm D, self-attention 2D² + 2·D·Dkv, cross-attention 2D² + 2·d·D
          * (k, v from the text to D), SwiGLU 3·D·F; the rest: x-embedder, the three position tables,
