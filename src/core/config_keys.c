@@ -32,10 +32,12 @@
 
 const CfgKeyDef cfg_key_defs[] = {
     /* model */
-    KCHOICE("model.variant", "dfm", CHOICES("dfm", "nemo-adaln", "adaln-zero"),
-            "DiT variant: dfm (DFM, adaLN-LoRA), nemo-adaln (NeMo, full-rank adaLN), adaln-zero (original DiT)", REFUSE),
+    KCHOICE("model.variant", "dfm", CHOICES("dfm", "nemo-adaln", "adaln-zero", "moviegen"),
+            "DiT variant: dfm (DFM, adaLN-LoRA), nemo-adaln (NeMo, full-rank adaLN), adaln-zero (original DiT), "
+            "moviegen (NeMo's MovieGen/DiT-Llama)", REFUSE),
     KCHOICE("model.preset", "\"\"",
-            CHOICES("", "tiny", "tiny-demo", "dit-s", "dit-b", "dit-l", "dit-xl", "dit-7b", "dit-7b-nemo", "dit-28b"),
+            CHOICES("", "tiny", "tiny-demo", "dit-s", "dit-b", "dit-l", "dit-xl", "dit-7b", "dit-7b-nemo", "dit-28b",
+                    "moviegen-1b", "moviegen-5b", "moviegen-30b"),
             "model size preset, applied before the file and overrides (\"\" = none)", FREE),
     KINT("model.hidden_size", "384", "[8, 65536]", "transformer width D", REFUSE),
     KINT("model.num_layers", "12", "[1, 1024]", "number of DiT blocks", REFUSE),
@@ -83,9 +85,9 @@ const CfgKeyDef cfg_key_defs[] = {
     KINT("model.val_generation_num_steps", "35", "[1, 10000]", "sampler steps of the sample each rank generates at validation", NOTE),
     KFLT("model.sigma_data", "0.5", "(0, 100]", "EDM sigma_data", REFUSE),
     XINT("model.seq_length", "2048", "[1, inf)", "DFM: maximum sequence length (not used by vfm)"),
-    XINT("model.max_img_h", "80", "[1, inf)", "DFM: maximum latent height (not used by vfm)"),
-    XINT("model.max_img_w", "80", "[1, inf)", "DFM: maximum latent width (not used by vfm)"),
-    XINT("model.max_frames", "34", "[1, inf)", "DFM: maximum latent frames (not used by vfm)"),
+    KINT("model.max_img_h", "80", "[1, 1e6]", "moviegen: latent height its learned position covers (/ patch_spatial rows)", REFUSE),
+    KINT("model.max_img_w", "80", "[1, 1e6]", "moviegen: latent width its learned position covers (/ patch_spatial rows)", REFUSE),
+    KINT("model.max_frames", "34", "[1, 1e6]", "moviegen: latent frames its learned position covers (/ patch_temporal rows)", REFUSE),
     XSTR("model.qkv_format", "thd", "DFM: attention layout; vfm always packs (THD) (not used by vfm)"),
     XSTR("model.vae_cache_folder", "\"\"", "DFM: VAE cache for validation decoding (not used by vfm)"),
     XSTR("model.pipeline_dtype", "bf16", "DFM: PP communication dtype (not used by vfm)"),
@@ -102,6 +104,8 @@ const CfgKeyDef cfg_key_defs[] = {
     KFLT("diffusion.flow_shift", "1.0", "(0, 100]", "flow: time shift s, sigma' = s*sigma/(1+(s-1)*sigma) (1 = none; Wan/DFM 3)", REFUSE),
     KINT("diffusion.flow_shift_base_tokens", "0", "[0, 1e9]",
          "flow: tokens at which flow_shift holds; other sizes use flow_shift*sqrt(tokens/base) (0 = same shift)", REFUSE),
+    KFLT("diffusion.flow_sigma_min", "0", "[0, 0.5]",
+         "flow: Movie Gen's sigma_min, x = (1-s)*x0 + (s + sigma_min*(1-s))*eps, target (1-sigma_min)*eps - x0 (Movie Gen 1e-5)", REFUSE),
 
     /* sampler */
     KINT("sampler.num_steps", "35", "[1, 100000]", "vfm sample: sampler steps (validation uses model.val_generation_num_steps)", NOTE),

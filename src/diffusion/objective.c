@@ -28,6 +28,7 @@ vfm_status objective_from_config(Objective *o, const Config *cfg, const DiTConfi
     o->p_std = cfg_float(cfg, "diffusion.p_std");
     o->flow_shift = cfg_float(cfg, "diffusion.flow_shift");
     o->flow_shift_base = cfg_int(cfg, "diffusion.flow_shift_base_tokens");
+    o->flow_sigma_min = cfg_float(cfg, "diffusion.flow_sigma_min");
     /* the text CFG coin drops the text: a model without cross-attention sees no text */
     if (!mc || mc->f.cross_attn)
         o->cfg_dropout = (float)cfg_float(cfg, "diffusion.cfg_dropout");
@@ -51,6 +52,8 @@ vfm_status objective_from_config(Objective *o, const Config *cfg, const DiTConfi
     if (o->flow_shift_base > 0 && o->kind != OBJECTIVE_FLOW)
         return vfm_fail_at(VFM_ERR_USAGE, NULL, "diffusion.flow_shift_base_tokens", NULL,
                            "applies to diffusion.objective=flow only");
+    if (o->flow_sigma_min != 0.0 && o->kind != OBJECTIVE_FLOW)
+        return vfm_fail_at(VFM_ERR_USAGE, NULL, "diffusion.flow_sigma_min", NULL, "applies to diffusion.objective=flow only");
     if (o->flow_shift != 1.0 && o->kind != OBJECTIVE_FLOW)
         return vfm_fail_at(VFM_ERR_USAGE, NULL, "diffusion.flow_shift", NULL, "applies to diffusion.objective=flow only");
     if (o->kind == OBJECTIVE_DDPM && (o->p_mean != 0.0 || o->p_std != 1.0))

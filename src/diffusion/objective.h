@@ -41,6 +41,7 @@ typedef struct Objective {
     double sigma_min, sigma_max;
     double flow_shift;       /* σ' = sσ/(1 + (s−1)σ); 1 = no shift */
     int64_t flow_shift_base; /* > 0: s = flow_shift·√(tokens / flow_shift_base) per sample (resolution-dependent) */
+    double flow_sigma_min;   /* Movie Gen's σ_min: x_σ = (1−σ)·x0 + (σ + σ_min·(1−σ))·ε, target (1−σ_min)·ε − x0 */
     float cfg_dropout;       /* probability a sample's text is dropped */
     int per_pack;            /* DFM parity: one time and one coin per pack (from its first sample) */
 } Objective;

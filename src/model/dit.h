@@ -10,7 +10,11 @@
  *               adaLN with bias, fused qkv and MLP with biases, tanh-GELU, cos-first 256-wide
  *               timestep features, class embedding with a null class, 2-D sin-cos position, conv
  *               patch layout, final LayerNorm + shift/scale + Linear; optionally cross-attention
- *               to the text with QK-norm (9 chunks).
+ *               to the text with QK-norm (9 chunks);
+ *   moviegen    MovieGen as NeMo builds it (dit_llama, research/pp-fsdp-moe-moviegen.md §4): 6 chunks
+ *               from one Linear(D → 6D), RMSNorm blocks with a learnable weight, GQA self-attention,
+ *               cross-attention without norm or residual feeding the SwiGLU MLP, a learned factorized
+ *               3-D position re-added before every block, plain final Linear.
  * Parameter names follow reference/model_torch.py (for adaln-zero: the DiT reference's own names).
  * Built only from the op API. One call handles one pack: tokens of several samples of any size,
  * attention never crossing samples, padding rows never read. */
@@ -22,6 +26,7 @@
 #include "model/embed.h"
 #include "model/head.h"
 #include "model/params.h"
+#include "model/pos_learned.h"
 #include "ops/ops.h"
 #include "parallel/cp_attention.h"
 #include "parallel/recompute.h"
@@ -31,7 +36,7 @@ typedef struct Config Config;
 /* The activations one chunk forward keeps for its backward (opaque; dit_saved_create). */
 typedef struct DiTSaved DiTSaved;
 
-typedef enum { DIT_VARIANT_DFM, DIT_VARIANT_NEMO_ADALN, DIT_VARIANT_ADALN_ZERO } DiTVariant;
+typedef enum { DIT_VARIANT_DFM, DIT_VARIANT_NEMO_ADALN, DIT_VARIANT_ADALN_ZERO, DIT_VARIANT_MOVIEGEN } DiTVariant;
 enum { DIT_AUTO = 0, DIT_ON = 1, DIT_OFF = 2 }; /* DiTConfig.cross_attention */
 
 /* What a variant is made of: its architecture (arch.h) derives it from the options, and builds
@@ -52,7 +57,11 @@ typedef struct DiTFeatures {
     int cond_norm;        /* learnable RMSNorm (eps 1e-6) on the conditioning (NeMo's affline_norm) */
     int final_adaln;      /* final LayerNorm + shift/scale from Linear(D → 2D) before the output Linear */
     int conv_patch;       /* x_embedder is a conv weight [D, C, (pt,) p, p]: token columns are permuted */
-    DiTPosEmbedding pos;  /* resolved: 3-D or 2-D sin-cos */
+    DiTPosEmbedding pos;  /* resolved: 3-D or 2-D sin-cos, or learned 3-D (before every block) */
+    /* MovieGen's (arch_moviegen.c) */
+    int swiglu;           /* SwiGLU MLP (fc1 [2F, D]: gate, value) instead of GELU */
+    int block_rms;        /* block norms: RMSNorm with one learnable weight per block, not LayerNorm */
+    int cross_feeds_mlp;  /* cross-attention without norm, modulation or residual: the MLP normalises its output */
 } DiTFeatures;
 
 typedef struct DiTConfig {
@@ -76,7 +85,9 @@ typedef struct DiTConfig {
     float class_dropout_prob;  /* > 0: the class table has a null row, index num_classes (DiT's rule) */
     int learn_sigma;           /* output 2·out_channels per element: channels [0, C) the prediction,
                                 * [C, 2C) the variance (token layout (ph pw pt 2C), C fastest) */
-    DiTPosEmbedding pos_embedding; /* DIT_POS_AUTO: 2-D for adaln-zero, 3-D otherwise */
+    DiTPosEmbedding pos_embedding; /* DIT_POS_AUTO: 2-D for adaln-zero, learned for moviegen, 3-D otherwise */
+    int pos_rows[3];           /* rows of the learned position's t, h, w tables (0: 34, 40, 40, DFM's
+                                * max_frames 34 / pt 1, max_img 80 / p 2) */
     DiTFeatures f;             /* derived by dit_config_resolve */
 } DiTConfig;
 
@@ -159,6 +170,7 @@ typedef struct DiT {
                              * PP it shards the stage's table and maps its entries into full_table */
     /* The layers (their handles index `table`; under PP a layer on another stage has -1) */
     PatchEmbedLayer patch;
+    PosLearnedLayer pos;     /* the learned position (moviegen; pos.on = 0 otherwise) */
     ConditioningLayer cond;
     struct DiTBlock *blocks; /* [n_blocks] (block.h): this rank's blocks (all L without PP), in global order */
     FinalLayer head;

@@ -150,6 +150,7 @@ vfm_status dit_carve_acts(const DiT *m, Arena *arena, size_t *bytes, Acts *a, in
     VFM_TRY(carve_parallel(m, &cv, a));
     if (m->patch.conv) VFM_TRY(carve_act(&cv, &a->x_perm, Rl, dit_token_dim(c)));
     VFM_TRY(conditioning_carve(&m->cond, &cv, &a->cond, D, B));
+    VFM_TRY(pos_learned_carve(&m->pos, &cv, &a->pos, Rl, D));
     VFM_TRY(carve_blocks(m, &cv, a));
     VFM_TRY(carve_act(&cv, &a->h_final, Rl, D));
     VFM_TRY(head_carve(&m->head, &cv, &a->head, D, Rl, B));

@@ -47,6 +47,14 @@ vfm_status dit_config_resolve(DiTConfig *c) {
                         c->num_classes, c->class_dropout_prob);
     if (f->cross_attn && c->d_text <= 0)
         return vfm_fail(VFM_ERR_USAGE, "model.crossattn_emb_size (%d) must be positive with cross-attention", c->d_text);
+    static const int DEFAULT_ROWS[3] = {34, 40, 40}; /* DFM's max_frames 34 / pt 1, max_img 80 / p 2 */
+    for (int k = 0; k < 3; k++) {
+        if (c->pos_rows[k] == 0) c->pos_rows[k] = DEFAULT_ROWS[k];
+        if (f->pos == DIT_POS_LEARNED_3D && c->pos_rows[k] < 1)
+            return vfm_fail(VFM_ERR_USAGE, "model.max_frames, model.max_img_h, model.max_img_w must be at least one "
+                            "patch (the learned position's %s table has %d rows)", k == 0 ? "t" : k == 1 ? "h" : "w",
+                            c->pos_rows[k]);
+    }
     return VFM_OK;
 }
 
@@ -86,8 +94,18 @@ vfm_status dit_config_from(DiTConfig *c, const Config *cfg) {
     if (c->variant == DIT_VARIANT_DFM) c->adaln_lora = (int)cfg_int(cfg, "model.adaln_lora_dim");
     if (!dit) c->fps_dim = (int)cfg_int(cfg, "model.fps_embedding_dim");
     if (!dit) c->init_std = (float)cfg_float(cfg, "model.init_method_std"); /* adaln-zero: DiT's own init */
-    if (!dit || cross) c->qk_norm = cfg_bool(cfg, "model.qk_layernorm"); /* adaln-zero: cross-attention only */
+    if (c->variant != DIT_VARIANT_MOVIEGEN && (!dit || cross)) /* adaln-zero: cross-attention only; moviegen: none */
+        c->qk_norm = cfg_bool(cfg, "model.qk_layernorm");
     if (!dit || (cross && c->qk_norm)) c->ln_eps = (float)cfg_float(cfg, "model.layernorm_epsilon");
     if (c->num_classes > 0) c->class_dropout_prob = (float)cfg_float(cfg, "model.class_dropout_prob");
+    /* the learned position's tables (moviegen only), in patches as NeMo's FactorizedLearnable3DEmbedding */
+    if (c->variant == DIT_VARIANT_MOVIEGEN && c->pos_embedding == DIT_POS_AUTO) {
+        int pt = c->patch_temporal > 0 ? c->patch_temporal : 1, p = c->patch_spatial > 0 ? c->patch_spatial : 1;
+        c->pos_rows[0] = (int)cfg_int(cfg, "model.max_frames") / pt;
+        c->pos_rows[1] = (int)cfg_int(cfg, "model.max_img_h") / p;
+        c->pos_rows[2] = (int)cfg_int(cfg, "model.max_img_w") / p;
+        for (int k = 0; k < 3; k++)
+            if (c->pos_rows[k] == 0) c->pos_rows[k] = -1; /* less than one patch: refused by the resolve */
+    }
     return dit_config_resolve(c);
 }

@@ -55,6 +55,7 @@ typedef struct Acts {
     Tensor xm_full, partial;              /* [R, D] */
     Tensor x_perm;                        /* [Rl, token_dim] tokens in conv column order (embed.h) */
     CondActs cond;
+    PosActs pos;                          /* the learned position and its gradient (moviegen) */
     BlockActs *blocks;                    /* [layers], indexed by global block */
     Tensor h_final;                       /* [Rl,D] output of the last block */
     HeadActs head;
