@@ -19,6 +19,11 @@ typedef struct DiTArch {
 } DiTArch;
 
 extern const DiTArch dit_arch_dfm, dit_arch_nemo_adaln, dit_arch_adaln_zero;
+extern const DiTArch dit_arch_stdit;
+/* ST-DiT's keys (arch_stdit.c): model.stdit_full_attention_every, and model.num_layers counting
+ * layers of two blocks (c->layers = 2·num_layers); VFM_ERR_USAGE naming the key when set for
+ * another variant. */
+vfm_status dit_stdit_config_from(DiTConfig *c, const Config *cfg);
 /* dfm's features and layers (arch_dfm.c), which nemo-adaln shares. */
 void dit_dfm_features(DiTConfig *c);
 void dit_dfm_build(DiT *m);

@@ -31,7 +31,10 @@ typedef struct Config Config;
 /* The activations one chunk forward keeps for its backward (opaque; dit_saved_create). */
 typedef struct DiTSaved DiTSaved;
 
-typedef enum { DIT_VARIANT_DFM, DIT_VARIANT_NEMO_ADALN, DIT_VARIANT_ADALN_ZERO } DiTVariant;
+typedef enum {
+    DIT_VARIANT_DFM, DIT_VARIANT_NEMO_ADALN, DIT_VARIANT_ADALN_ZERO,
+    DIT_VARIANT_STDIT, /* ST-DiT: spatial and temporal blocks (arch_stdit.c) */
+} DiTVariant;
 enum { DIT_AUTO = 0, DIT_ON = 1, DIT_OFF = 2 }; /* DiTConfig.cross_attention */
 
 /* What a variant is made of: its architecture (arch.h) derives it from the options, and builds
@@ -53,12 +56,13 @@ typedef struct DiTFeatures {
     int final_adaln;      /* final LayerNorm + shift/scale from Linear(D → 2D) before the output Linear */
     int conv_patch;       /* x_embedder is a conv weight [D, C, (pt,) p, p]: token columns are permuted */
     DiTPosEmbedding pos;  /* resolved: 3-D or 2-D sin-cos */
+    int factorised;       /* ST-DiT: blocks alternate spatial and temporal self-attention (attention.h AttnSpan) */
 } DiTFeatures;
 
 typedef struct DiTConfig {
     DiTVariant variant;
     int hidden;        /* D */
-    int layers;        /* L */
+    int layers;        /* L: blocks (an ST-DiT layer is two: model.num_layers counts layers) */
     int heads;         /* H */
     int kv_heads;      /* Hkv (grouped-query when < H) */
     int head_dim;      /* D / H */
@@ -77,6 +81,7 @@ typedef struct DiTConfig {
     int learn_sigma;           /* output 2·out_channels per element: channels [0, C) the prediction,
                                 * [C, 2C) the variance (token layout (ph pw pt 2C), C fastest) */
     DiTPosEmbedding pos_embedding; /* DIT_POS_AUTO: 2-D for adaln-zero, 3-D otherwise */
+    int stdit_full_every;      /* ST-DiT: every k-th layer's spatial block attends over the whole sample (0 = never) */
     DiTFeatures f;             /* derived by dit_config_resolve */
 } DiTConfig;
 
@@ -119,6 +124,12 @@ typedef struct DiTParallel {
     /* Tests only: k >= 1 skips the TP reduction that closes block k-1's self-attention (a broken
      * variant the equivalence tests must catch). */
     int test_skip_tp_reduce;
+    /* ST-DiT under CP (st_attention.h): 1 = model.cp_comm_type hybrid (spatial attention local,
+     * temporal attention an all-to-all from frames to positions and back, full attention through
+     * cpa); 0 = every self-attention through cpa's ring. Tests only: k >= 1 skips the all-to-all
+     * that brings block k-1's temporal attention input to its positions. */
+    int st_hybrid;
+    int test_skip_st_a2a;
 } DiTParallel;
 
 /* Before any work: VFM_ERR_USAGE with one line naming the key and the numbers when the model does
@@ -182,6 +193,9 @@ typedef struct DiT {
      * sub-layer). dit_gather_rows turns the rows into the whole pack's. */
     void (*probe)(void *ctx, const char *site, int layer, const Tensor *rows);
     void *probe_ctx;
+    /* Optional (tests, vfm model info): when set, [span][0 forward, 1 backward] gains the bytes this
+     * rank sends over CP in the self-attentions of each AttnSpan (attention.h; comm.h bytes_sent). */
+    double (*cp_sent)[2];
     /* ZeRO-2/3 (dit_fsdp.c, parallel/fsdp.h): when set, the weights and gradients live in its units
      * (params and grads are NULL) and the forward and backward gather, release and reduce them
      * around each block. */

@@ -85,5 +85,6 @@ vfm_status dit_config_from(DiTConfig *c, const Config *cfg) {
     const char *pos = cfg_str(cfg, "model.pos_embedding");
     c->pos_embedding = strcmp(pos, "sincos3d") == 0 ? DIT_POS_SINCOS_3D
                        : strcmp(pos, "sincos2d") == 0 ? DIT_POS_SINCOS_2D : DIT_POS_AUTO;
+    VFM_TRY(dit_stdit_config_from(c, cfg));
     return dit_config_resolve(c);
 }

@@ -232,7 +232,7 @@ static void keep_free(RunKeep *k) {
 /* Runs the layout on this rank and compares it with ref (packs[dp_rank]); keep may be NULL. */
 static Outcome run_layout(const Layout *L, const DiTConfig *cfg, DitPack *packs, const Ref *ref, int brk, RunKeep *keep) {
     Outcome res = {0, "", ""};
-    TrainLayout keys = {L->tp, 1, L->cp, L->sp, L->type, L->a2a, 1};
+    TrainLayout keys = {L->tp, 1, L->cp, L->sp, L->type, L->a2a, 1, 0};
     TrainParallel p;
     if (train_parallel_init(&p, &keys, mt_world(), mt_rank()) != VFM_OK) {
         snprintf(res.detail, sizeof res.detail, "train_parallel_init: %s", vfm_last_error());
@@ -337,7 +337,7 @@ static const char *variant_label(DiTVariant v) { return dit_variant_name(v); }
 /* Every variant (and dfm without padding) at this layout, plus its broken variants. */
 static void check_layout(const Layout *L) {
     int dp = mt_world() / (L->tp * L->cp);
-    TrainLayout keys = {L->tp, 1, L->cp, L->sp, L->type, L->a2a, 1};
+    TrainLayout keys = {L->tp, 1, L->cp, L->sp, L->type, L->a2a, 1, 0};
     ParallelLayout pl;
     REQUIRE_OK(layout_init(&pl, mt_world(), mt_rank(), keys.tp, 1, keys.cp));
     struct { DiTVariant v; int pad; } cases[] = {{DIT_VARIANT_DFM, 64}, {DIT_VARIANT_DFM, 1}, {DIT_VARIANT_NEMO_ADALN, 64},
@@ -459,7 +459,7 @@ TEST(dit_parallel_bad_layouts_refused) {
     s = dit_check_parallel(&c, 1, 0, 3, CP_COMM_A2A, 3);
     CHECK(s == VFM_ERR_USAGE && strstr(vfm_last_error(), "a2a"));
     CHECK_OK(dit_check_parallel(&c, 1, 0, 3, CP_COMM_P2P, 0));
-    TrainLayout l = {2, 1, 1, 0, CP_COMM_P2P, 0, 1};
+    TrainLayout l = {2, 1, 1, 0, CP_COMM_P2P, 0, 1, 0};
     s = train_layout_check(&l, &c, 3);
     CHECK(s == VFM_ERR_USAGE && strstr(vfm_last_error(), "world size 3 is not divisible by TP·PP·CP = 2"));
     DiT m;
