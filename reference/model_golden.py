@@ -70,13 +70,15 @@ def make_samples(cfg, specs, gen, sigmas):
     return samples
 
 
-def write_case(outdir, name, cfg, specs):
+def write_case(outdir, name, cfg, specs, model_class=DiT, extra=None):
+    """extra: more tensors for the file (another architecture's configuration, stdit_golden.py)."""
     gen = torch.Generator().manual_seed(20241122)
-    model = DiT(cfg)
+    model = model_class(cfg)
     randomize(model, gen)
     samples = make_samples(cfg, specs, gen, SIGMAS)
     out = {"config.ints": torch.tensor(cfg.c_ints(), dtype=torch.int32),
            "config.floats": torch.tensor([cfg.ln_eps, cfg.class_dropout_prob], dtype=torch.float32)}
+    out.update(extra or {})
     for k, v in model.state_dict().items():
         out["param." + k] = v.clone()
     for i, s in enumerate(samples):

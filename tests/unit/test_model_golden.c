@@ -1,6 +1,7 @@
 /* The whole DiT + objective against the PyTorch twin (reference/model_golden.py for EDM with every
  * variant: dfm (and its pt 2 + grouped-query case), adaln-zero with class labels, adaln-zero with
- * cross-attention, class labels and a conv3d patch, nemo-adaln with a text width != D;
+ * cross-attention, class labels and a conv3d patch, nemo-adaln with a text width != D, stdit (spatial,
+ * temporal and full-attention blocks; two videos of different T and H·W and an image: stdit_golden.py);
  * reference/objectives_golden.py for flow matching and DDPM, the latter also on the DiT paper's
  * setting: adaln-zero, classes, learned sigma). Random non-zero weights, a pack of 3 samples of
  * different sizes (a dropped prompt or label) with given σ/t and noise → network output, loss,
@@ -30,6 +31,10 @@ static int config_from_golden(const Golden *g, DiTConfig *c) {
     c->d_text = v[10], c->adaln_lora = v[11], c->fps_dim = v[12], c->qk_norm = v[13], c->cross_attention = v[14];
     c->num_classes = v[15], c->learn_sigma = v[16], c->pos_embedding = (DiTPosEmbedding)v[17];
     c->ln_eps = f[0], c->class_dropout_prob = f[1], c->init_std = 0.02f;
+    if (c->variant == DIT_VARIANT_STDIT) { /* layers of two blocks (reference/stdit_golden.py) */
+        c->layers *= 2;
+        c->stdit_full_every = (int)golden_scalar(g, "config.stdit_full_every");
+    }
     return dit_config_resolve(c) == VFM_OK;
 }
 
@@ -204,6 +209,8 @@ TEST(model_golden_adamw_trajectory_pt2_gqa) { check_trajectory("model_tiny_pt2_g
 TEST(model_golden_adamw_trajectory_adaln_zero) { check_trajectory("model_adaln_zero.bin"); }
 TEST(model_golden_adamw_trajectory_adaln_zero_cross) { check_trajectory("model_adaln_zero_cross.bin"); }
 TEST(model_golden_adamw_trajectory_nemo_adaln) { check_trajectory("model_nemo_adaln.bin"); }
+TEST(model_golden_forward_backward_stdit) { check_forward_backward("model_stdit.bin"); }
+TEST(model_golden_adamw_trajectory_stdit) { check_trajectory("model_stdit.bin"); }
 TEST(objective_golden_flow_forward_backward) { check_forward_backward("objective_flow.bin"); }
 TEST(objective_golden_flow_trajectory) { check_trajectory("objective_flow.bin"); }
 TEST(objective_golden_ddpm_dit_learned_sigma_forward_backward) { check_forward_backward("objective_ddpm_dit.bin"); }
