@@ -237,6 +237,11 @@ void attention_cp_bytes(const DiT *m, const AttentionLayer *at, double r, double
     double h = m->heads_local, g = local_heads(m, at->kv_heads), d = m->cfg.head_dim;
     *fwd = *bwd = 0;
     if (P <= 1 || !at->self) return; /* cross-attention sees the whole text on every rank */
+    if (at->span != ATTN_SPAN_FULL && m->par.st_hybrid) { /* ST-DiT's hybrid: frames and positions that divide */
+        double moved = at->span == ATTN_SPAN_TEMPORAL ? r * (P - 1) / P : 0; /* (dit_st_block_bytes: a pack's own) */
+        *fwd = *bwd = moved * (m->cfg.hidden + h * d) * b;
+        return;
+    }
     if (cpa->type == CP_COMM_ALL_GATHER) { /* K, V gathered; backward: again, and dK, dV reduce-scattered */
         *fwd = 2.0 * (P - 1) * r * g * d * b;
         *bwd = 4.0 * (P - 1) * r * g * d * b;

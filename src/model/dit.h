@@ -233,6 +233,12 @@ typedef struct DiTCommBytes {
     double tp_forward, tp_backward, cp_forward, cp_backward, output, pp_forward, pp_backward;
 } DiTCommBytes;
 void dit_comm_bytes(const DiT *m, int64_t tokens, int64_t text, int elem, DiTCommBytes *out);
+/* ST-DiT (docs/parallel.md "ST-DiT's hybrid parallelism"): the bytes CP rank `cp_rank` sends over CP
+ * in ONE self-attention of each span — out[span][0 forward, 1 backward], span 0 full, 1 spatial,
+ * 2 temporal (attention.h AttnSpan) — for a pack of n samples of t[i] frames of tokens[i] tokens,
+ * values of `elem` bytes; and how many of this rank's blocks have each span (counts[3]). */
+void dit_st_block_bytes(const DiT *m, int n, const int *t, const int *tokens, int cp_rank, int elem, double out[3][2]);
+void dit_st_span_blocks(const DiT *m, int counts[3]);
 
 /* The variant's initialisation (docs/parameters.md), Philox-keyed by parameter name and seed: a
  * TP rank gets exactly the single-rank model's values at its elements (on any device: the values

@@ -3,6 +3,7 @@
  * this rank's spatial and temporal layouts, the attention over them, and the moves between the
  * frame and temporal layouts. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "model/dit_internal.h"
 
@@ -104,4 +105,39 @@ double dit_cp_bytes_sent(const DiT *m) {
         if (!seen) sum += c[i]->bytes_sent;
     }
     return sum;
+}
+
+/* ---- bytes (docs/parallel.md "ST-DiT's hybrid parallelism") ---------------------------------- */
+
+void dit_st_span_blocks(const DiT *m, int counts[3]) {
+    counts[0] = counts[1] = counts[2] = 0;
+    for (int k = 0; k < m->n_blocks; k++)
+        if (m->blocks[k].n_sub > 0 && m->blocks[k].sub[0].kind == MIXER_SELF_ATTENTION)
+            counts[m->blocks[k].sub[0].attn.span]++;
+}
+
+void dit_st_block_bytes(const DiT *m, int n, const int *t, const int *tokens, int cp_rank, int elem, double out[3][2]) {
+    int P = m->par.cp;
+    double R = 0, a = 0, b = 0; /* a: real rows this rank sends to others' positions; b: rows it sends back */
+    for (int i = 0; i < n; i++) {
+        int32_t slot = dit_st_slot(m, t[i], tokens[i]);
+        R += (double)slot / P;
+        if (!slot) continue;
+        int F = slot / (P * tokens[i]), mine = t[i] - cp_rank * F;
+        mine = mine < 0 ? 0 : mine > F ? F : mine;
+        double pos = (double)((int64_t)(cp_rank + 1) * tokens[i] / P - (int64_t)cp_rank * tokens[i] / P);
+        a += (double)mine * ((double)tokens[i] - pos);
+        b += pos * (double)(t[i] - mine);
+    }
+    memset(out, 0, 3 * sizeof out[0]);
+    if (P <= 1) return;
+    AttentionLayer full = {.self = 1, .kv_heads = m->cfg.kv_heads, .span = ATTN_SPAN_FULL};
+    attention_cp_bytes(m, &full, R, elem, &out[0][0], &out[0][1]);
+    if (!m->par.st_hybrid) { /* plain p2p: every attention through the ring over R rows */
+        out[1][0] = out[2][0] = out[0][0], out[1][1] = out[2][1] = out[0][1];
+        return;
+    }
+    double D = m->cfg.hidden, Dq = (double)m->heads_local * m->cfg.head_dim;
+    out[2][0] = (a * D + b * Dq) * elem; /* x to the positions, o back to the frames */
+    out[2][1] = (a * Dq + b * D) * elem; /* d(o) to the positions, d(x) back */
 }
