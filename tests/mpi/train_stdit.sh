@@ -11,7 +11,8 @@
 # 1's all-to-all skipped) is off by 1e-2 after one step. The mock packs mix a 3-frame video (frames
 # no multiple of 2 or 4, positions 15 no multiple of 2 or 4), a 2-frame one, an image and a 1-token
 # image. CP3 pads slots to lcm(64, 3) = 192, so its one-rank reference uses 192-row slots.
-# Also: plain p2p trains the same; combinations that make no sense exit 2 with one line naming the key.
+# Also: plain p2p trains the same; selective and full recomputation give CP2 hybrid's bits; ZeRO-3
+# over DP2 × CP2 trains DP2's model; combinations that make no sense exit 2 with one line naming the key.
 cd "$(dirname "$0")/../.." || exit 1
 . tests/e2e/common.inc
 T=$(mktemp -d /tmp/vfm_mpi_stdit.XXXXXX)
@@ -48,6 +49,16 @@ layout tp2_sp_cp2_hybrid 4 one model.context_parallel_size=2 model.tensor_model_
 layout pp2_cp2_hybrid 4 one model.context_parallel_size=2 model.pipeline_model_parallel_size=2
 layout cp4_hybrid_full_a2a_p2p 4 one model.context_parallel_size=4 model.stdit_full_cp_comm_type=a2a+p2p \
     "model.hierarchical_context_parallel_sizes=[2,2]"
+
+# recomputation replays the all-to-alls and rings: the same bits; ZeRO-3 over DP2 × CP2 within the bound
+train cp2_selective 2 model.context_parallel_size=2 model.recompute_granularity=selective
+check "CP2 hybrid with selective recomputation equals CP2 hybrid without, bitwise" close $T/cp2_hybrid $T/cp2_selective 0
+train cp2_full 2 model.context_parallel_size=2 model.recompute_granularity=full model.recompute_method=uniform \
+    model.recompute_num_layers=1
+check "CP2 hybrid with full recomputation (uniform 1) equals CP2 hybrid without, bitwise" close $T/cp2_hybrid $T/cp2_full 0
+train dp2_one 2
+layout dp2_cp2_zero3 4 dp2_one model.context_parallel_size=2 ddp.use_megatron_fsdp=true \
+    ddp.data_parallel_sharding_strategy=optim_grads_params train.global_batch_size=2
 
 export VFM_TEST_BREAK=st
 train broken_st 2 model.context_parallel_size=2
