@@ -225,7 +225,10 @@ vfm_status attention_carve_scratch(const DiT *m, ActCarver *cv, AttnScratch *s, 
 /* ---- cost ---------------------------------------------------------------------------------------- */
 
 double attention_flops(const DiT *m, const AttentionLayer *at, const FlopShape *s) {
-    double kv_rows = at->self ? s->tokens : s->text, pairs = at->self ? s->self_pairs : s->cross_pairs;
+    double kv_rows = at->self ? s->tokens : s->text, pairs = !at->self                     ? s->cross_pairs
+                                                             : at->span == ATTN_SPAN_SPATIAL  ? s->spatial_pairs
+                                                             : at->span == ATTN_SPAN_TEMPORAL ? s->temporal_pairs
+                                                                                             : s->self_pairs;
     return linear_flops(m, &at->q, s->tokens) + linear_flops(m, &at->k, kv_rows) + linear_flops(m, &at->v, kv_rows) +
            4 * pairs * (double)at->q.out /* scores and values over every head */ + linear_flops(m, &at->proj, s->tokens);
 }

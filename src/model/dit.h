@@ -342,5 +342,9 @@ vfm_status dit_fsdp_create(DiT *m, struct Fsdp *f, const struct FsdpConfig *cfg,
  * from the cumulative real token and text lengths cu_q[n+1], cu_text[n+1] (padding rows are not
  * counted), plus the per-sample conditioning (embedders, modulation). */
 double dit_forward_flops(const DiTConfig *c, int n, const int32_t *cu_q, const int32_t *cu_text);
+/* The same with sample i of frames[i] frames (ST-DiT's spatial and temporal attention; frames NULL:
+ * every sample one frame, as dit_forward_flops counts them). */
+double dit_forward_flops_frames(const DiTConfig *c, int n, const int32_t *cu_q, const int32_t *cu_text,
+                                const int32_t *frames);
 
 #endif

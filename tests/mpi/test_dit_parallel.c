@@ -474,6 +474,58 @@ TEST(dit_parallel_stdit_world4) {
     for (size_t i = 0; i < sizeof ls / sizeof ls[0]; i++) check_stdit_layout(&ls[i]);
 }
 
+/* The seeds' bandwidth claim (docs/parallel.md "ST-DiT's hybrid parallelism"): the bytes every
+ * rank sends over CP in the spatial and temporal attentions of the same model and pack under hybrid
+ * and under plain p2p, summed over the ranks (the counts are checked against the formula rank by
+ * rank above), at two pack shapes; the p2p / hybrid ratios are printed beside hw/cp and t/cp. */
+static void st_bytes_of(const Layout *L, const int grid[NS][3], double total[3]) {
+    DiTConfig cfg = model_config(DIT_VARIANT_STDIT, 1);
+    cfg.layers = 2, cfg.stdit_full_every = 0, cfg.kv_heads = cfg.heads; /* a spatial and a temporal block, MHA */
+    TrainLayout keys = layout_keys(L);
+    TrainParallel p;
+    REQUIRE_OK(train_parallel_init(&p, &keys, mt_world(), mt_rank()));
+    DiT m;
+    REQUIRE_OK(dit_create_parallel(&m, &cfg, DEV_CPU, &p.model));
+    int64_t n;
+    float *w = dit_test_weights(&cfg, 5, &n);
+    tp_shard_extract(m.shards, m.params, w);
+    free(w);
+    DitPack pk;
+    dit_pack_make_shaped(&pk, &cfg, grid, TEXT_LEN, 1, 7);
+    double sent[3][2] = {{0}};
+    m.cp_sent = sent;
+    float *out = calloc((size_t)(pk.S * dit_out_dim(&cfg)), sizeof(float));
+    Tensor tout = TF32(out, pk.S, dit_out_dim(&cfg));
+    CHECK_OK(dit_reserve(&m, pk.S, pk.L, NS));
+    CHECK_OK(dit_forward(&m, &pk.in, &tout));
+    CHECK_OK(dit_backward(&m, &pk.in, &pk.tdout));
+    for (int k = 0; k < 3; k++) total[k] = sent[k][0] + sent[k][1];
+    comm_all_reduce(mt_world_comm(), total, 3, DT_F64, COMM_SUM);
+    free(out);
+    dit_pack_free(&pk);
+    dit_destroy(&m);
+    train_parallel_free(&p);
+}
+
+TEST(dit_parallel_stdit_bandwidth_p2p_vs_hybrid) {
+    REQUIRE_WORLD(4);
+    static const int SHAPES[2][NS][3] = {{{4, 8, 8}, {4, 8, 8}, {4, 8, 8}, {4, 8, 8}},       /* t 4, hw 64 */
+                                         {{16, 4, 4}, {16, 4, 4}, {16, 4, 4}, {16, 4, 4}}}; /* t 16, hw 16 */
+    const Layout hybrid = {"CP4 hybrid", 1, 0, 4, CP_COMM_HYBRID, 0, 0}, p2p = {"CP4 p2p", 1, 0, 4, CP_COMM_P2P, 0, 0};
+    for (int k = 0; k < 2; k++) {
+        double h[3], r[3];
+        st_bytes_of(&hybrid, SHAPES[k], h);
+        st_bytes_of(&p2p, SHAPES[k], r);
+        int t = SHAPES[k][0][0], hw = SHAPES[k][0][1] * SHAPES[k][0][2];
+        CHECK_MSG(h[1] == 0 && r[1] > 0 && h[2] > 0 && r[2] > h[2],
+                  "bytes: spatial %.0f (hybrid) vs %.0f (p2p), temporal %.0f vs %.0f", h[1], r[1], h[2], r[2]);
+        if (mt_rank() == 0)
+            printf("      CP4, 4 samples of t %d x hw %d, forward + backward over all ranks: temporal p2p %.0f B / "
+                   "hybrid %.0f B = %.2f (hw/cp = %g); spatial p2p %.0f B / hybrid %.0f B (t/cp = %g)\n",
+                   t, hw, r[2], h[2], r[2] / h[2], hw / 4.0, r[1], h[1], t / 4.0);
+    }
+}
+
 TEST(dit_parallel_world1_identity) {
     REQUIRE_WORLD(1);
     const Layout l = {"one rank", 1, 0, 1, CP_COMM_P2P, 0, 0};

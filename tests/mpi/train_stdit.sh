@@ -65,6 +65,11 @@ train broken_st 2 model.context_parallel_size=2
 check "an all-to-all skipped: CP2 hybrid ends far from one rank" sh -c "! $VFM checkpoint diff $T/one $T/broken_st --atol $BOUND --quiet > /dev/null"
 unset VFM_TEST_BREAK
 
+$VFM model info --preset stdit3-xl --seq 98304 --frames 24 model.context_parallel_size=4 \
+    model.stdit_full_attention_every=7 > $T/info.log 2>&1
+check "vfm model info prints the CP bytes per block of each span ($(grep -o 'spatial 0.00 + 0.00 MB (24 blocks), temporal [0-9.]* + [0-9.]* MB' $T/info.log))" \
+    grep -q 'CP bytes per block (one sample of 24 frames of 4096 tokens.*full .* MB (4 blocks), spatial 0.00 + 0.00 MB (24 blocks), temporal .* MB (28 blocks)' $T/info.log
+
 bad() { # NAME NP WANT OVERRIDES...: exit 2, one line naming WANT, no run directory
     name=$1; np=$2; want=$3; shift 3
     timeout 60 $MPIRUN -np "$np" $VFM train $ARGS checkpoint.save=$T/bad "$@" > $T/bad.log 2>&1
