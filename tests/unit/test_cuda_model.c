@@ -3,9 +3,9 @@
  * padding rows, one dropped prompt) and the same draws on both devices; the loss, the network
  * output F and every parameter gradient compared, with the activations in f32 (tight bounds: only
  * the order of float sums differs) and in bf16 (the training precision: bounds from bf16
- * rounding, below). The GPU's backward is repeated and must give the same bits. Three variants:
+ * rounding, below). The GPU's backward is repeated and must give the same bits. Four variants:
  * dfm with EDM, nemo-adaln with flow matching, adaln-zero with classes and a learned variance
- * with DDPM. Skipped without a CUDA device (the harness suite runs them on the CPU). Also: the
+ * with DDPM, stdit (a spatial and a temporal block) with EDM. Skipped without a CUDA device (the harness suite runs them on the CPU). Also: the
  * objective's own draws on the device (noise by op_randn_fill there) give the bits of the host's
  * draws, and an ObjectiveWork kept from pack to pack (the trainer's) gives the bits of a fresh one
  * — the latter on the CPU too.
@@ -44,6 +44,10 @@ static Case make_case(int k) {
     if (k == 1) {
         c.variant = DIT_VARIANT_NEMO_ADALN;
         return (Case){"nemo-adaln/flow", c, OBJECTIVE_FLOW};
+    }
+    if (k == 3) { /* a spatial and a temporal block: the temporal layout's row gathers on the device */
+        c.variant = DIT_VARIANT_STDIT;
+        return (Case){"stdit/edm", c, OBJECTIVE_EDM};
     }
     c.variant = DIT_VARIANT_ADALN_ZERO;
     c.num_classes = 5, c.class_dropout_prob = 0.1f, c.learn_sigma = 1, c.cross_attention = DIT_ON;
@@ -172,12 +176,12 @@ static void compare_case(int k, DType act) {
 
 TEST(cuda_model_f32_matches_cpu_forward_and_every_gradient) {
     NEED_GPU();
-    for (int k = 0; k < 3; k++) compare_case(k, DT_F32);
+    for (int k = 0; k < 4; k++) compare_case(k, DT_F32);
 }
 
 TEST(cuda_model_bf16_matches_cpu_forward_and_every_gradient) {
     NEED_GPU();
-    for (int k = 0; k < 3; k++) compare_case(k, DT_BF16);
+    for (int k = 0; k < 4; k++) compare_case(k, DT_BF16);
 }
 
 /* The bf16 weight copy follows the master weights; checkpoints' fp32 masters round-trip exactly. */
