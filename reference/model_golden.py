@@ -126,13 +126,14 @@ def write_case(outdir, name, cfg, specs, model_class=DiT, extra=None):
     print(f"{name}: loss {out['loss'].item():.6f}, trajectory {losses[0]:.5f} -> {losses[-1]:.5f}")
 
 
-def main():
+def main(cases=CASES, model_class=DiT, extra=lambda cfg: None):
+    """Writes every case; extra(cfg): more tensors for a case's file (stdit_golden.py)."""
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "tests", "fixtures", "golden"))
     args = ap.parse_args()
     torch.set_num_threads(1)
-    for name, (cfg, specs) in CASES.items():
-        write_case(args.out, name, cfg, specs)
+    for name, (cfg, specs) in cases.items():
+        write_case(args.out, name, cfg, specs, model_class, extra(cfg))
 
 
 if __name__ == "__main__":

@@ -3,14 +3,13 @@ writes every variant's: random non-zero weights, a pack of two videos of differe
 image (a dropped prompt), the output, the loss, every parameter gradient, 10 AdamW steps.
     /usr/bin/python3 reference/stdit_golden.py --out tests/fixtures/golden
 """
-import argparse
 import os
 import sys
 
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from model_golden import write_case  # noqa: E402
+import model_golden  # noqa: E402
 from stdit_torch import STDiT, STDiTConfig  # noqa: E402
 
 # 2 ST-DiT layers (4 blocks): spatial, temporal, full (layer 2's spatial block), temporal; GQA
@@ -21,16 +20,6 @@ CASES = {
                      ((4, 1, 4, 4), 4, 30.0, False, None)]),
 }
 
-
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "tests", "fixtures", "golden"))
-    args = ap.parse_args()
-    torch.set_num_threads(1)
-    for name, (cfg, specs) in CASES.items():
-        extra = {"config.stdit_full_every": torch.tensor([cfg.stdit_full_every], dtype=torch.int32)}
-        write_case(args.out, name, cfg, specs, STDiT, extra)
-
-
 if __name__ == "__main__":
-    main()
+    model_golden.main(CASES, STDiT,
+                      lambda cfg: {"config.stdit_full_every": torch.tensor([cfg.stdit_full_every], dtype=torch.int32)})
