@@ -3,7 +3,7 @@
  * hybrid the all-to-all between them, posted as one exchange before this rank's own rows move. */
 #include "st_layout.h"
 
-#include <string.h>
+#include <stdlib.h>
 
 /* t viewed as [rows, w] (w = its elements per row). */
 static Tensor rows_view(const Tensor *t, int64_t rows) {
@@ -30,10 +30,9 @@ static vfm_status gather(Tensor *out, const Tensor *in, const Tensor *idx, int64
 static vfm_status exchange(Comm *comm, const StLayout *s, const Tensor *send, const int64_t *sc, const int64_t *sd,
                            Tensor *recv, const int64_t *rc, const int64_t *rd, int skip) {
     int64_t w = send->shape[1];
-    CommP2P ops[2 * 64];
+    CommP2P *ops = malloc(2 * (size_t)s->P * sizeof *ops);
     int n = 0;
-    if (s->P > 64) return vfm_fail(VFM_ERR_USAGE, "model.context_parallel_size %d: the hybrid's all-to-all takes at "
-                                   "most 64 ranks", s->P);
+    if (!ops) return vfm_fail(VFM_ERR_NOMEM, "st_layout: %d exchanges", 2 * s->P);
     for (int peer = 0; peer < s->P && !skip; peer++) {
         if (peer == s->rank) continue;
         if (sc[peer] > 0)
@@ -51,6 +50,7 @@ static vfm_status exchange(Comm *comm, const StLayout *s, const Tensor *send, co
         st = op_copy(&to, &from);
     }
     vfm_status w8 = comm_wait(&req);
+    free(ops);
     return st == VFM_OK ? w8 : st;
 }
 
