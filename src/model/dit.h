@@ -21,6 +21,7 @@
 #include "model/conditioning.h"
 #include "model/embed.h"
 #include "model/head.h"
+#include "model/moe.h"
 #include "model/params.h"
 #include "ops/ops.h"
 #include "parallel/cp_attention.h"
@@ -77,6 +78,9 @@ typedef struct DiTConfig {
     int learn_sigma;           /* output 2·out_channels per element: channels [0, C) the prediction,
                                 * [C, 2C) the variance (token layout (ph pw pt 2C), C fastest) */
     DiTPosEmbedding pos_embedding; /* DIT_POS_AUTO: 2-D for adaln-zero, 3-D otherwise */
+    /* Mixture of experts in every block's MLP slot (moe.h; Megatron's model.moe_* keys): moe.experts
+     * = model.num_moe_experts (0: dense); moe.ffn 0 = ffn; the rest as moe.h's MoeSpec. */
+    MoeSpec moe;
     DiTFeatures f;             /* derived by dit_config_resolve */
 } DiTConfig;
 
@@ -188,6 +192,10 @@ typedef struct DiT {
     struct Fsdp *fsdp;
     int *fsdp_unit;            /* [table.count] the unit of each entry */
     int fsdp_last_microbatch;  /* the caller sets it: this backward is the step's last micro-batch */
+    /* The weight of the model's own loss terms (the MoE router's load-balancing and z losses) in
+     * its backward: the objective sets its grad_scale (1/micro-batches) before each backward, so they
+     * accumulate like the loss; 0 (unset) is 1. */
+    double loss_grad_scale;
 } DiT;
 
 /* Builds the table (names as reference/model_torch.py) and allocates params and grads (zero).
