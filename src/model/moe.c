@@ -57,10 +57,11 @@ vfm_status moe_forward(const DiT *m, const MoeLayer *ml, MoeActs *b, Acts *a, co
     int64_t E = s->experts, F = s->ffn, R = a->R;
     int n = pl->n;
     /* the samples' rows and capacities (host offsets of the pack, made when it was placed) */
+    const int32_t *pad = pl->cu_pad ? pl->cu_pad : pl->cu_in_pad; /* one rank: the caller's slots */
     int32_t cu_tok[n + 1], cu_cap[n + 1];
     cu_tok[0] = cu_cap[0] = 0;
     for (int i = 0; i < n; i++) {
-        cu_tok[i + 1] = pl->cu_pad[i + 1];
+        cu_tok[i + 1] = pad[i + 1];
         cu_cap[i + 1] = cu_cap[i] + (int32_t)moe_capacity(s, pl->cu_real[i + 1] - pl->cu_real[i]);
     }
     int64_t C = cu_cap[n];
