@@ -82,12 +82,25 @@ static vfm_status check_tok_slot(const char *op, const Tensor *tok_slot, int64_t
     return VFM_OK;
 }
 
+/* A value per slot ([f32], any shape of ye's row count: [E·C] or [E, C]). */
+static vfm_status check_slot_vector(const char *op, const char *arg, const Tensor *v, const Tensor *ye) {
+    char got[128];
+    if (!v || !v->data) return vfm_fail(VFM_ERR_SHAPE, "%s: argument %s is missing", op, arg);
+    if (v->dtype != ops_f32_dtype(ye) || v->device != ye->device)
+        return vfm_fail(VFM_ERR_SHAPE, "%s: %s is %s, expected %s on %s", op, arg, tensor_describe(v, got, sizeof got),
+                        dtype_name(ops_f32_dtype(ye)), device_name(ye->device));
+    if (tensor_numel(v) != ye->shape[0])
+        return vfm_fail(VFM_ERR_SHAPE, "%s: %s has %lld values, ye %lld slots", op, arg, (long long)tensor_numel(v),
+                        (long long)ye->shape[0]);
+    return VFM_OK;
+}
+
 vfm_status op_moe_combine(Tensor *y, const Tensor *ye, const Tensor *w, const Tensor *tok_slot) {
     const char *op = "moe_combine";
     VFM_TRY(ops_float_dtype(op, ye));
     OPS_EXPECT(op, "ye", ye, ye->dtype, ye->device, -1, -1);
     OPS_EXPECT(op, "y", y, ye->dtype, ye->device, -1, ye->shape[1]);
-    if (w) OPS_EXPECT(op, "w", w, ops_f32_dtype(ye), ye->device, ye->shape[0]);
+    if (w) VFM_TRY(check_slot_vector(op, "w", w, ye));
     VFM_TRY(check_tok_slot(op, tok_slot, y->shape[0], ye->shape[0], ye->device));
     OPS_DISPATCH_WITH_CUDA(moe_combine, ye, y, ye, w, tok_slot);
 }
@@ -100,8 +113,8 @@ vfm_status op_moe_combine_backward(Tensor *dye, Tensor *dw, const Tensor *dy, co
     int64_t N = ye->shape[0], D = ye->shape[1];
     OPS_EXPECT(op, "dye", dye, ye->dtype, ye->device, N, D);
     OPS_EXPECT(op, "dy", dy, ye->dtype, ye->device, -1, D);
-    OPS_EXPECT(op, "w", w, ops_f32_dtype(ye), ye->device, N);
-    OPS_EXPECT(op, "dw", dw, ops_f32_dtype(ye), ye->device, N);
+    VFM_TRY(check_slot_vector(op, "w", w, ye));
+    VFM_TRY(check_slot_vector(op, "dw", dw, ye));
     OPS_EXPECT(op, "slot_tok", slot_tok, DT_I32, ye->device, -1, -1);
     if (tensor_numel(slot_tok) != N)
         return vfm_fail(VFM_ERR_SHAPE, "%s: slot_tok has %lld slots, ye %lld rows", op,
