@@ -39,12 +39,12 @@ check "one validation loss per validation in metrics.jsonl" sh -c "test \$(grep 
 # choice top-2 with drops and the load-balancing and z losses (scaled per micro-batch like the loss)
 for moe in "ec:model.num_moe_experts=4" \
     "tc:model.num_moe_experts=4 model.moe_router_load_balancing_type=aux_loss model.moe_router_topk=2 model.moe_z_loss_coeff=0.01"; do
-    name=${moe%%:*}; keys=${moe#*:}
-    $VFM train $ARGS train.train_iters=4 checkpoint.save_interval=4 $keys checkpoint.save=$T/moe1_$name > $T/moe1_$name.log 2>&1
+    mname=${moe%%:*}; keys=${moe#*:}
+    $VFM train $ARGS train.train_iters=4 checkpoint.save_interval=4 $keys checkpoint.save=$T/moe1_$mname > $T/moe1_$mname.log 2>&1
     timeout 300 $MPIRUN -np 2 $VFM train $ARGS train.train_iters=4 checkpoint.save_interval=4 $keys \
-        checkpoint.save=$T/moe2_$name > $T/moe2_$name.log 2>&1
-    check "MoE ($name) trains 4 steps at one rank and at DP=2" test -f $T/moe2_$name/iter_0000004/DONE -a -f $T/moe1_$name/iter_0000004/DONE
-    check "MoE ($name) at DP=2 matches one rank within 1e-5" $VFM checkpoint diff $T/moe1_$name $T/moe2_$name --atol 1e-5 --quiet
+        checkpoint.save=$T/moe2_$mname > $T/moe2_$mname.log 2>&1
+    check "MoE ($mname) trains 4 steps at one rank and at DP=2" test -f $T/moe2_$mname/iter_0000004/DONE -a -f $T/moe1_$mname/iter_0000004/DONE
+    check "MoE ($mname) at DP=2 matches one rank within 1e-5" $VFM checkpoint diff $T/moe1_$mname $T/moe2_$mname --atol 1e-5 --quiet
 done
 
 # saved at DP=4 at step 10, resumed at DP=2
