@@ -176,3 +176,19 @@ TEST(model_moe_capacity_and_drops) {
     rig_free(&g);
     golden_free(gd);
 }
+
+/* What the layer cannot do yet is refused with the key's name, never run wrong. */
+TEST(model_moe_refuses_tensor_and_context_parallelism) {
+    DiTConfig c = {.variant = DIT_VARIANT_DFM, .hidden = 32, .layers = 2, .heads = 4, .in_channels = 4, .out_channels = 4,
+                   .patch_spatial = 1, .patch_temporal = 1, .d_text = 8, .adaln_lora = 4, .fps_dim = 8,
+                   .ln_eps = 1e-5f, .init_std = 0.02f};
+    c.moe = (MoeSpec){.experts = 4, .capacity_factor = 1};
+    REQUIRE_OK(dit_config_resolve(&c));
+    CHECK(c.moe.ffn == c.ffn && c.moe.topk == 1);
+    CHECK_OK(dit_check_parallel(&c, 1, 0, 1, CP_COMM_P2P, 1));
+    CHECK(dit_check_parallel(&c, 2, 1, 1, CP_COMM_P2P, 1) == VFM_ERR_USAGE);
+    CHECK(strstr(vfm_last_error(), "model.num_moe_experts") != NULL);
+    CHECK(dit_check_parallel(&c, 1, 0, 2, CP_COMM_P2P, 1) == VFM_ERR_USAGE);
+    c.moe.routing = MOE_TOKEN_AUX_LOSS, c.moe.topk = 5;
+    CHECK(dit_config_resolve(&c) == VFM_ERR_USAGE);
+}
