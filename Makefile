@@ -40,7 +40,7 @@ endif
 
 CORE_SRC  := $(wildcard src/core/*.c) $(wildcard src/ops/*.c) $(wildcard src/model/*.c) \
              $(wildcard src/diffusion/*.c) $(wildcard src/train/*.c) $(wildcard src/data/*/*.c) \
-             $(wildcard src/optim/*.c) \
+             $(wildcard src/optim/*.c) $(wildcard src/plan/*.c) \
              $(wildcard src/parallel/*.c)
 CPU_OPS   := $(wildcard src/ops/cpu/*.c)
 CLI_SRC   := $(wildcard src/cli/*.c)

@@ -1,7 +1,9 @@
 /* Flag table parsing shared by the subcommands. */
 #include "args.h"
 
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 const ArgFlag *args_flag(const ArgFlag *flags, int nflags, const char *name) {
@@ -13,6 +15,16 @@ const ArgFlag *args_flag(const ArgFlag *flags, int nflags, const char *name) {
 const char *args_value(const ArgFlag *flags, int nflags, const char *name, const char *fallback) {
     const ArgFlag *f = args_flag(flags, nflags, name);
     return (f && f->present) ? f->value : fallback;
+}
+
+vfm_status args_long(const char *flag, const char *text, long lo, long hi, long *out) {
+    char *end;
+    errno = 0;
+    long v = strtol(text, &end, 10);
+    if (errno || end == text || *end || v < lo || v > hi)
+        return vfm_fail(VFM_ERR_USAGE, "%s %s: expected an integer in [%ld, %ld]", flag, text, lo, hi);
+    *out = v;
+    return VFM_OK;
 }
 
 vfm_status args_parse(const char *command, int argc, char **argv, ArgFlag *flags, int nflags, ArgList *positional,

@@ -24,6 +24,8 @@ vfm_status args_parse(const char *command, int argc, char **argv, ArgFlag *flags
                       int *want_help);
 const ArgFlag *args_flag(const ArgFlag *flags, int nflags, const char *name);
 const char *args_value(const ArgFlag *flags, int nflags, const char *name, const char *fallback);
+/* An integer flag value in [lo, hi] (VFM_ERR_USAGE naming the flag and the range otherwise). */
+vfm_status args_long(const char *flag, const char *text, long lo, long hi, long *out);
 /* Prints "usage: vfm <usage>\n\n<description>\n\noptions:\n  --flag VAL  help ..." */
 void args_print_help(const char *usage, const char *description, const ArgFlag *flags, int nflags);
 

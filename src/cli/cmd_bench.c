@@ -1,7 +1,6 @@
 /* vfm bench: parses the command line, runs train/bench.c and prints its figures — a block for
  * people, the per-op table with --profile, and one `bench-json: {...}` line for scripts
  * (bench/run_pair.sh). */
-#include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,11 +12,8 @@
 #include "train/bench.h"
 
 static vfm_status parse_int(const char *flag, const char *text, int lo, int hi, int *out) {
-    char *end;
-    errno = 0;
-    long v = strtol(text, &end, 10);
-    if (errno || end == text || *end || v < lo || v > hi)
-        return vfm_fail(VFM_ERR_USAGE, "%s %s: expected an integer in [%d, %d]", flag, text, lo, hi);
+    long v;
+    VFM_TRY(args_long(flag, text, lo, hi, &v));
     *out = (int)v;
     return VFM_OK;
 }
@@ -80,6 +76,17 @@ static void print_json(const BenchResult *r) {
                           "flops_per_step", r->flops_per_step, "peak_device_bytes", (json_int_t)r->mem.peak,
                           "peak_host_bytes", (json_int_t)r->host_peak);
     if (j && r->attention[0]) json_object_set_new(j, "attention", json_string(r->attention));
+    if (j) json_object_set_new(j, "attn_flops_per_step", json_real(r->attn_flops_per_step));
+    if (j && r->n_profile) { /* --profile: what `vfm plan --calibrate` reads (GEMM and attention rates) */
+        json_t *rows = json_array();
+        for (int i = 0; i < r->n_profile; i++) {
+            const OpsProfileEntry *e = &r->profile[i];
+            json_array_append_new(rows, json_pack("{s:s,s:s,s:f,s:f}", "op", e->name, "device", device_name(e->device),
+                                                  "calls_per_step", (double)e->calls / r->steps, "seconds_per_step",
+                                                  e->seconds / r->steps));
+        }
+        json_object_set_new(j, "profile", rows);
+    }
     char *text = j ? json_dumps(j, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
     if (text) printf("bench-json: %s\n", text);
     free(text);

@@ -236,6 +236,12 @@ const CfgKeyDef cfg_key_defs[] = {
     XSTR("tokenizer.tokenizer_type", "NullTokenizer", "DFM: tokenizer (not used by vfm)"),
     XINT("tokenizer.vocab_size", "0", "[0, inf)", "DFM: tokenizer (not used by vfm)"),
     XANY("comm_overlap", "DFM: TP communication overlap settings, any value (not used by vfm)"),
+
+    /* plan (read by vfm plan only; docs/plan.md) */
+    KFLT("plan.intra_node_bandwidth", "0", "[0, 1e6]",
+         "vfm plan: NVLink bandwidth per GPU and direction inside a node, GB/s (0: the --gpu system's; DGX H100: 450)"),
+    KFLT("plan.inter_node_bandwidth", "0", "[0, 1e6]",
+         "vfm plan: network bandwidth per GPU and direction between nodes, GB/s (0: the --gpu system's; DGX H100: 50)"),
 };
 const int cfg_key_count = (int)(sizeof cfg_key_defs / sizeof cfg_key_defs[0]);
 

@@ -149,9 +149,13 @@ typedef struct DiT {
     /* The dtype of the activations and of the weights the ops read (ops.h's ACT): f32 on the CPU;
      * on CUDA bf16 (the default) or f32 (dit_set_act_dtype: every op in f32, for tests). With bf16
      * the ops read wcopy, a bf16 copy of params that dit_refresh_weights makes after every change
-     * of the master weights (the optimizer step, a load); gradients stay fp32. */
+     * of the master weights (the optimizer step, a load); gradients stay fp32. wcopy is laid out by
+     * wplace, every entry at a 256-byte boundary (params.h ParamPlacement), so the GEMMs and the
+     * kernels' 16-byte accesses always apply; the master layout (params, grads, checkpoints) is the
+     * table's. */
     DType act_dtype;
-    void *wcopy;   /* [table.total] act_dtype copy of params, or NULL (the ops read params) */
+    void *wcopy;   /* [wplace.total] act_dtype copy of params, or NULL (the ops read params) */
+    ParamPlacement wplace;
     DiTParallel par;    /* tp = cp = 1 for a one-rank model */
     int heads_local, kv_heads_local, ffn_local; /* per TP rank: heads/TP, kv_heads/TP, ffn/TP */
     ParamTable *full_table; /* the single-rank table of the whole model (names and shapes of the checkpoint files) */
@@ -215,6 +219,12 @@ vfm_status dit_describe_parallel(DiT *m, const DiTConfig *cfg, const DiTParallel
  * backward over a pack of `tokens` rows, `text` text rows and `samples` samples use (f32), with the
  * model's recomputation plan (dit_set_recompute). */
 size_t dit_activation_bytes(const DiT *m, int64_t tokens, int64_t text, int samples);
+/* The same, laid out by the code that carves the arena, for packs as the encoder makes them (every
+ * sample padded to the slot multiple, so nothing is re-padded; `rows` rounded up to it) in the
+ * model's device and act_dtype (a described model may be given DEV_CUDA and DT_BF16: nothing is
+ * allocated): *slot one slot's bytes (dit_reserve's, dit_saved_create's), *scratch the
+ * recomputation scratch. What `vfm plan` counts (src/plan/plan_memory.c). */
+vfm_status dit_activation_plan(const DiT *m, int64_t rows, int64_t text, int samples, size_t *slot, size_t *scratch);
 
 /* What one rank sends per micro-batch (a pack of `tokens` rows, `text` text rows), in bytes with
  * activations of `elem` bytes (lse in f32), as the implementation moves them, for the rank's blocks
@@ -330,5 +340,11 @@ vfm_status dit_fsdp_create(DiT *m, struct Fsdp *f, const struct FsdpConfig *cfg,
  * from the cumulative real token and text lengths cu_q[n+1], cu_text[n+1] (padding rows are not
  * counted), plus the per-sample conditioning (embedders, modulation). */
 double dit_forward_flops(const DiTConfig *c, int n, const int32_t *cu_q, const int32_t *cu_text);
+/* One rank's share of a forward over a pack of `samples` samples of tokens/samples rows each (all of
+ * the pack's `tokens` rows, `text` text rows over the samples), for a model made or described at its
+ * layout (dit_describe_parallel): its TP widths, its CP chunk (S/CP query rows against every key), its
+ * pipeline stage's blocks. *attention: the self- and cross-attention scores and values (4 per query-key
+ * pair and head dimension); *matmul: every linear layer (2 per multiply-add). */
+void dit_rank_forward_flops(const DiT *m, int64_t tokens, int64_t text, int samples, double *matmul, double *attention);
 
 #endif

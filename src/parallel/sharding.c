@@ -93,10 +93,10 @@ vfm_status dp_memory_bytes(DpSharding s, const ParamTable *t, const PpBlocks *bl
     if (s == DP_SHARD_OPTIM_GRADS) {
         out->params = total * p;
     } else {
-        int64_t pieces = 0;
-        for (int u = 0; u < l.n_units; u++)
-            if (l.units[u].sharded_params) pieces += l.units[u].shard;
-        out->params = (pieces + l.unsharded_params) * p;
+        int64_t held = l.slots; /* fsdp.c's param_slots: a piece of every unit */
+        for (int u = 0; u < l.n_units; u++) /* and the units that stay whole, padded to n pieces */
+            if (!l.units[u].sharded_params) held += l.units[u].shard * n;
+        out->params = held * p;
         out->transient += 2 * l.max_block_padded * p;
     }
     fsdp_layout_free(&l);

@@ -29,6 +29,7 @@
 #include "parallel/launch.h"
 #include "train/checkpoint.h"
 #include "train/stop_signal.h"
+#include "train/train_memory.h"
 #include "train/train_parallel.h"
 #include "train/train_pipeline.h"
 #include "parallel/pp_stage.h"
@@ -746,6 +747,21 @@ static vfm_status validate(Trainer *t) {
     return s;
 }
 
+/* The log's line of what the run held, by part, the most any rank held (a collective over the world):
+ * what `vfm plan --gpu cpu` predicts (docs/plan.md "Checked against runs"). */
+static vfm_status log_memory(Trainer *t) {
+    size_t slots = 0;
+    for (int i = 0; t->have_pipe && i < t->pipe.n_slots; i++) slots += dit_saved_peak(t->pipe.slots[i]);
+    int64_t ema = !t->ema ? 0 : t->have_fsdp ? t->fsdp.dp.own_end - t->fsdp.dp.own_begin : t->model.table.total;
+    TrainMemory mem;
+    train_memory_held(&t->model, t->have_fsdp ? &t->fsdp : NULL, &t->opt, ema, slots, &mem);
+    double v[5] = {(double)mem.params, (double)mem.grads, (double)mem.optimizer, (double)mem.ema, (double)mem.activations};
+    if (t->launch.world_size > 1) VFM_TRY(comm_all_reduce(&t->par.world, v, 5, DT_F64, COMM_MAX));
+    log_info("memory per rank (the most of any rank): parameters %.0f B, gradients %.0f B, optimizer state %.0f B, "
+             "EMA %.0f B, activations' high-water mark %.0f B", v[0], v[1], v[2], v[3], v[4]);
+    return VFM_OK;
+}
+
 /* *sig := the stop signal any rank has received (the same on every rank, see stop_signal.h). */
 static vfm_status stop_agreed(Trainer *t, int *sig) {
     int32_t v = stop_signal_received();
@@ -817,6 +833,7 @@ vfm_status train_run(const TrainOptions *opt) {
             raise(SIGKILL);
     }
     stop_signal_restore();
+    if (s == VFM_OK && t.step == t.train_iters && t.step > 0) s = log_memory(&t);
     if (s == VFM_OK && t.step == t.train_iters)
         log_info("training done: %lld steps, %lld samples", (long long)t.step, (long long)t.consumed_samples);
     s = run_memory_hint(s, t.cfg); /* out of memory: the keys that reduce it */
