@@ -145,6 +145,14 @@ typedef struct DiTParallel {
      * that brings block k-1's temporal attention input to its positions. */
     int st_hybrid;
     int test_skip_st_a2a;
+    /* Expert parallelism (model.expert_model_parallel_size, within DP as in Megatron): this rank
+     * holds experts [ep_rank·E/ep, (ep_rank+1)·E/ep) of every MoE layer; ep_comm joins the ep
+     * ranks that share their tokens with each other's experts (moe.h). 0 or 1: none. Tests only:
+     * test_permute_ep_a2a = 1 swaps two rows of the first dispatch all-to-all's result (a broken
+     * variant the EP tests must catch). */
+    int ep, ep_rank;
+    Comm *ep_comm;
+    int test_permute_ep_a2a;
 } DiTParallel;
 
 /* Before any work: VFM_ERR_USAGE with one line naming the key and the numbers when the model does
@@ -228,6 +236,11 @@ typedef struct DiT {
      * its backward: the objective sets its grad_scale (1/micro-batches) before each backward, so they
      * accumulate like the loss; 0 (unset) is 1. */
     double loss_grad_scale;
+    /* Expert parallelism: the rows and samples of the largest pack reserved for (dit_reserve, the
+     * largest so far), from which every MoE layer's slots per expert, and so the size of its
+     * all-to-alls, follow: the same on every EP rank when they reserve the same bounds. */
+    int64_t moe_ep_rows;
+    int moe_ep_samples;
 } DiT;
 
 /* Builds the table (names as reference/model_torch.py) and allocates params and grads (zero).

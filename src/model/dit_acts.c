@@ -256,6 +256,11 @@ void dit_saved_destroy(DiT *m, DiTSaved *sv) {
 
 vfm_status dit_reserve(DiT *m, int64_t max_tokens, int64_t max_text, int max_samples) {
     size_t bytes, scratch;
+    Placement pl;
+    dit_place_bounds(m, max_tokens, max_samples, &pl);
+    if (pl.R > m->moe_ep_rows) m->moe_ep_rows = pl.R;
+    if (max_samples > m->moe_ep_samples) m->moe_ep_samples = max_samples;
+    dit_place_free(&pl);
     VFM_TRY(slot_bytes(m, max_tokens, max_text, max_samples, 0, &bytes, &scratch));
     if (bytes > m->slot_bytes) m->slot_bytes = bytes;
     VFM_TRY(fit_scratch(m, scratch));

@@ -109,7 +109,8 @@ static vfm_status shard_table(DiT *m) {
         VFM_TRY(stage_table(m));
         split = &m->stage->local;
     }
-    VFM_TRY(tp_shard_map_init(m->shards, split, m->par.tp, m->par.tp_rank));
+    int ep = m->par.ep > 1 ? m->par.ep : 1;
+    VFM_TRY(tp_shard_map_init_ep(m->shards, split, m->par.tp, m->par.tp_rank, ep, ep > 1 ? m->par.ep_rank : 0));
     if (pp_on(m)) m->shards->file = m->full_table, m->shards->file_entry = m->stage->full_entry;
     VFM_TRY(param_table_copy(&m->table, &m->shards->local));
     HandleVisitor localize = {localize_linear, NULL, m};
@@ -127,6 +128,11 @@ vfm_status dit_describe_parallel(DiT *m, const DiTConfig *cfg, const DiTParallel
     DiTParallel one = {.tp = 1, .cp = 1};
     if (!par) par = &one;
     VFM_TRY(dit_check_parallel(&resolved, par->tp, par->sequence_parallel, par->cp, par->cpa.type, par->cpa.A));
+    if (par->ep > 1 && (resolved.moe.experts <= 0 || resolved.moe.experts % par->ep != 0))
+        return vfm_fail(VFM_ERR_USAGE, "model.expert_model_parallel_size (%d) must divide model.num_moe_experts (%d): "
+                        "each EP rank holds the same number of experts", par->ep, resolved.moe.experts);
+    if (par->ep > 1 && !par->ep_comm)
+        return vfm_fail(VFM_ERR_INTERNAL, "dit: expert parallelism over %d ranks without their comm", par->ep);
     if (par->pp > 1) VFM_TRY(pp_check_layers(resolved.layers, par->pp, par->vp > 1 ? par->vp : 1));
     else if (par->vp > 1)
         return vfm_fail(VFM_ERR_USAGE, "model.virtual_pipeline_model_parallel_size (%d) needs "
@@ -205,7 +211,7 @@ vfm_status dit_init_weights(DiT *m, uint64_t seed) {
         host = malloc((size_t)(m->table.total > 0 ? m->table.total : 1) * sizeof(float));
         if (!host) return vfm_fail(VFM_ERR_NOMEM, "dit: %lld initial weights", (long long)m->table.total);
     }
-    vfm_status s = m->par.tp > 1 && m->shards ? tp_shard_init_values(m->shards, host, seed)
+    vfm_status s = (m->par.tp > 1 || m->par.ep > 1) && m->shards ? tp_shard_init_values(m->shards, host, seed)
                                               : param_table_init_values(&m->table, host, seed);
     if (host != m->params) {
         if (s == VFM_OK) s = dit_params_from_host(m, host);

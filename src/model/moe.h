@@ -11,8 +11,17 @@
  *   y[t] = Σ_{e holds t} probs[t,e]·expert_e(x[t]), experts in ascending order
  * The experts run as one grouped GEMM over E fixed-capacity slot blocks of C = Σ_b C_b rows
  * (ops.h "mixture of experts"). Token choice adds aux·E·Σ_e f_e·P_e (load balancing) and, both
- * routers, z·mean_t lse_t² to the loss through the router's gradient. One rank (and data
- * parallelism) only so far: dit_check_parallel refuses TP, CP and sequence parallelism with it. */
+ * routers, z·mean_t lse_t² to the loss through the router's gradient.
+ *
+ * Expert parallelism (DiTParallel.ep, within DP as in Megatron): EP rank r holds experts
+ * [r·E/EP, (r+1)·E/EP) (the fc1/fc2 rows, REDUCE_EXPERT: tp_shard.h splits them, checkpoints name
+ * them by global index). Every rank routes its own tokens over all E experts (the router is
+ * replicated) into slots of C = the carve's bound per expert (the slots past the pack's Σ_b C_b
+ * empty), so the dispatch — an all-to-all over ep_comm of E/EP experts' slots to each rank — and
+ * the reverse combine have one size on every rank and step: no rank waits for another's counts,
+ * no device-to-host copy. The owner runs one grouped GEMM per sender block; its expert gradients
+ * then hold every EP rank's tokens, and are summed over the expert-data-parallel group only.
+ * Not yet with TP, CP or sequence parallelism (dit_check_parallel refuses them). */
 #ifndef VFM_MODEL_MOE_H
 #define VFM_MODEL_MOE_H
 
@@ -46,9 +55,10 @@ typedef struct MoeActs {
 } MoeActs;
 
 /* Scratch shared by every MoE layer: the router's output in the act dtype and in f32 (then its
- * gradient) [R,E], dw [E·C], dye and dxe [E·C, D], dh [E·C, F]. */
+ * gradient) [R,E], dw [E·C], dye and dxe [E·C, D], dh [E·C, F]; under EP xa [E·C, D], the
+ * all-to-alls' other side. */
 typedef struct MoeScratch {
-    Tensor logits_act, logits, dw, dye, dxe, dh;
+    Tensor logits_act, logits, dw, dye, dxe, dh, xa;
 } MoeScratch;
 
 /* Appends "<prefix>.router" [E, D], "<prefix>.experts.fc1.weight" [E·F, D] and

@@ -29,6 +29,9 @@ enum {
     REDUCE_TP_SP = 8u,    /* replicated, summed over tokens (adaLN, embedders, norms, the final layer):
                              over TP only under sequence parallelism, where each TP rank sees other
                              tokens */
+    REDUCE_EXPERT = 16u,  /* an MoE expert weight: its rows (experts) split over expert parallelism (EP ranks
+                             hold different experts, tp_shard.h), so its gradient is not a DP replica's: it
+                             sums over the expert-data-parallel group only (docs/parallel.md) */
 };
 
 typedef struct ParamEntry {

@@ -12,7 +12,14 @@ void tp_shard_map_free(TpShardMap *m) {
 }
 
 vfm_status tp_shard_map_init(TpShardMap *m, const ParamTable *full, int tp, int rank) {
+    return tp_shard_map_init_ep(m, full, tp, rank, 1, 0);
+}
+
+vfm_status tp_shard_map_init_ep(TpShardMap *m, const ParamTable *full, int tp, int rank, int ep, int ep_rank) {
     memset(m, 0, sizeof *m);
+    m->ep = ep, m->ep_rank = ep_rank;
+    if (ep < 1 || ep_rank < 0 || ep_rank >= ep)
+        return vfm_fail(VFM_ERR_INTERNAL, "tp_shard_map_init: EP rank %d of %d", ep_rank, ep);
     m->full = full;
     m->tp = tp;
     m->rank = rank;
@@ -24,13 +31,18 @@ vfm_status tp_shard_map_init(TpShardMap *m, const ParamTable *full, int tp, int 
         const ParamEntry *e = &full->entries[i];
         TpShard *s = &m->shards[i];
         int d = e->tp_split_dim, parts = e->tp_parts > 1 ? e->tp_parts : 1;
+        int split = tp, at = rank; /* the split's size and this rank's place in it */
+        if (e->reduce_groups & REDUCE_EXPERT) d = ep > 1 ? 0 : -1, parts = 1, split = ep, at = ep_rank;
         int64_t shape[VFM_MAX_DIMS];
         memcpy(shape, e->shape, sizeof shape);
         if (d >= e->ndim) d = -1;
         s->split_dim = d;
         s->parts = d >= 0 ? parts : 1;
-        if (d >= 0 && e->shape[d] % ((int64_t)s->parts * tp) != 0) {
-            vfm_status st = s->parts > 1
+        if (d >= 0 && e->shape[d] % ((int64_t)s->parts * split) != 0) {
+            vfm_status st = (e->reduce_groups & REDUCE_EXPERT)
+                ? vfm_fail(VFM_ERR_USAGE, "%s: its %lld expert rows do not split over model.expert_model_parallel_size "
+                           "= %d", e->name, (long long)e->shape[d], split)
+                : s->parts > 1
                 ? vfm_fail(VFM_ERR_USAGE, "%s: each of the %d parts of dimension %d (%lld) does not split over "
                            "model.tensor_model_parallel_size = %d", e->name, s->parts, d, (long long)e->shape[d], tp)
                 : vfm_fail(VFM_ERR_USAGE, "%s: dimension %d (%lld) does not split over "
@@ -48,8 +60,8 @@ vfm_status tp_shard_map_init(TpShardMap *m, const ParamTable *full, int tp, int 
             s->runs = 1, s->run_len = e->numel, s->first = 0, s->stride = e->numel, s->part_stride = 0;
         } else {
             int64_t part = e->shape[d] / s->parts; /* one part's size along d */
-            s->count = part / tp;
-            s->begin = s->count * rank;
+            s->count = part / split;
+            s->begin = s->count * at;
             shape[d] = s->count * s->parts;
             s->runs = outer * s->parts, s->run_len = s->count * inner, s->first = s->begin * inner;
             s->stride = e->shape[d] * inner, s->part_stride = part * inner;

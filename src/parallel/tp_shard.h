@@ -40,6 +40,7 @@ typedef struct TpShardMap {
     ParamTable local;       /* this rank's table */
     TpShard *shards;        /* [full->count] */
     int tp, rank;
+    int ep, ep_rank;        /* expert parallelism: entries with REDUCE_EXPERT split dimension 0 over ep */
     /* Checkpoint files (ckpt_shard.h) hold the tensors of `file` (NULL: full) and local entry i is
      * file entry file_entry[i] (NULL: i). Pipeline parallelism: full is the stage's table, file the
      * whole model's (not owned). */
@@ -50,6 +51,10 @@ typedef struct TpShardMap {
 /* VFM_ERR_USAGE naming the entry, the dimension and TP when a split dimension (or each of its
  * tp_parts parts) does not divide. */
 vfm_status tp_shard_map_init(TpShardMap *m, const ParamTable *full, int tp, int rank);
+/* The same with expert parallelism: an entry with REDUCE_EXPERT (replicated over TP) holds on EP
+ * rank r experts [r·E/ep, (r+1)·E/ep), i.e. rows [r·n/ep, (r+1)·n/ep) of its dimension 0, so
+ * checkpoints name every expert by its global index whatever ep. */
+vfm_status tp_shard_map_init_ep(TpShardMap *m, const ParamTable *full, int tp, int rank, int ep, int ep_rank);
 void tp_shard_map_free(TpShardMap *m);
 
 /* Calls fn for the pieces of entry i's local elements [a, b) (offsets inside the entry): local
