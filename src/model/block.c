@@ -184,6 +184,9 @@ vfm_status block_carve(const DiT *m, const DiTBlock *p, ActCarver *cv, BlockActs
                        int selective) {
     int64_t D = m->cfg.hidden, Rl = a->Rl;
     if (what & CARVE_INPUT) VFM_TRY(carve_act(cv, &b->h[0], Rl, D));
+    for (int k = 0; k < p->n_sub && (what & CARVE_ROUTING); k++)
+        if (p->sub[k].kind == MIXER_MLP && p->sub[k].mlp.moe.s.experts > 0)
+            VFM_TRY(moe_carve_routing(m, &p->sub[k].mlp.moe, cv, &b->sub[k].mlp.moe, a));
     if (!(what & CARVE_REST)) return VFM_OK;
     if (p->add_pos) VFM_TRY(carve_act(cv, &b->hp, Rl, D));
     for (int k = 0; k < p->n_sub; k++) {

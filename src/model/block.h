@@ -93,7 +93,9 @@ vfm_status block_backward(const struct DiT *m, int l, const DiTBlock *p, const B
                           const struct DiTInputs *in);
 
 /* What of a block to carve: its input h[0], the rest, or both. */
-enum { CARVE_INPUT = 1, CARVE_REST = 2, CARVE_ALL = 3 };
+/* CARVE_ROUTING: an MoE sub-layer's routing (moe_carve_routing), which a FULL recomputation group
+ * keeps in the slot so its replay reuses it (never re-routes). */
+enum { CARVE_INPUT = 1, CARVE_REST = 2, CARVE_ROUTING = 4, CARVE_ALL = 7 };
 /* A block's activations (`what` of them); under selective recomputation (selective) its
  * attentions' o and lse are not carved (dit_carve_selective points them at the scratch's). */
 vfm_status block_carve(const struct DiT *m, const DiTBlock *p, ActCarver *cv, BlockActs *b, const struct Acts *a,

@@ -24,7 +24,8 @@ static vfm_status carve_blocks(const DiT *m, ActCarver *cv, Acts *a) {
         const DiTBlock *blk = dit_block(m, l);
         if (p.mode != RECOMPUTE_FULL)
             VFM_TRY(block_carve(m, blk, cv, &a->blocks[l], a, CARVE_ALL, p.mode == RECOMPUTE_SELECTIVE));
-        else if (p.group_first == l) VFM_TRY(block_carve(m, blk, cv, &a->blocks[l], a, CARVE_INPUT, 0));
+        else /* the group's input, and every MoE layer's routing (the replay reuses it) */
+            VFM_TRY(block_carve(m, blk, cv, &a->blocks[l], a, (p.group_first == l ? CARVE_INPUT : 0) | CARVE_ROUTING, 0));
     }
     return VFM_OK;
 }
@@ -32,7 +33,7 @@ static vfm_status carve_blocks(const DiT *m, ActCarver *cv, Acts *a) {
 /* A FULL group's activations [first, end) and the sink of its replayed output. */
 static vfm_status carve_group(const DiT *m, ActCarver *cv, Acts *a, int first, int end) {
     for (int l = first; l < end; l++)
-        VFM_TRY(block_carve(m, dit_block(m, l), cv, &a->blocks[l], a, l == first ? CARVE_REST : CARVE_ALL, 0));
+        VFM_TRY(block_carve(m, dit_block(m, l), cv, &a->blocks[l], a, l == first ? CARVE_REST : CARVE_INPUT | CARVE_REST, 0));
     return carve_act(cv, &a->rc_sink, a->Rl, m->cfg.hidden);
 }
 

@@ -74,6 +74,7 @@ typedef struct Acts {
      * outputs, one pair per attention of a block, shared by every block; a FULL group's replayed
      * output, not needed again */
     int b0, b1;                           /* the chunk carved: global blocks [b0, b1) */
+    int replaying;                        /* a FULL group's forward again: MoE layers reuse their routing */
     AttnActs rc[DIT_MAX_SUBLAYERS];       /* o [R,Dq], lse [R,H/TP] */
     Tensor rc_sink;                       /* [Rl,D] */
 } Acts;

@@ -37,6 +37,7 @@ vfm_status dit_recompute_backward_begin(DiT *m, Acts *a, const DiTInputs *in, in
     VFM_TRY(dit_carve_group(m, a, p.group_first, p.group_end));
     void (*probe)(void *, const char *, int, const Tensor *) = m->probe;
     m->probe = NULL; /* the probes saw this forward once */
+    a->replaying = 1; /* MoE layers replay the routing the forward recorded (moe.h) */
     vfm_status s = VFM_OK;
     for (int j = p.group_first; j < p.group_end && s == VFM_OK; j++) {
         /* ZeRO-3: each block's unit gathered around its replay, as in the forward */
@@ -47,5 +48,6 @@ vfm_status dit_recompute_backward_begin(DiT *m, Acts *a, const DiTInputs *in, in
         if (s == VFM_OK) s = dit_fsdp_forward_end(m, j);
     }
     m->probe = probe;
+    a->replaying = 0;
     return s;
 }

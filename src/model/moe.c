@@ -107,11 +107,13 @@ static vfm_status experts_backward(Tensor *dx, Tensor *dw, Tensor *dy, const Ten
     return VFM_OK;
 }
 
-vfm_status moe_forward(const DiT *m, const MoeLayer *ml, MoeActs *b, Acts *a, const Tensor *xm, Tensor *out) {
+/* The routing of the pack (the forward's first part; a FULL recomputation's replay skips it and
+ * reuses what the forward recorded: the routing is never computed twice). */
+static vfm_status route(const DiT *m, const MoeLayer *ml, MoeActs *b, Acts *a, const Tensor *xm, int64_t *C_out) {
     const MoeSpec *s = &ml->s;
     const Placement *pl = &a->pl;
     MoeScratch *sc = &a->mlp.moe;
-    int64_t E = s->experts, F = s->ffn, R = a->R;
+    int64_t E = s->experts, R = a->R;
     int n = pl->n, ep = ep_of(m);
     /* the samples' rows and capacities (host offsets of the pack, made when it was placed) */
     const int32_t *pad = pl->cu_pad ? pl->cu_pad : pl->cu_in_pad; /* one rank: the caller's slots */
@@ -128,7 +130,7 @@ vfm_status moe_forward(const DiT *m, const MoeLayer *ml, MoeActs *b, Acts *a, co
      * rank and every step: an empty last "sample" (no tokens) owns the slots past this pack's C. */
     int nc = n;
     if (ep > 1) cu_tok[n + 1] = cu_tok[n], cu_cap[n + 1] = (int32_t)bound, C = bound, nc = n + 1;
-    b->C_used = C;
+    b->C_used = *C_out = C;
     Tensor cut = first_rows(&b->cu_tok, nc + 1), cuc = first_rows(&b->cu_cap, nc + 1);
     Tensor host_tok = TI32(cu_tok, nc + 1), host_cap = TI32(cu_cap, nc + 1);
     VFM_TRY(tensor_copy(&cut, &host_tok));
@@ -145,6 +147,16 @@ vfm_status moe_forward(const DiT *m, const MoeLayer *ml, MoeActs *b, Acts *a, co
     VFM_TRY(op_moe_topc(&st, &sw, &b->tok_slot, &b->masked, &cut, &cuc));
     if (s->aux_coeff != 0 || s->z_coeff != 0)
         VFM_TRY(op_moe_router_losses(&b->losses, &b->probs, &b->lse, &b->masked, &pl->t2s, k));
+    return VFM_OK;
+}
+
+vfm_status moe_forward(const DiT *m, const MoeLayer *ml, MoeActs *b, Acts *a, const Tensor *xm, Tensor *out) {
+    const MoeSpec *s = &ml->s;
+    MoeScratch *sc = &a->mlp.moe;
+    int64_t E = s->experts, F = s->ffn, C = b->C_used;
+    int ep = ep_of(m);
+    if (!a->replaying) VFM_TRY(route(m, ml, b, a, xm, &C));
+    Tensor st = slots2(&b->slot_tok, E, C), sw = slots2(&b->slot_w, E, C);
     /* the experts over their slots, then the weighted combine */
     Tensor xe = first_rows(&b->xe, E * C), pre = first_rows(&b->pre, E * C), h = first_rows(&b->h, E * C);
     Tensor ye = first_rows(&b->ye, E * C), w1 = layer_param(m, ml->fc1), w2 = layer_param(m, ml->fc2);
@@ -206,22 +218,27 @@ vfm_status moe_backward(const DiT *m, const MoeLayer *ml, const MoeActs *b, Acts
     return region_enter_backward(m, a);
 }
 
-vfm_status moe_carve(const DiT *m, const MoeLayer *ml, ActCarver *cv, MoeActs *b, const Acts *a) {
+vfm_status moe_carve_routing(const DiT *m, const MoeLayer *ml, ActCarver *cv, MoeActs *b, const Acts *a) {
     const MoeSpec *s = &ml->s;
-    int64_t E = s->experts, F = s->ffn, D = m->cfg.hidden, R = a->R, C = capacity_bound(m, s, R, a->B);
+    int64_t E = s->experts, R = a->R, C = capacity_bound(m, s, R, a->B);
     VFM_TRY(carve_f32(cv, &b->probs, R, E));
     VFM_TRY(carve_f32(cv, &b->masked, R, E));
     VFM_TRY(carve_f32(cv, &b->lse, R, 0));
     VFM_TRY(carve_as(cv, &b->slot_tok, DT_I32, E, C));
     VFM_TRY(carve_f32(cv, &b->slot_w, E, C));
     VFM_TRY(carve_as(cv, &b->tok_slot, DT_I32, R, E));
-    VFM_TRY(carve_act(cv, &b->xe, E * C, D));
-    VFM_TRY(carve_act(cv, &b->pre, E * C, F));
-    VFM_TRY(carve_act(cv, &b->h, E * C, F));
-    VFM_TRY(carve_act(cv, &b->ye, E * C, D));
     VFM_TRY(carve_as(cv, &b->cu_tok, DT_I32, a->B + 2, 0)); /* + EP's empty last sample */
     VFM_TRY(carve_as(cv, &b->cu_cap, DT_I32, a->B + 2, 0));
     return carve_f32(cv, &b->losses, 2, 0);
+}
+
+vfm_status moe_carve(const DiT *m, const MoeLayer *ml, ActCarver *cv, MoeActs *b, const Acts *a) {
+    const MoeSpec *s = &ml->s;
+    int64_t E = s->experts, F = s->ffn, D = m->cfg.hidden, R = a->R, C = capacity_bound(m, s, R, a->B);
+    VFM_TRY(carve_act(cv, &b->xe, E * C, D));
+    VFM_TRY(carve_act(cv, &b->pre, E * C, F));
+    VFM_TRY(carve_act(cv, &b->h, E * C, F));
+    return carve_act(cv, &b->ye, E * C, D);
 }
 
 vfm_status moe_carve_scratch(const DiT *m, const MoeLayer *ml, ActCarver *cv, MoeScratch *s, const Acts *a) {

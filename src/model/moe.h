@@ -71,6 +71,9 @@ vfm_status moe_forward(const struct DiT *m, const MoeLayer *ml, MoeActs *b, stru
                        Tensor *out);
 /* From a->d_branch to a->d_xm; the router's share includes the aux and z losses' gradients. */
 vfm_status moe_backward(const struct DiT *m, const MoeLayer *ml, const MoeActs *b, struct Acts *a, const Tensor *xm);
+/* The routing a FULL recomputation group keeps in the slot (block.h CARVE_ROUTING): probs, masked,
+ * lse, the slots, tok_slot, cu_tok, cu_cap, losses; moe_carve the rest (xe, pre, h, ye). */
+vfm_status moe_carve_routing(const struct DiT *m, const MoeLayer *ml, ActCarver *cv, MoeActs *b, const struct Acts *a);
 vfm_status moe_carve(const struct DiT *m, const MoeLayer *ml, ActCarver *cv, MoeActs *b, const struct Acts *a);
 vfm_status moe_carve_scratch(const struct DiT *m, const MoeLayer *ml, ActCarver *cv, MoeScratch *s,
                              const struct Acts *a);

@@ -176,3 +176,54 @@ TEST(model_recompute_chunks_bitwise) {
     free(ref_out), free(ref_grads), free(w);
     dit_pack_free(&packs[0]), dit_pack_free(&packs[1]);
 }
+
+/* An MoE model's forward, then its routers' weights changed, then its backward: the gradients of
+ * plan rc. A replay that routed again would see the new router and route (and weigh) otherwise. */
+static float *moe_grads_after_router_change(const DiTConfig *cfg, const float *w, DitPack *pk, const RecomputeConfig *rc) {
+    DiT m;
+    if (dit_create(&m, cfg, DEV_CPU) != VFM_OK) {
+        test_fail(__FILE__, __LINE__, "dit_create: %s", vfm_last_error());
+        return NULL;
+    }
+    int64_t n = m.table.total;
+    memcpy(m.params, w, (size_t)n * sizeof(float));
+    float *out = malloc((size_t)(pk->S * dit_out_dim(cfg)) * sizeof(float)), *g = NULL;
+    Tensor tout = TF32(out, pk->S, dit_out_dim(cfg));
+    if (dit_set_recompute(&m, rc) == VFM_OK && dit_reserve(&m, pk->S, 16, DIT_PACK_SAMPLES) == VFM_OK &&
+        dit_forward(&m, &pk->in, &tout) == VFM_OK) {
+        for (int i = 0; i < m.table.count; i++)
+            if (strstr(m.table.entries[i].name, ".router.weight"))
+                for (int64_t k = 0; k < m.table.entries[i].numel; k++) m.params[m.table.entries[i].offset + k] *= -3.f;
+        if (dit_backward(&m, &pk->in, &pk->tdout) == VFM_OK) {
+            g = malloc((size_t)n * sizeof(float));
+            memcpy(g, m.grads, (size_t)n * sizeof(float));
+        }
+    }
+    if (!g) test_fail(__FILE__, __LINE__, "forward/backward: %s", vfm_last_error());
+    free(out);
+    dit_destroy(&m);
+    return g;
+}
+
+/* Full recomputation replays the routing the forward recorded (moe.h): whatever changes between
+ * the forward and the backward, the backward is bit for bit the one without recomputation. */
+TEST(model_recompute_moe_replays_the_recorded_routing) {
+    DiTConfig cfg = dit_test_config(DIT_VARIANT_DFM, 3);
+    cfg.moe = (MoeSpec){.experts = 4, .ffn = 16, .topk = 2, .capacity_factor = 1.f, .routing = MOE_TOKEN_AUX_LOSS,
+                        .aux_coeff = 0.01f, .z_coeff = 0.001f};
+    REQUIRE_OK(dit_config_resolve(&cfg));
+    int64_t total;
+    float *w = dit_test_weights(&cfg, 61, &total);
+    DitPack pk;
+    dit_pack_make(&pk, &cfg, 4, 62);
+    float *ref = moe_grads_after_router_change(&cfg, w, &pk, NULL);
+    const RecomputeConfig plans[] = {{RECOMPUTE_FULL, RECOMPUTE_UNIFORM, 1}, {RECOMPUTE_FULL, RECOMPUTE_BLOCK, 3}};
+    for (int p = 0; p < 2 && ref; p++) {
+        float *g = moe_grads_after_router_change(&cfg, w, &pk, &plans[p]);
+        CHECK_MSG(g && memcmp(g, ref, (size_t)total * sizeof(float)) == 0,
+                  "full recomputation plan %d: the gradients differ from the run without (it routed again)", p);
+        free(g);
+    }
+    free(ref), free(w);
+    dit_pack_free(&pk);
+}
