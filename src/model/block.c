@@ -198,7 +198,7 @@ vfm_status block_carve(const DiT *m, const DiTBlock *p, ActCarver *cv, BlockActs
             VFM_TRY(carve_f32(cv, &sa->rstd, Rl, 0));
             VFM_TRY(carve_act(cv, &sa->xm, Rl, D));
         }
-        if (s->kind == MIXER_MLP) VFM_TRY(mlp_carve(m, &s->mlp, cv, &sa->mlp, a));
+        if (s->kind == MIXER_MLP) VFM_TRY(mlp_carve_rest(m, &s->mlp, cv, &sa->mlp, a));
         else VFM_TRY(attention_carve(m, &s->attn, cv, &sa->attn, a, selective));
         VFM_TRY(carve_act(cv, &sa->out, Rl, D));
     }

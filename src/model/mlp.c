@@ -65,6 +65,11 @@ vfm_status mlp_backward(const DiT *m, const MlpLayer *ml, const MlpActs *b, Acts
 }
 
 vfm_status mlp_carve(const DiT *m, const MlpLayer *ml, ActCarver *cv, MlpActs *b, const Acts *a) {
+    if (ml->moe.s.experts > 0) VFM_TRY(moe_carve_routing(m, &ml->moe, cv, &b->moe, a));
+    return mlp_carve_rest(m, ml, cv, b, a);
+}
+
+vfm_status mlp_carve_rest(const DiT *m, const MlpLayer *ml, ActCarver *cv, MlpActs *b, const Acts *a) {
     if (ml->moe.s.experts > 0) return moe_carve(m, &ml->moe, cv, &b->moe, a);
     VFM_TRY(carve_act(cv, &b->pre, a->R, (ml->swiglu ? 2 : 1) * m->ffn_local));
     return carve_act(cv, &b->h, a->R, m->ffn_local);

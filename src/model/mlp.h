@@ -47,6 +47,9 @@ vfm_status mlp_forward(const struct DiT *m, const MlpLayer *ml, MlpActs *b, stru
                        Tensor *out);
 vfm_status mlp_backward(const struct DiT *m, const MlpLayer *ml, const MlpActs *b, struct Acts *a, const Tensor *xm);
 vfm_status mlp_carve(const struct DiT *m, const MlpLayer *ml, ActCarver *cv, MlpActs *b, const struct Acts *a);
+/* mlp_carve without an MoE layer's routing (moe_carve_routing: block.h CARVE_ROUTING carves it
+ * where a recomputation group keeps it). */
+vfm_status mlp_carve_rest(const struct DiT *m, const MlpLayer *ml, ActCarver *cv, MlpActs *b, const struct Acts *a);
 vfm_status mlp_carve_scratch(const struct DiT *m, const MlpLayer *ml, ActCarver *cv, MlpScratch *s,
                              const struct Acts *a);
 double mlp_flops(const struct DiT *m, const MlpLayer *ml, const FlopShape *s);
