@@ -191,4 +191,8 @@ TEST(model_moe_refuses_tensor_and_context_parallelism) {
     CHECK(dit_check_parallel(&c, 1, 0, 2, CP_COMM_P2P, 1) == VFM_ERR_USAGE);
     c.moe.routing = MOE_TOKEN_AUX_LOSS, c.moe.topk = 5;
     CHECK(dit_config_resolve(&c) == VFM_ERR_USAGE);
+    /* moviegen's SwiGLU MLP has no MoE form yet: refused, never built dense under the key */
+    c.moe.routing = MOE_EXPERT_CHOICE, c.moe.topk = 1, c.variant = DIT_VARIANT_MOVIEGEN;
+    CHECK(dit_config_resolve(&c) == VFM_ERR_USAGE);
+    CHECK(strstr(vfm_last_error(), "model.num_moe_experts") != NULL);
 }
