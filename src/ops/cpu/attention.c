@@ -176,19 +176,25 @@ static void heads_t_fill(HeadsT *t, const AttnDims *a, const real *X, int i, int
         for (int d = 0; d < hd; d++) dst[d * ld + j] = src[j * a->ldk + d];
 }
 
-/* C[m,n] = alpha·A·B (+ C when accumulate), A[i,p] at A[i·a_row + p·a_col]: block_gemm, or
- * OpenBLAS for a width block_gemm does not take (a head_dim or a key block that is not a
- * multiple of the vector width). Either way the bits depend on the shapes only. */
+/* C[m,n] = what `out` says of alpha·A·B (block_gemm.h), A[i,p] at A[i·a_row + p·a_col]:
+ * block_gemm, or OpenBLAS and then the row kernels for a width block_gemm does not take (a
+ * head_dim or a key block that is not a multiple of the vector width). Either way the bits depend
+ * on the shapes only. */
 static void attn_gemm(int m, int n, int k, real alpha, const real *A, int64_t a_row, int64_t a_col, const real *B,
-                      int64_t ldb, int accumulate, real *C, int64_t ldc) {
+                      int64_t ldb, const GemmOut *out, real *C, int64_t ldc) {
     if (block_gemm_fits(n)) {
-        block_gemm(m, n, k, alpha, A, a_row, a_col, B, ldb, accumulate, C, ldc);
+        block_gemm(m, n, k, alpha, A, a_row, a_col, B, ldb, out, C, ldc);
         return;
     }
     int no_trans = a_col == 1 && a_row >= k; /* else A is read as the transpose of a row-major [k, m] */
     CBLAS_GEMM(CblasRowMajor, no_trans ? CblasNoTrans : CblasTrans, CblasNoTrans, m, n, k, alpha, A,
-               (int)(no_trans ? a_row : a_col), B, (int)ldb, accumulate ? (real)1 : (real)0, C, (int)ldc);
+               (int)(no_trans ? a_row : a_col), B, (int)ldb, out->kind == GEMM_ADD ? (real)1 : (real)0, C, (int)ldc);
+    for (int r = 0; r < m && out->kind == GEMM_EXP; r++) row_exp_shift(C + r * ldc, n, out->row[r]);
+    for (int r = 0; r < m && out->kind == GEMM_SOFTMAX_GRAD; r++)
+        row_softmax_grad(C + r * ldc, out->p + r * ldc, n, out->row[r]);
 }
+
+static const GemmOut GEMM_STORE_C = {GEMM_STORE, NULL, NULL}, GEMM_ADD_C = {GEMM_ADD, NULL, NULL};
 
 /* Forward scratch per thread: S/P [ATTN_BQ, ATTN_BK], the O accumulator [ATTN_BQ, hd], m and l. */
 static int64_t forward_scratch(int hd) {
@@ -212,7 +218,7 @@ static void forward_tile(const AttnDims *a, const AttnTile *t, real *O, real *LS
     for (int kb = 0; kb < n_kv; kb += ATTN_BK) {
         int bk = imin(ATTN_BK, n_kv - kb);
         const real *v = V + ((kv0 + kb) * a->Hkv + g) * hd;
-        attn_gemm(bq, bk, hd, a->scale, q, a->ldq, 1, kt + kb, Kt->ld[i], 0, s, bk);
+        attn_gemm(bq, bk, hd, a->scale, q, a->ldq, 1, kt + kb, Kt->ld[i], &GEMM_STORE_C, s, bk);
         for (int r = 0; r < bq; r++) {
             real *sr = s + (int64_t)r * bk, mb = row_max(sr, bk);
             if (kb == 0) {
@@ -225,7 +231,7 @@ static void forward_tile(const AttnDims *a, const AttnTile *t, real *O, real *LS
                 m[r] = m_new;
             }
         }
-        attn_gemm(bq, hd, bk, 1, s, bk, 1, v, a->ldk, kb != 0, acc, hd);
+        attn_gemm(bq, hd, bk, 1, s, bk, 1, v, a->ldk, kb != 0 ? &GEMM_ADD_C : &GEMM_STORE_C, acc, hd);
     }
     for (int r = 0; r < bq; r++) {
         real *orow = orows + r * a->ldq, inv = 1 / l[r];
@@ -310,13 +316,12 @@ static void backward_item(const AttnDims *a, int i, int g, real *dQ, real *dK, r
                     lse[r] = LSE[qrow + (int64_t)r * a->H];
                     dlt[r] = Dlt[qrow + (int64_t)r * a->H];
                 }
-                attn_gemm(bq, bk, hd, a->scale, Q + qat, a->ldq, 1, kt + kb, ldt, 0, p, bk);
-                for (int r = 0; r < bq; r++) row_exp_shift(p + (int64_t)r * bk, bk, lse[r]);
-                attn_gemm(bk, hd, bq, 1, p, 1, bk, dO + qat, a->ldq, 1, dv, a->ldk); /* Pᵀ·dO */
-                attn_gemm(bq, bk, hd, 1, dO + qat, a->ldq, 1, vt + kb, ldt, 0, ds, bk);
-                for (int r = 0; r < bq; r++) row_softmax_grad(ds + (int64_t)r * bk, p + (int64_t)r * bk, bk, dlt[r]);
-                attn_gemm(bk, hd, bq, a->scale, ds, 1, bk, Q + qat, a->ldq, 1, dk, a->ldk); /* dSᵀ·Q */
-                attn_gemm(bq, hd, bk, a->scale, ds, bk, 1, k, a->ldk, 1, dQ + qat, a->ldq);
+                GemmOut to_p = {GEMM_EXP, lse, NULL}, to_ds = {GEMM_SOFTMAX_GRAD, dlt, p};
+                attn_gemm(bq, bk, hd, a->scale, Q + qat, a->ldq, 1, kt + kb, ldt, &to_p, p, bk);
+                attn_gemm(bk, hd, bq, 1, p, 1, bk, dO + qat, a->ldq, &GEMM_ADD_C, dv, a->ldk); /* Pᵀ·dO */
+                attn_gemm(bq, bk, hd, 1, dO + qat, a->ldq, 1, vt + kb, ldt, &to_ds, ds, bk);
+                attn_gemm(bk, hd, bq, a->scale, ds, 1, bk, Q + qat, a->ldq, &GEMM_ADD_C, dk, a->ldk); /* dSᵀ·Q */
+                attn_gemm(bq, hd, bk, a->scale, ds, bk, 1, k, a->ldk, &GEMM_ADD_C, dQ + qat, a->ldq);
             }
     }
 }

@@ -20,6 +20,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "vec_math.h"
+
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC push_options
 #pragma GCC optimize("fp-contract=fast")
@@ -43,10 +45,45 @@ typedef real vreal __attribute__((vector_size(64)));
 #define VLOAD(v, p) memcpy(&(v), (p), sizeof(vreal))
 #define VSTORE(p, v) memcpy((p), &(v), sizeof(vreal))
 
+/* What a product writes into C[i,j], with x = alpha·(A·B)[i,j]: */
+typedef enum {
+    GEMM_STORE,        /* x */
+    GEMM_ADD,          /* C + x */
+    GEMM_EXP,          /* e^(x − row[i]): the attention's probabilities from the scores and the lse */
+    GEMM_SOFTMAX_GRAD, /* P[i,j]·(x − row[i]), P at the same place as C: dS from dP, P and D */
+} GemmWrite;
+
+typedef struct {
+    GemmWrite kind;
+    const real *row; /* GEMM_EXP, GEMM_SOFTMAX_GRAD: one value per row of C */
+    const real *p;   /* GEMM_SOFTMAX_GRAD: P, with C's row stride */
+} GemmOut;
+
+/* Writes x (one vector) to c, row r of the product, column j of C. */
+static ALWAYS_INLINE void gemm_write(const GemmOut *out, vreal x, real *c, int r, int64_t at) {
+    if (out->kind == GEMM_ADD) {
+        vreal old;
+        VLOAD(old, c);
+        x = old + x;
+    }
+    VSTORE(c, x);
+    if (out->kind == GEMM_EXP) {
+        real shift = out->row[r];
+#pragma omp simd
+        for (int l = 0; l < GEMM_VL; l++) c[l] = vec_exp(c[l] - shift);
+    } else if (out->kind == GEMM_SOFTMAX_GRAD) {
+        real d = out->row[r];
+        const real *p = out->p + at;
+#pragma omp simd
+        for (int l = 0; l < GEMM_VL; l++) c[l] = p[l] * (c[l] - d);
+    }
+}
+
 /* One micro-tile of mr <= GEMM_MR rows and nv <= GEMM_NV vectors (constants where it is called,
  * so the loops unroll): C[0:mr, 0:nv·GEMM_VL]. */
 static ALWAYS_INLINE void gemm_tile(int mr, int nv, int k, real alpha, const real *A, int64_t a_row, int64_t a_col,
-                                    const real *B, int64_t ldb, int accumulate, real *C, int64_t ldc) {
+                                    const real *B, int64_t ldb, const GemmOut *out, int i0, int j0, real *C,
+                                    int64_t ldc) {
     vreal acc[GEMM_MR][GEMM_NV];
     UNROLL for (int r = 0; r < mr; r++) UNROLL for (int v = 0; v < nv; v++) acc[r][v] = (vreal){0};
     for (int p = 0; p < k; p++) {
@@ -59,33 +96,27 @@ static ALWAYS_INLINE void gemm_tile(int mr, int nv, int k, real alpha, const rea
         }
     }
     UNROLL for (int r = 0; r < mr; r++) UNROLL for (int v = 0; v < nv; v++) {
-        real *c = C + r * ldc + v * GEMM_VL;
-        vreal out = alpha * acc[r][v];
-        if (accumulate) {
-            vreal old;
-            VLOAD(old, c);
-            out = old + out;
-        }
-        VSTORE(c, out);
+        int64_t at = (int64_t)(i0 + r) * ldc + j0 + v * GEMM_VL;
+        gemm_write(out, alpha * acc[r][v], C + at, i0 + r, at);
     }
 }
 
 /* Columns [j, j + nv·GEMM_VL) of every row. */
 static ALWAYS_INLINE void gemm_columns(int nv, int m, int j, int k, real alpha, const real *A, int64_t a_row,
-                                       int64_t a_col, const real *B, int64_t ldb, int accumulate, real *C,
+                                       int64_t a_col, const real *B, int64_t ldb, const GemmOut *out, real *C,
                                        int64_t ldc) {
     int i = 0;
     for (; i + GEMM_MR <= m; i += GEMM_MR)
-        gemm_tile(GEMM_MR, nv, k, alpha, A + i * a_row, a_row, a_col, B + j, ldb, accumulate, C + i * ldc + j, ldc);
-    for (; i < m; i++) gemm_tile(1, nv, k, alpha, A + i * a_row, a_row, a_col, B + j, ldb, accumulate, C + i * ldc + j, ldc);
+        gemm_tile(GEMM_MR, nv, k, alpha, A + i * a_row, a_row, a_col, B + j, ldb, out, i, j, C, ldc);
+    for (; i < m; i++) gemm_tile(1, nv, k, alpha, A + i * a_row, a_row, a_col, B + j, ldb, out, i, j, C, ldc);
 }
 
-/* C[m,n] = alpha·A·B, or C += alpha·A·B when accumulate; n a multiple of GEMM_VL (block_gemm_fits). */
+/* C[m,n] = what `out` says of alpha·A·B; n a multiple of GEMM_VL (block_gemm_fits). */
 GEMM_CLONES static void block_gemm(int m, int n, int k, real alpha, const real *A, int64_t a_row, int64_t a_col,
-                                   const real *B, int64_t ldb, int accumulate, real *C, int64_t ldc) {
+                                   const real *B, int64_t ldb, const GemmOut *out, real *C, int64_t ldc) {
     int j = 0;
-    for (; j + GEMM_NR <= n; j += GEMM_NR) gemm_columns(GEMM_NV, m, j, k, alpha, A, a_row, a_col, B, ldb, accumulate, C, ldc);
-    for (; j < n; j += GEMM_VL) gemm_columns(1, m, j, k, alpha, A, a_row, a_col, B, ldb, accumulate, C, ldc);
+    for (; j + GEMM_NR <= n; j += GEMM_NR) gemm_columns(GEMM_NV, m, j, k, alpha, A, a_row, a_col, B, ldb, out, C, ldc);
+    for (; j < n; j += GEMM_VL) gemm_columns(1, m, j, k, alpha, A, a_row, a_col, B, ldb, out, C, ldc);
 }
 
 /* Whether block_gemm takes n columns. */
