@@ -59,8 +59,9 @@ typedef struct {
     const real *p;   /* GEMM_SOFTMAX_GRAD: P, with C's row stride */
 } GemmOut;
 
-/* Writes x (one vector) to c, row r of the product, column j of C. */
-static ALWAYS_INLINE void gemm_write(const GemmOut *out, vreal x, real *c, int r, int64_t at) {
+/* Writes *value (one vector) to c = C + at, in row r of C. */
+static ALWAYS_INLINE void gemm_write(const GemmOut *out, const vreal *value, real *c, int r, int64_t at) {
+    vreal x = *value;
     if (out->kind == GEMM_ADD) {
         vreal old;
         VLOAD(old, c);
@@ -97,7 +98,8 @@ static ALWAYS_INLINE void gemm_tile(int mr, int nv, int k, real alpha, const rea
     }
     UNROLL for (int r = 0; r < mr; r++) UNROLL for (int v = 0; v < nv; v++) {
         int64_t at = (int64_t)(i0 + r) * ldc + j0 + v * GEMM_VL;
-        gemm_write(out, alpha * acc[r][v], C + at, i0 + r, at);
+        vreal x = alpha * acc[r][v];
+        gemm_write(out, &x, C + at, i0 + r, at);
     }
 }
 
