@@ -1,7 +1,7 @@
 /* CPU backend: pointwise activations GELU (erf and tanh forms), SiLU and SwiGLU, forward and
  * backward. The GELU functions also serve as the epilogue of the linear op (linear.c); they run
- * on vec_math.h's vectorised exp and erf, over fixed chunks of elements (so any thread count
- * gives the same bits). */
+ * on vec_math.h's vectorised exp and erf (FMA_CLONES, multiply-adds fused), over fixed chunks of
+ * elements (so any thread count gives the same bits). */
 #include "real.h"
 #include "vec_math.h"
 
@@ -12,6 +12,8 @@
 
 /* Elements per chunk of the GELU loops; a tensor of one chunk runs without a parallel region. */
 #define GELU_CHUNK 8192
+
+FMA_CONTRACT_BEGIN
 
 /* The tanh form's u = √(2/π)·(x + 0.044715·x³) gives *h = 1 + tanh(u) and *sech2 = 1 - tanh²(u).
  * In f32 both come from e = e^(2u) as 2e/(1 + e) and 4e/(1 + e)², accurate relative to their
@@ -42,12 +44,12 @@ static inline real gauss(real x) {
 #endif
 }
 
-VEC_CLONES static void gelu_erf_rows(real *y, const real *x, int64_t n) {
+FMA_CLONES static void gelu_erf_rows(real *y, const real *x, int64_t n) {
 #pragma omp simd
     for (int64_t i = 0; i < n; i++) y[i] = (real)0.5 * x[i] * vec_one_plus_erf(x[i] * GELU_INV_SQRT2);
 }
 
-VEC_CLONES static void gelu_tanh_rows(real *y, const real *x, int64_t n) {
+FMA_CLONES static void gelu_tanh_rows(real *y, const real *x, int64_t n) {
 #pragma omp simd
     for (int64_t i = 0; i < n; i++) {
         real h, sech2;
@@ -57,7 +59,7 @@ VEC_CLONES static void gelu_tanh_rows(real *y, const real *x, int64_t n) {
 }
 
 /* dx = dy · gelu'(x), gelu'(x) = (1 + erf(x/√2))/2 + x·φ(x) */
-VEC_CLONES static void gelu_erf_grad_rows(real *dx, const real *dy, const real *x, int64_t n) {
+FMA_CLONES static void gelu_erf_grad_rows(real *dx, const real *dy, const real *x, int64_t n) {
 #pragma omp simd
     for (int64_t i = 0; i < n; i++) {
         real cdf = (real)0.5 * vec_one_plus_erf(x[i] * GELU_INV_SQRT2);
@@ -66,7 +68,7 @@ VEC_CLONES static void gelu_erf_grad_rows(real *dx, const real *dy, const real *
 }
 
 /* gelu'(x) = (1 + tanh u)/2 + x/2 · (1 - tanh² u) · du/dx */
-VEC_CLONES static void gelu_tanh_grad_rows(real *dx, const real *dy, const real *x, int64_t n) {
+FMA_CLONES static void gelu_tanh_grad_rows(real *dx, const real *dy, const real *x, int64_t n) {
 #pragma omp simd
     for (int64_t i = 0; i < n; i++) {
         real xi = x[i], h, sech2;
@@ -75,6 +77,8 @@ VEC_CLONES static void gelu_tanh_grad_rows(real *dx, const real *dy, const real 
         dx[i] = dy[i] * ((real)0.5 * h + (real)0.5 * xi * sech2 * du);
     }
 }
+
+FMA_CONTRACT_END
 
 vfm_status CPU_FN(gelu_forward)(Tensor *y, const Tensor *x, Activation kind) {
     real *Y = RDATA(y);

@@ -10,10 +10,9 @@
  * shapes only, never on the thread count. Vectors are GCC's generic 64-byte vectors (16 f32 or 8
  * f64), which the compiler splits on CPUs with narrower registers.
  *
- * Multiply-adds are fused where the CPU has FMA (this header's functions are compiled with
- * fp-contract=fast, for x86-64-v4 (AVX-512), x86-64-v3 (AVX2 + FMA) and the baseline, the clone
- * picked once per process by the CPU): like OpenBLAS's own kernels, a machine gives the same bits
- * every run, and CPUs of another kind may differ in the last bits. */
+ * Multiply-adds are fused where the CPU has FMA (FMA_CLONES, vec_math.h): like OpenBLAS's own
+ * kernels, a machine gives the same bits every run, and CPUs of another kind may differ in the
+ * last bits. */
 #ifndef VFM_CPU_BLOCK_GEMM_H
 #define VFM_CPU_BLOCK_GEMM_H
 
@@ -22,15 +21,7 @@
 
 #include "vec_math.h"
 
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC push_options
-#pragma GCC optimize("fp-contract=fast")
-#endif
-#if defined(__x86_64__) && !defined(__clang__)
-#define GEMM_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define GEMM_CLONES
-#endif
+FMA_CONTRACT_BEGIN
 
 typedef real vreal __attribute__((vector_size(64)));
 #define GEMM_VL ((int)(sizeof(vreal) / sizeof(real))) /* lanes of one vector */
@@ -114,7 +105,7 @@ static ALWAYS_INLINE void gemm_columns(int nv, int m, int j, int k, real alpha, 
 }
 
 /* C[m,n] = what `out` says of alpha·A·B; n a multiple of GEMM_VL (block_gemm_fits). */
-GEMM_CLONES static void block_gemm(int m, int n, int k, real alpha, const real *A, int64_t a_row, int64_t a_col,
+FMA_CLONES static void block_gemm(int m, int n, int k, real alpha, const real *A, int64_t a_row, int64_t a_col,
                                    const real *B, int64_t ldb, const GemmOut *out, real *C, int64_t ldc) {
     int j = 0;
     for (; j + GEMM_NR <= n; j += GEMM_NR) gemm_columns(GEMM_NV, m, j, k, alpha, A, a_row, a_col, B, ldb, out, C, ldc);
@@ -124,8 +115,6 @@ GEMM_CLONES static void block_gemm(int m, int n, int k, real alpha, const real *
 /* Whether block_gemm takes n columns. */
 static inline int block_gemm_fits(int n) { return n % GEMM_VL == 0; }
 
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC pop_options
-#endif
+FMA_CONTRACT_END
 
 #endif

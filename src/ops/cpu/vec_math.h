@@ -5,9 +5,16 @@
  * element's share of the GEMM around it. In the f32 build these are polynomials written with
  * arithmetic and integer selects only (a float compare-and-select of a computed value stops GCC
  * from vectorising the loop: it will not move a trapping float op out of a branch); the f64 build
- * (the gradient checks' twin) keeps libm. Loops over them are compiled for AVX-512, AVX2 and the
- * baseline (VEC_CLONES), picked once per process by the CPU; with -ffp-contract=off no clone
- * fuses a multiply-add, so every clone of an elementwise loop gives the same bits. */
+ * (the gradient checks' twin) keeps libm.
+ *
+ * Loops over them are compiled for several CPUs, the clone picked once per process:
+ * - VEC_CLONES: AVX-512, AVX2 and the baseline; with -ffp-contract=off no clone fuses a
+ *   multiply-add, so every clone of an elementwise loop gives the same bits;
+ * - FMA_CLONES, for code between FMA_CONTRACT_BEGIN and FMA_CONTRACT_END: x86-64-v4 (AVX-512),
+ *   x86-64-v3 (AVX2 + FMA) and the baseline, with multiply-adds fused where the CPU has FMA (a
+ *   polynomial then costs half the instructions). Like OpenBLAS's own kernels, a machine gives
+ *   the same bits every run and at any thread count; CPUs of another kind may differ in the last
+ *   bits. */
 #ifndef VFM_CPU_VEC_MATH_H
 #define VFM_CPU_VEC_MATH_H
 
@@ -16,8 +23,17 @@
 
 #if defined(__x86_64__) && !defined(__clang__)
 #define VEC_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#define FMA_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
 #define VEC_CLONES
+#define FMA_CLONES
+#endif
+#if defined(__GNUC__) && !defined(__clang__)
+#define FMA_CONTRACT_BEGIN _Pragma("GCC push_options") _Pragma("GCC optimize(\"fp-contract=fast\")")
+#define FMA_CONTRACT_END _Pragma("GCC pop_options")
+#else
+#define FMA_CONTRACT_BEGIN
+#define FMA_CONTRACT_END
 #endif
 
 #ifdef VFM_REAL_F64
