@@ -13,6 +13,7 @@
 #include "core/fileutil.h"
 #include "data/formats/safetensors.h"
 #include "data/formats/torch_tensor.h"
+#include "model/arch.h"
 #include "model/dit_interop.h"
 #include "train/checkpoint.h"
 
@@ -183,7 +184,7 @@ int cmd_import(int argc, char **argv) {
     ArgFlag flags[] = {
         {"--from", "FILE", "the state dict: a .safetensors file, or a torch.save file (.pt, .pth, .bin)", NULL, 0},
         {"--prefix", "P", "take the tensors named P.* (a checkpoint holding {\"model\": ..., \"ema\": ...}: ema)", NULL, 0},
-        {"--variant", "NAME", "the model it holds: adaln-zero (the DiT reference), dfm or nemo-adaln", NULL, 0},
+        {"--variant", "NAME", "the model it holds: adaln-zero (the DiT reference), or a model.variant of vfm's own names", NULL, 0},
         {"--out", "DIR", "the run directory to create (its checkpoint iter_0000000)", NULL, 0},
         {"--preset", "NAME", "a model preset (for what the shapes do not say)", NULL, 0},
         {"--config", "FILE", "a config file (its model.* keys, and the run's other settings)", NULL, 0},
@@ -211,8 +212,9 @@ int cmd_import(int argc, char **argv) {
         fprintf(stderr, "vfm import: --from FILE, --variant NAME and --out DIR are required (see vfm import --help)\n");
         return 2;
     }
-    if (strcmp(variant, "adaln-zero") != 0 && strcmp(variant, "dfm") != 0 && strcmp(variant, "nemo-adaln") != 0) {
-        fprintf(stderr, "vfm import: --variant '%s': expected adaln-zero, dfm or nemo-adaln\n", variant);
+    char names[160];
+    if (!dit_arch_named(variant, names, sizeof names)) {
+        fprintf(stderr, "vfm import: --variant '%s': expected %s\n", variant, names);
         return 2;
     }
     int found = 0;

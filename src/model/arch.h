@@ -19,9 +19,16 @@ typedef struct DiTArch {
 } DiTArch;
 
 extern const DiTArch dit_arch_dfm, dit_arch_nemo_adaln, dit_arch_adaln_zero;
-/* dfm's features and layers (arch_dfm.c), which nemo-adaln shares. */
+extern const DiTArch dit_arch_moviegen;
+extern const DiTArch dit_arch_stdit;
+/* ST-DiT's keys (arch_stdit.c): model.stdit_full_attention_every, and model.num_layers counting
+ * layers of two blocks (c->layers = 2·num_layers); read for model.variant=stdit only. */
+vfm_status dit_stdit_config_from(DiTConfig *c, const Config *cfg);
+/* dfm's features and layers (arch_dfm.c), which nemo-adaln shares; its conditioning (t-, [class,]
+ * fps-embedders, the norm when c->f.cond_norm), which moviegen shares. */
 void dit_dfm_features(DiTConfig *c);
 void dit_dfm_build(DiT *m);
+void dit_dfm_conditioning(DiT *m);
 
 /* The architecture of a variant, or NULL. */
 const DiTArch *dit_arch(DiTVariant v);

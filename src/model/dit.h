@@ -10,7 +10,11 @@
  *               adaLN with bias, fused qkv and MLP with biases, tanh-GELU, cos-first 256-wide
  *               timestep features, class embedding with a null class, 2-D sin-cos position, conv
  *               patch layout, final LayerNorm + shift/scale + Linear; optionally cross-attention
- *               to the text with QK-norm (9 chunks).
+ *               to the text with QK-norm (9 chunks);
+ *   moviegen    MovieGen as NeMo builds it (dit_llama, research/pp-fsdp-moe-moviegen.md §4): 6 chunks
+ *               from one Linear(D → 6D), RMSNorm blocks with a learnable weight, GQA self-attention,
+ *               cross-attention without norm or residual feeding the SwiGLU MLP, a learned factorized
+ *               3-D position re-added before every block, plain final Linear.
  * Parameter names follow reference/model_torch.py (for adaln-zero: the DiT reference's own names).
  * Built only from the op API. One call handles one pack: tokens of several samples of any size,
  * attention never crossing samples, padding rows never read. */
@@ -21,7 +25,9 @@
 #include "model/conditioning.h"
 #include "model/embed.h"
 #include "model/head.h"
+#include "model/moe.h"
 #include "model/params.h"
+#include "model/pos_learned.h"
 #include "ops/ops.h"
 #include "parallel/cp_attention.h"
 #include "parallel/recompute.h"
@@ -31,7 +37,10 @@ typedef struct Config Config;
 /* The activations one chunk forward keeps for its backward (opaque; dit_saved_create). */
 typedef struct DiTSaved DiTSaved;
 
-typedef enum { DIT_VARIANT_DFM, DIT_VARIANT_NEMO_ADALN, DIT_VARIANT_ADALN_ZERO } DiTVariant;
+typedef enum {
+    DIT_VARIANT_DFM, DIT_VARIANT_NEMO_ADALN, DIT_VARIANT_ADALN_ZERO, DIT_VARIANT_MOVIEGEN,
+    DIT_VARIANT_STDIT, /* ST-DiT: spatial and temporal blocks (arch_stdit.c) */
+} DiTVariant;
 enum { DIT_AUTO = 0, DIT_ON = 1, DIT_OFF = 2 }; /* DiTConfig.cross_attention */
 
 /* What a variant is made of: its architecture (arch.h) derives it from the options, and builds
@@ -52,13 +61,18 @@ typedef struct DiTFeatures {
     int cond_norm;        /* learnable RMSNorm (eps 1e-6) on the conditioning (NeMo's affline_norm) */
     int final_adaln;      /* final LayerNorm + shift/scale from Linear(D → 2D) before the output Linear */
     int conv_patch;       /* x_embedder is a conv weight [D, C, (pt,) p, p]: token columns are permuted */
-    DiTPosEmbedding pos;  /* resolved: 3-D or 2-D sin-cos */
+    DiTPosEmbedding pos;  /* resolved: 3-D or 2-D sin-cos, or learned 3-D (before every block) */
+    /* MovieGen's (arch_moviegen.c) */
+    int swiglu;           /* SwiGLU MLP (fc1 [2F, D]: gate, value) instead of GELU */
+    int block_rms;        /* block norms: RMSNorm with one learnable weight per block, not LayerNorm */
+    int cross_feeds_mlp;  /* cross-attention without norm, modulation or residual: the MLP normalises its output */
+    int factorised;       /* ST-DiT: blocks alternate spatial and temporal self-attention (attention.h AttnSpan) */
 } DiTFeatures;
 
 typedef struct DiTConfig {
     DiTVariant variant;
     int hidden;        /* D */
-    int layers;        /* L */
+    int layers;        /* L: blocks (an ST-DiT layer is two: model.num_layers counts layers) */
     int heads;         /* H */
     int kv_heads;      /* Hkv (grouped-query when < H) */
     int head_dim;      /* D / H */
@@ -76,7 +90,13 @@ typedef struct DiTConfig {
     float class_dropout_prob;  /* > 0: the class table has a null row, index num_classes (DiT's rule) */
     int learn_sigma;           /* output 2·out_channels per element: channels [0, C) the prediction,
                                 * [C, 2C) the variance (token layout (ph pw pt 2C), C fastest) */
-    DiTPosEmbedding pos_embedding; /* DIT_POS_AUTO: 2-D for adaln-zero, 3-D otherwise */
+    DiTPosEmbedding pos_embedding; /* DIT_POS_AUTO: 2-D for adaln-zero, learned for moviegen, 3-D otherwise */
+    int pos_rows[3];           /* rows of the learned position's t, h, w tables (0: 34, 40, 40, DFM's
+                                * max_frames 34 / pt 1, max_img 80 / p 2) */
+    int stdit_full_every;      /* ST-DiT: every k-th layer's spatial block attends over the whole sample (0 = never) */
+    /* Mixture of experts in every block's MLP slot (moe.h; Megatron's model.moe_* keys): moe.experts
+     * = model.num_moe_experts (0: dense); moe.ffn 0 = ffn; the rest as moe.h's MoeSpec. */
+    MoeSpec moe;
     DiTFeatures f;             /* derived by dit_config_resolve */
 } DiTConfig;
 
@@ -119,6 +139,12 @@ typedef struct DiTParallel {
     /* Tests only: k >= 1 skips the TP reduction that closes block k-1's self-attention (a broken
      * variant the equivalence tests must catch). */
     int test_skip_tp_reduce;
+    /* ST-DiT under CP (st_attention.h): 1 = model.cp_comm_type hybrid (spatial attention local,
+     * temporal attention an all-to-all from frames to positions and back, full attention through
+     * cpa); 0 = every self-attention through cpa's ring. Tests only: k >= 1 skips the all-to-all
+     * that brings block k-1's temporal attention input to its positions. */
+    int st_hybrid;
+    int test_skip_st_a2a;
 } DiTParallel;
 
 /* Before any work: VFM_ERR_USAGE with one line naming the key and the numbers when the model does
@@ -145,9 +171,13 @@ typedef struct DiT {
     /* The dtype of the activations and of the weights the ops read (ops.h's ACT): f32 on the CPU;
      * on CUDA bf16 (the default) or f32 (dit_set_act_dtype: every op in f32, for tests). With bf16
      * the ops read wcopy, a bf16 copy of params that dit_refresh_weights makes after every change
-     * of the master weights (the optimizer step, a load); gradients stay fp32. */
+     * of the master weights (the optimizer step, a load); gradients stay fp32. wcopy is laid out by
+     * wplace, every entry at a 256-byte boundary (params.h ParamPlacement), so the GEMMs and the
+     * kernels' 16-byte accesses always apply; the master layout (params, grads, checkpoints) is the
+     * table's. */
     DType act_dtype;
-    void *wcopy;   /* [table.total] act_dtype copy of params, or NULL (the ops read params) */
+    void *wcopy;   /* [wplace.total] act_dtype copy of params, or NULL (the ops read params) */
+    ParamPlacement wplace;
     DiTParallel par;    /* tp = cp = 1 for a one-rank model */
     int heads_local, kv_heads_local, ffn_local; /* per TP rank: heads/TP, kv_heads/TP, ffn/TP */
     ParamTable *full_table; /* the single-rank table of the whole model (names and shapes of the checkpoint files) */
@@ -155,6 +185,7 @@ typedef struct DiT {
                              * PP it shards the stage's table and maps its entries into full_table */
     /* The layers (their handles index `table`; under PP a layer on another stage has -1) */
     PatchEmbedLayer patch;
+    PosLearnedLayer pos;     /* the learned position (moviegen; pos.on = 0 otherwise) */
     ConditioningLayer cond;
     struct DiTBlock *blocks; /* [n_blocks] (block.h): this rank's blocks (all L without PP), in global order */
     FinalLayer head;
@@ -166,6 +197,8 @@ typedef struct DiT {
     /* Activation recomputation (dit_set_recompute; none by default), and the scratch arena that
      * every slot's chunks share for what they recompute (sized by dit_reserve) */
     RecomputeConfig recompute;
+    int64_t rc_replays; /* blocks replayed in a backward (full) or whose attention was recomputed
+                         * (selective), since the model was made: the log line's proof it ran */
     Arena rc_scratch;
     size_t rc_scratch_bytes;
     DiTSaved *saved;    /* the activations of the last dit_forward (the default slot) */
@@ -182,12 +215,19 @@ typedef struct DiT {
      * sub-layer). dit_gather_rows turns the rows into the whole pack's. */
     void (*probe)(void *ctx, const char *site, int layer, const Tensor *rows);
     void *probe_ctx;
+    /* Optional (tests, vfm model info): when set, [span][0 forward, 1 backward] gains the bytes this
+     * rank sends over CP in the self-attentions of each AttnSpan (attention.h; comm.h bytes_sent). */
+    double (*cp_sent)[2];
     /* ZeRO-2/3 (dit_fsdp.c, parallel/fsdp.h): when set, the weights and gradients live in its units
      * (params and grads are NULL) and the forward and backward gather, release and reduce them
      * around each block. */
     struct Fsdp *fsdp;
     int *fsdp_unit;            /* [table.count] the unit of each entry */
     int fsdp_last_microbatch;  /* the caller sets it: this backward is the step's last micro-batch */
+    /* The weight of the model's own loss terms (the MoE router's load-balancing and z losses) in
+     * its backward: the objective sets its grad_scale (1/micro-batches) before each backward, so they
+     * accumulate like the loss; 0 (unset) is 1. */
+    double loss_grad_scale;
 } DiT;
 
 /* Builds the table (names as reference/model_torch.py) and allocates params and grads (zero).
@@ -207,6 +247,12 @@ vfm_status dit_describe_parallel(DiT *m, const DiTConfig *cfg, const DiTParallel
  * backward over a pack of `tokens` rows, `text` text rows and `samples` samples use (f32), with the
  * model's recomputation plan (dit_set_recompute). */
 size_t dit_activation_bytes(const DiT *m, int64_t tokens, int64_t text, int samples);
+/* The same, laid out by the code that carves the arena, for packs as the encoder makes them (every
+ * sample padded to the slot multiple, so nothing is re-padded; `rows` rounded up to it) in the
+ * model's device and act_dtype (a described model may be given DEV_CUDA and DT_BF16: nothing is
+ * allocated): *slot one slot's bytes (dit_reserve's, dit_saved_create's), *scratch the
+ * recomputation scratch. What `vfm plan` counts (src/plan/plan_memory.c). */
+vfm_status dit_activation_plan(const DiT *m, int64_t rows, int64_t text, int samples, size_t *slot, size_t *scratch);
 
 /* What one rank sends per micro-batch (a pack of `tokens` rows, `text` text rows), in bytes with
  * activations of `elem` bytes (lse in f32), as the implementation moves them, for the rank's blocks
@@ -219,6 +265,12 @@ typedef struct DiTCommBytes {
     double tp_forward, tp_backward, cp_forward, cp_backward, output, pp_forward, pp_backward;
 } DiTCommBytes;
 void dit_comm_bytes(const DiT *m, int64_t tokens, int64_t text, int elem, DiTCommBytes *out);
+/* ST-DiT (docs/parallel.md "ST-DiT's hybrid parallelism"): the bytes CP rank `cp_rank` sends over CP
+ * in ONE self-attention of each span — out[span][0 forward, 1 backward], span 0 full, 1 spatial,
+ * 2 temporal (attention.h AttnSpan) — for a pack of n samples of t[i] frames of tokens[i] tokens,
+ * values of `elem` bytes; and how many of this rank's blocks have each span (counts[3]). */
+void dit_st_block_bytes(const DiT *m, int n, const int *t, const int *tokens, int cp_rank, int elem, double out[3][2]);
+void dit_st_span_blocks(const DiT *m, int counts[3]);
 
 /* The variant's initialisation (docs/parameters.md), Philox-keyed by parameter name and seed: a
  * TP rank gets exactly the single-rank model's values at its elements (on any device: the values
@@ -322,5 +374,15 @@ vfm_status dit_fsdp_create(DiT *m, struct Fsdp *f, const struct FsdpConfig *cfg,
  * from the cumulative real token and text lengths cu_q[n+1], cu_text[n+1] (padding rows are not
  * counted), plus the per-sample conditioning (embedders, modulation). */
 double dit_forward_flops(const DiTConfig *c, int n, const int32_t *cu_q, const int32_t *cu_text);
+/* One rank's share of a forward over a pack of `samples` samples of tokens/samples rows each (all of
+ * the pack's `tokens` rows, `text` text rows over the samples), for a model made or described at its
+ * layout (dit_describe_parallel): its TP widths, its CP chunk (S/CP query rows against every key), its
+ * pipeline stage's blocks. *attention: the self- and cross-attention scores and values (4 per query-key
+ * pair and head dimension); *matmul: every linear layer (2 per multiply-add). */
+void dit_rank_forward_flops(const DiT *m, int64_t tokens, int64_t text, int samples, double *matmul, double *attention);
+/* The same with sample i of frames[i] frames (ST-DiT's spatial and temporal attention; frames NULL:
+ * every sample one frame, as dit_forward_flops counts them). */
+double dit_forward_flops_frames(const DiTConfig *c, int n, const int32_t *cu_q, const int32_t *cu_text,
+                                const int32_t *frames);
 
 #endif

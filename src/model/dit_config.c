@@ -45,8 +45,27 @@ vfm_status dit_config_resolve(DiTConfig *c) {
     if (c->num_classes < 0 || c->class_dropout_prob < 0 || c->class_dropout_prob > 1)
         return vfm_fail(VFM_ERR_USAGE, "model.num_classes (%d) must be >= 0 and model.class_dropout_prob (%g) in [0, 1]",
                         c->num_classes, c->class_dropout_prob);
+    if (c->moe.experts > 0) {
+        MoeSpec *e = &c->moe;
+        if (e->ffn <= 0) e->ffn = c->ffn;
+        if (e->routing == MOE_EXPERT_CHOICE) e->topk = 1;
+        if (e->topk < 1 || e->topk > e->experts)
+            return vfm_fail(VFM_ERR_USAGE, "model.moe_router_topk (%d) must be in [1, model.num_moe_experts = %d]",
+                            e->topk, e->experts);
+        if (e->capacity_factor < 0)
+            return vfm_fail(VFM_ERR_USAGE, "model.moe_expert_capacity_factor (%g) must be >= 0 (0: no token dropped)",
+                            e->capacity_factor);
+    }
     if (f->cross_attn && c->d_text <= 0)
         return vfm_fail(VFM_ERR_USAGE, "model.crossattn_emb_size (%d) must be positive with cross-attention", c->d_text);
+    static const int DEFAULT_ROWS[3] = {34, 40, 40}; /* DFM's max_frames 34 / pt 1, max_img 80 / p 2 */
+    for (int k = 0; k < 3; k++) {
+        if (c->pos_rows[k] == 0) c->pos_rows[k] = DEFAULT_ROWS[k];
+        if (f->pos == DIT_POS_LEARNED_3D && c->pos_rows[k] < 1)
+            return vfm_fail(VFM_ERR_USAGE, "model.max_frames, model.max_img_h, model.max_img_w must be at least one "
+                            "patch (the learned position's %s table has %d rows)", k == 0 ? "t" : k == 1 ? "h" : "w",
+                            c->pos_rows[k]);
+    }
     return VFM_OK;
 }
 
@@ -73,17 +92,52 @@ vfm_status dit_config_from(DiTConfig *c, const Config *cfg) {
     c->patch_spatial = (int)cfg_int(cfg, "model.patch_spatial");
     c->patch_temporal = (int)cfg_int(cfg, "model.patch_temporal");
     c->d_text = (int)cfg_int(cfg, "model.crossattn_emb_size");
-    c->adaln_lora = (int)cfg_int(cfg, "model.adaln_lora_dim");
-    c->fps_dim = (int)cfg_int(cfg, "model.fps_embedding_dim");
-    c->qk_norm = cfg_bool(cfg, "model.qk_layernorm");
-    c->ln_eps = (float)cfg_float(cfg, "model.layernorm_epsilon");
-    c->init_std = (float)cfg_float(cfg, "model.init_method_std");
     c->cross_attention = auto_bool(cfg_str(cfg, "model.cross_attention"));
     c->num_classes = (int)cfg_int(cfg, "model.num_classes");
-    c->class_dropout_prob = (float)cfg_float(cfg, "model.class_dropout_prob");
     c->learn_sigma = cfg_bool(cfg, "model.learn_sigma");
     const char *pos = cfg_str(cfg, "model.pos_embedding");
     c->pos_embedding = strcmp(pos, "sincos3d") == 0 ? DIT_POS_SINCOS_3D
                        : strcmp(pos, "sincos2d") == 0 ? DIT_POS_SINCOS_2D : DIT_POS_AUTO;
+    /* The keys only some variants have are read only for them, so a key the model does not use is
+     * never read (docs/config.md "Keys a run does not use"); the fields stay 0. */
+    int dit = c->variant == DIT_VARIANT_ADALN_ZERO;
+    int cross = c->cross_attention == DIT_AUTO ? !dit : c->cross_attention == DIT_ON;
+    if (c->variant == DIT_VARIANT_DFM) c->adaln_lora = (int)cfg_int(cfg, "model.adaln_lora_dim");
+    if (!dit) c->fps_dim = (int)cfg_int(cfg, "model.fps_embedding_dim");
+    if (!dit) c->init_std = (float)cfg_float(cfg, "model.init_method_std"); /* adaln-zero: DiT's own init */
+    if (c->variant != DIT_VARIANT_MOVIEGEN && (!dit || cross)) /* adaln-zero: cross-attention only; moviegen: none */
+        c->qk_norm = cfg_bool(cfg, "model.qk_layernorm");
+    if (!dit || (cross && c->qk_norm)) c->ln_eps = (float)cfg_float(cfg, "model.layernorm_epsilon");
+    if (c->num_classes > 0) c->class_dropout_prob = (float)cfg_float(cfg, "model.class_dropout_prob");
+    /* the learned position's tables (moviegen only), in patches as NeMo's FactorizedLearnable3DEmbedding */
+    if (c->variant == DIT_VARIANT_MOVIEGEN && c->pos_embedding == DIT_POS_AUTO) {
+        int pt = c->patch_temporal > 0 ? c->patch_temporal : 1, p = c->patch_spatial > 0 ? c->patch_spatial : 1;
+        c->pos_rows[0] = (int)cfg_int(cfg, "model.max_frames") / pt;
+        c->pos_rows[1] = (int)cfg_int(cfg, "model.max_img_h") / p;
+        c->pos_rows[2] = (int)cfg_int(cfg, "model.max_img_w") / p;
+        for (int k = 0; k < 3; k++)
+            if (c->pos_rows[k] == 0) c->pos_rows[k] = -1; /* less than one patch: refused by the resolve */
+    }
+    VFM_TRY(dit_stdit_config_from(c, cfg));
+    /* mixture of experts: its keys read only with experts, each routing's only for it */
+    c->moe.experts = (int)cfg_int(cfg, "model.num_moe_experts");
+    if (c->moe.experts > 0) {
+        const char *lb = cfg_str(cfg, "model.moe_router_load_balancing_type");
+        c->moe.routing = strcmp(lb, "expert_choice") == 0 ? MOE_EXPERT_CHOICE
+                         : strcmp(lb, "aux_loss") == 0 ? MOE_TOKEN_AUX_LOSS : MOE_TOKEN_NONE;
+        c->moe.ffn = cfg_int(cfg, "model.moe_ffn_hidden_size");
+        c->moe.capacity_factor = (float)cfg_float(cfg, "model.moe_expert_capacity_factor");
+        c->moe.z_coeff = (float)cfg_float(cfg, "model.moe_z_loss_coeff");
+        c->moe.topk = 1;
+        if (c->moe.routing != MOE_EXPERT_CHOICE) {
+            c->moe.topk = (int)cfg_int(cfg, "model.moe_router_topk");
+            if (!cfg_bool(cfg, "model.moe_router_pre_softmax"))
+                return vfm_fail_at(VFM_ERR_USAGE, NULL, "model.moe_router_pre_softmax", "false",
+                                   "true: vfm's router takes the softmax over all experts before the top-k (with k = 1 a "
+                                   "softmax after it makes every weight 1 and the router learns nothing; the post-top-k "
+                                   "form for k > 1 is not implemented)");
+        }
+        if (c->moe.routing == MOE_TOKEN_AUX_LOSS) c->moe.aux_coeff = (float)cfg_float(cfg, "model.moe_aux_loss_coeff");
+    }
     return dit_config_resolve(c);
 }

@@ -14,6 +14,10 @@ vfm_status dit_check_parallel(const DiTConfig *c, int tp, int sequence_parallel,
     if (tp < 1 || cp < 1)
         return vfm_fail(VFM_ERR_USAGE, "model.tensor_model_parallel_size (%d) and model.context_parallel_size (%d) "
                         "must be at least 1", tp, cp);
+    if (c->moe.experts > 0 && (tp > 1 || cp > 1))
+        return vfm_fail(VFM_ERR_USAGE, "model.num_moe_experts (%d): the mixture-of-experts layer runs with data and "
+                        "pipeline parallelism and ZeRO, not yet with tensor (%d) or context (%d) parallelism "
+                        "(docs/parallel.md)", c->moe.experts, tp, cp);
     if (c->heads % tp != 0)
         return vfm_fail(VFM_ERR_USAGE, "model.num_attention_heads (%d) is not a multiple of "
                         "model.tensor_model_parallel_size (%d): tensor parallelism splits the heads", c->heads, tp);
@@ -44,6 +48,7 @@ static int is_identity(const DiT *m) { return m->par.cp == 1 && !sp_on(m); }
 void dit_place_free(Placement *pl) {
     free(pl->cu_real), free(pl->cu_in_pad), free(pl->cu_pad), free(pl->t2s_host);
     if (pl->have_chunks) cp_chunks_free(&pl->ch);
+    if (pl->have_st) st_layout_free(&pl->st);
     memset(pl, 0, sizeof *pl);
 }
 
@@ -57,6 +62,14 @@ void dit_place_bounds(const DiT *m, int64_t max_tokens, int max_samples, Placeme
     pl->S_in = max_tokens, pl->S = S, pl->R = S / m->par.cp, pl->Rl = sp_on(m) ? pl->R / m->par.tp : pl->R;
 }
 
+void dit_place_packed(const DiT *m, int64_t rows, Placement *pl) {
+    memset(pl, 0, sizeof *pl);
+    int mult = slot_multiple(m);
+    pl->identity = is_identity(m);
+    pl->S_in = pl->S = (rows + mult - 1) / mult * mult; /* the encoder pads every slot to the multiple */
+    pl->R = pl->S / m->par.cp, pl->Rl = sp_on(m) ? pl->R / m->par.tp : pl->R;
+}
+
 static vfm_status host_i32(int32_t **dst, const Tensor *t, int64_t n) {
     *dst = malloc((size_t)(n > 0 ? n : 1) * sizeof(int32_t));
     if (!*dst) return vfm_fail(VFM_ERR_NOMEM, "dit: %lld offsets", (long long)n);
@@ -66,14 +79,10 @@ static vfm_status host_i32(int32_t **dst, const Tensor *t, int64_t n) {
     return device_memcpy(*dst, DEV_CPU, t->data, t->device, (size_t)n * sizeof(int32_t));
 }
 
-vfm_status dit_place_plan(const DiT *m, const DiTInputs *in, Placement *pl) {
-    memset(pl, 0, sizeof *pl);
-    pl->S_in = tensor_dim(in->x, 0);
-    pl->identity = is_identity(m);
-    int n = in->self_layout.n_samples, mult = slot_multiple(m), cp = m->par.cp;
-    pl->n = n;
-    VFM_TRY(host_i32(&pl->cu_real, &in->self_layout.cu_q, n + 1));
-    VFM_TRY(host_i32(&pl->cu_in_pad, &in->self_layout.cu_q_padded, n + 1));
+/* The placement's rows once the caller's offsets are read; st_shape: ST-DiT's frames [n] and
+ * tokens per frame [n] of every sample (NULL for other variants), whose slots hold whole frames. */
+static vfm_status place_rows(const DiT *m, Placement *pl, const int *st_shape) {
+    int n = pl->n, mult = slot_multiple(m), cp = m->par.cp;
     if (pl->identity) {
         pl->S = pl->R = pl->Rl = pl->S_in;
         return VFM_OK;
@@ -81,12 +90,15 @@ vfm_status dit_place_plan(const DiT *m, const DiTInputs *in, Placement *pl) {
     pl->cu_pad = malloc((size_t)(n + 1) * sizeof(int32_t));
     if (!pl->cu_pad) return vfm_fail(VFM_ERR_NOMEM, "dit: %d offsets", n + 1);
     pl->repacked = pl->cu_in_pad[n] != pl->S_in || pl->cu_in_pad[0] != 0;
-    for (int i = 0; i < n; i++)
-        if ((pl->cu_in_pad[i + 1] - pl->cu_in_pad[i]) % mult != 0) pl->repacked = 1;
+    for (int i = 0; i < n; i++) {
+        int32_t slot = pl->cu_in_pad[i + 1] - pl->cu_in_pad[i];
+        if (st_shape ? slot != dit_st_slot(m, st_shape[i], st_shape[n + i]) : slot % mult != 0) pl->repacked = 1;
+    }
     pl->cu_pad[0] = 0;
     for (int i = 0; i < n; i++) {
         int32_t len = pl->cu_real[i + 1] - pl->cu_real[i];
-        int32_t slot = pl->repacked ? (len + mult - 1) / mult * mult : pl->cu_in_pad[i + 1] - pl->cu_in_pad[i];
+        int32_t slot = st_shape ? dit_st_slot(m, st_shape[i], st_shape[n + i])
+                       : pl->repacked ? (len + mult - 1) / mult * mult : pl->cu_in_pad[i + 1] - pl->cu_in_pad[i];
         pl->cu_pad[i + 1] = pl->cu_pad[i] + slot;
     }
     pl->S = pl->cu_pad[n];
@@ -109,6 +121,24 @@ vfm_status dit_place_plan(const DiT *m, const DiTInputs *in, Placement *pl) {
     memcpy(pl->t2s_host, t2s + first, (size_t)pl->Rl * sizeof *t2s);
     free(t2s);
     return VFM_OK;
+}
+
+vfm_status dit_place_plan(const DiT *m, const DiTInputs *in, Placement *pl) {
+    memset(pl, 0, sizeof *pl);
+    pl->S_in = tensor_dim(in->x, 0);
+    pl->identity = is_identity(m);
+    int n = in->self_layout.n_samples;
+    pl->n = n;
+    VFM_TRY(host_i32(&pl->cu_real, &in->self_layout.cu_q, n + 1));
+    VFM_TRY(host_i32(&pl->cu_in_pad, &in->self_layout.cu_q_padded, n + 1));
+    if (!m->cfg.f.factorised) return place_rows(m, pl, NULL);
+    int *shape = malloc(2 * (size_t)(n > 0 ? n : 1) * sizeof *shape); /* ST-DiT: frames, tokens per frame */
+    if (!shape) return vfm_fail(VFM_ERR_NOMEM, "dit: %d sample shapes", n);
+    vfm_status s = dit_st_shapes(m, in, pl, shape, shape + n);
+    if (s == VFM_OK) s = place_rows(m, pl, shape);
+    if (s == VFM_OK) s = dit_st_plan(m, pl, shape, shape + n);
+    free(shape);
+    return s;
 }
 
 /* [rows, w] view of a scratch tensor's memory as dtype dt (scratch is carved wide enough). */
@@ -238,15 +268,17 @@ vfm_status dit_gather_rows(DiT *m, const Tensor *rows, Tensor *whole) {
     return s;
 }
 
-vfm_status dit_self_attention_forward(const DiT *m, const Acts *a, Tensor *o, Tensor *lse, const Tensor *q,
-                                      const Tensor *k, const Tensor *v) {
+vfm_status dit_self_attention_forward(const DiT *m, const Acts *a, AttnSpan span, Tensor *o, Tensor *lse,
+                                      const Tensor *q, const Tensor *k, const Tensor *v) {
+    if (span != ATTN_SPAN_FULL) return dit_st_attention_forward(m, a, span, o, lse, q, k, v);
     if (m->par.cp > 1) return cp_attention_forward(&m->par.cpa, &a->pl.ch, o, lse, q, k, v);
     return op_attention_forward(o, lse, q, k, v, &a->pl.self);
 }
 
-vfm_status dit_self_attention_backward(const DiT *m, const Acts *a, Tensor *dq, Tensor *dk, Tensor *dv,
+vfm_status dit_self_attention_backward(const DiT *m, const Acts *a, AttnSpan span, Tensor *dq, Tensor *dk, Tensor *dv,
                                        const Tensor *dout, const Tensor *q, const Tensor *k, const Tensor *v,
                                        const Tensor *o, const Tensor *lse) {
+    if (span != ATTN_SPAN_FULL) return dit_st_attention_backward(m, a, span, dq, dk, dv, dout, q, k, v, o, lse);
     if (m->par.cp > 1) return cp_attention_backward(&m->par.cpa, &a->pl.ch, dq, dk, dv, dout, q, k, v, o, lse);
     return op_attention_backward(dq, dk, dv, dout, q, k, v, o, lse, &a->pl.self);
 }

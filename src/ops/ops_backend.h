@@ -85,6 +85,26 @@
     X(f64_div, (Tensor *buf, int64_t at, double divisor)) \
     X(step_decide, (Tensor *state, const StepDecideHyper *h)) \
     X(columns_get, (Tensor *out, const Tensor *in, int64_t col0)) \
-    X(columns_add, (Tensor *out, const Tensor *in, int64_t col0))
+    X(columns_add, (Tensor *out, const Tensor *in, int64_t col0)) \
+    X(rmsnorm_modulate_forward, (Tensor *y, Tensor *rstd, const Tensor *x, const Tensor *w, const Tensor *shift, \
+          const Tensor *scale, const Tensor *tok2sample, float eps)) \
+    X(rmsnorm_modulate_backward, (Tensor *dx, Tensor *dw, Tensor *dshift, Tensor *dscale, const Tensor *dy, \
+          const Tensor *x, const Tensor *rstd, const Tensor *w, const Tensor *scale, const Tensor *tok2sample)) \
+    X(pos_embed_learned_forward, (Tensor *out, const Tensor *tab_t, const Tensor *tab_h, const Tensor *tab_w, \
+          const Tensor *pos, const Tensor *tok2sample)) \
+    X(pos_embed_learned_backward, (Tensor *dtab_t, Tensor *dtab_h, Tensor *dtab_w, const Tensor *dout, \
+          const Tensor *pos, const Tensor *tok2sample)) \
+    X(moe_softmax, (Tensor *probs, Tensor *lse, const Tensor *logits, const Tensor *tok2sample)) \
+    X(moe_topk_mask, (Tensor *masked, const Tensor *scores, const Tensor *tok2sample, int k)) \
+    X(moe_topc, (Tensor *slot_tok, Tensor *slot_w, Tensor *tok_slot, const Tensor *scores, const Tensor *cu_tok, \
+          const Tensor *cu_cap)) \
+    X(moe_permute, (Tensor *xe, const Tensor *x, const Tensor *slot_tok)) \
+    X(moe_combine, (Tensor *y, const Tensor *ye, const Tensor *w, const Tensor *tok_slot)) \
+    X(moe_combine_backward, (Tensor *dye, Tensor *dw, const Tensor *dy, const Tensor *ye, const Tensor *w, \
+          const Tensor *slot_tok)) \
+    X(moe_router_losses, (Tensor *out, const Tensor *probs, const Tensor *lse, const Tensor *masked, \
+          const Tensor *tok2sample, int k)) \
+    X(moe_router_backward, (Tensor *dlogits, const Tensor *dw, const Tensor *tok_slot, const Tensor *probs, \
+          const Tensor *lse, const Tensor *masked, const Tensor *tok2sample, int k, float aux, float z))
 
 #endif

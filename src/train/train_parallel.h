@@ -13,6 +13,8 @@
 #include "parallel/fsdp.h"
 #include "parallel/groups.h"
 #include "parallel/launch.h"
+#include "parallel/recompute.h"
+#include "parallel/sharding.h"
 
 typedef struct Config Config;
 
@@ -23,7 +25,14 @@ typedef struct TrainLayout {
     CpCommType cp_type;    /* model.cp_comm_type */
     int a2a_size;          /* a2a+p2p: model.hierarchical_context_parallel_sizes[0] */
     int vp;                /* model.virtual_pipeline_model_parallel_size (0 or 1: one chunk per stage) */
+    int hybrid;            /* ST-DiT's model.cp_comm_type hybrid; cp_type is then its full attention's */
 } TrainLayout;
+
+/* ST-DiT's CP keys (train_stdit.c): model.cp_comm_type (hybrid by default for model.variant stdit,
+ * and only there) into l->cp_type and l->hybrid, the full attention's model.stdit_full_cp_comm_type
+ * then in cp_type; *type names what cp_type holds. VFM_ERR_USAGE naming the key for a combination
+ * that makes no sense. */
+vfm_status st_layout_keys(TrainLayout *l, const Config *cfg, const char **type);
 
 /* The keys alone: cp_comm_type parsed, the hierarchical
  * sizes checked against it and CP; keys that do nothing at this layout are named in a warning
@@ -34,6 +43,11 @@ vfm_status train_layout_from(TrainLayout *l, const Config *cfg, int warn);
 vfm_status train_layout_check(const TrainLayout *l, const DiTConfig *mc, int world_size);
 /* "TP2+SP × CP2 (p2p) × DP2" for the log */
 void train_layout_describe(const TrainLayout *l, int dp, char *out, size_t n);
+/* The resolved layout as the log's `layout:` line states it, key=value words a test can read:
+ * "world=4 dp=1 pp=1 vp=1 cp=2 tp=2 sp=1 cp_comm_type=a2a+p2p[2,2] sharding=optim recompute=full,uniform,1"
+ * (recompute: none, selective, or full,<method>,<layers>). */
+void train_layout_state(const TrainLayout *l, int world, int dp, DpSharding sharding, const RecomputeConfig *rc,
+                        char *out, size_t n);
 
 typedef struct TrainParallel {
     TrainLayout keys;

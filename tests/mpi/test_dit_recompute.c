@@ -25,7 +25,7 @@ typedef struct Layout {
  * the weights are the single-rank table `full` cut to this rank's shards. */
 static int run(const Layout *L, const DiTConfig *cfg, const float *full, DitPack *pk, const RecomputeConfig *rc,
                float **out, float **grads, int64_t *n_grads, size_t *peak) {
-    TrainLayout keys = {L->tp, 1, L->cp, L->sp, L->type, L->a2a, 1};
+    TrainLayout keys = {L->tp, 1, L->cp, L->sp, L->type, L->a2a, 1, 0};
     TrainParallel p;
     if (train_parallel_init(&p, &keys, mt_world(), mt_rank()) != VFM_OK) return 0;
     DiT m;
@@ -52,8 +52,8 @@ static void check_layout(const Layout *L) {
     const RecomputeConfig plans[] = {{RECOMPUTE_FULL, RECOMPUTE_UNIFORM, 1}, {RECOMPUTE_FULL, RECOMPUTE_UNIFORM, 2},
                                      {RECOMPUTE_FULL, RECOMPUTE_BLOCK, 2}, {RECOMPUTE_SELECTIVE, RECOMPUTE_METHOD_NONE, 0}};
     const char *names[] = {"full uniform 1", "full uniform 2", "full block 2", "selective"};
-    DiTVariant variants[] = {DIT_VARIANT_DFM, DIT_VARIANT_ADALN_ZERO};
-    for (int v = 0; v < 2; v++) {
+    DiTVariant variants[] = {DIT_VARIANT_DFM, DIT_VARIANT_ADALN_ZERO, DIT_VARIANT_MOVIEGEN};
+    for (int v = 0; v < 3; v++) {
         DiTConfig cfg = dit_test_config(variants[v], 3);
         int64_t total;
         float *full = dit_test_weights(&cfg, 51 + v, &total);

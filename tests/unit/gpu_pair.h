@@ -13,8 +13,9 @@
 typedef struct {
     float *h;   /* host f32 data, the CPU tensor's storage */
     Tensor cpu; /* f32 view of h */
-    Tensor gpu; /* owning device tensor of dtype `dt` */
+    Tensor gpu; /* owning device tensor of dtype `dt` (after pair_misalign: a view into `moved`) */
     int64_t n;
+    void *moved; /* the allocation pair_misalign moved the GPU tensor into, or NULL */
 } Pair;
 
 #define PAIR_DIMS(...) (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), (int64_t[]) { __VA_ARGS__ }
@@ -34,6 +35,9 @@ float *pair_copy_host(const Pair *p);
 /* The GPU tensor's values as f32 into out[p->n]. */
 void pair_download(const Pair *p, float *out);
 void pair_free(Pair *p);
+/* Moves the GPU tensor (same values) to one element past a 16-byte boundary, so that kernels that
+ * use 16-byte accesses where their tensors are aligned must work element by element on it. */
+void pair_misalign(Pair *p);
 /* Rows [r0, r1) of a [rows, cols] pair set to NaN on both sides (padding that must never be read). */
 void pair_nan_rows(Pair *p, int64_t cols, int64_t r0, int64_t r1);
 
@@ -56,5 +60,21 @@ void ipair_free(IPair *p);
 
 /* The tolerance of one GPU dtype: f32 runs compare tightly, bf16 by the op's own bound. */
 #define TOL(dt, f32_value, bf16_value) ((dt) == DT_BF16 ? (bf16_value) : (f32_value))
+
+/* The GPU dtypes the op tests run: f32, then bf16. */
+static const DType GPU_DTYPES[2] = {DT_F32, DT_BF16};
+/* The CPU op, then the GPU op, on the same inputs; a failure ends the test. */
+#define BOTH(cpu_call, gpu_call) \
+    do {                         \
+        REQUIRE_OK(cpu_call);    \
+        REQUIRE_OK(gpu_call);    \
+    } while (0)
+
+/* The op tests' pack: 13 rows, 3 samples, padding rows 4-5 and 11-12 (padding sits between samples). */
+#define PACK_S 13
+#define PACK_B 3
+extern const int32_t PACK_T2S[PACK_S];
+/* The pack's padding rows of a [PACK_S, cols] pair set to NaN on both sides. */
+void pack_nan_padding(Pair *p, int64_t cols);
 
 #endif

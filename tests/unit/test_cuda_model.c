@@ -3,9 +3,10 @@
  * padding rows, one dropped prompt) and the same draws on both devices; the loss, the network
  * output F and every parameter gradient compared, with the activations in f32 (tight bounds: only
  * the order of float sums differs) and in bf16 (the training precision: bounds from bf16
- * rounding, below). The GPU's backward is repeated and must give the same bits. Three variants:
+ * rounding, below). The GPU's backward is repeated and must give the same bits. Five variants:
  * dfm with EDM, nemo-adaln with flow matching, adaln-zero with classes and a learned variance
- * with DDPM. Skipped without a CUDA device (the harness suite runs them on the CPU). Also: the
+ * with DDPM, moviegen (GQA) with Movie Gen's flow (σ_min), stdit (a spatial and a temporal block)
+ * with EDM. Skipped without a CUDA device (the harness suite runs them on the CPU). Also: the
  * objective's own draws on the device (noise by op_randn_fill there) give the bits of the host's
  * draws, and an ObjectiveWork kept from pack to pack (the trainer's) gives the bits of a fresh one
  * — the latter on the CPU too.
@@ -25,6 +26,7 @@
 #include "data/pack/pack.h"
 #include "diffusion/objective.h"
 #include "model/dit.h"
+#include "model/dit_internal.h"
 #include "test.h"
 
 typedef struct Case {
@@ -44,6 +46,14 @@ static Case make_case(int k) {
     if (k == 1) {
         c.variant = DIT_VARIANT_NEMO_ADALN;
         return (Case){"nemo-adaln/flow", c, OBJECTIVE_FLOW};
+    }
+    if (k == 3) { /* RMSNorm blocks, GQA, the cross-attention feeding the MLP, the learned position */
+        c.variant = DIT_VARIANT_MOVIEGEN, c.kv_heads = 1, c.ffn = 48;
+        return (Case){"moviegen/flow with Movie Gen's sigma_min", c, OBJECTIVE_FLOW};
+    }
+    if (k == 4) { /* a spatial and a temporal block: the temporal layout's row gathers on the device */
+        c.variant = DIT_VARIANT_STDIT;
+        return (Case){"stdit/edm", c, OBJECTIVE_EDM};
     }
     c.variant = DIT_VARIANT_ADALN_ZERO;
     c.num_classes = 5, c.class_dropout_prob = 0.1f, c.learn_sigma = 1, c.cross_attention = DIT_ON;
@@ -121,6 +131,7 @@ static void compare_case(int k, DType act) {
     Objective o;
     memset(&o, 0, sizeof o);
     o.kind = cs.objective, o.seed = 5, o.sigma_data = 0.5f, o.p_mean = 0, o.p_std = 1, o.flow_shift = 1.0;
+    if (cs.cfg.variant == DIT_VARIANT_MOVIEGEN) o.flow_sigma_min = 1e-5;
     Pack p;
     memset(&p, 0, sizeof p);
     REQUIRE_OK(make_pack(&p, &cs.cfg));
@@ -172,15 +183,33 @@ static void compare_case(int k, DType act) {
 
 TEST(cuda_model_f32_matches_cpu_forward_and_every_gradient) {
     NEED_GPU();
-    for (int k = 0; k < 3; k++) compare_case(k, DT_F32);
+    for (int k = 0; k < 5; k++) compare_case(k, DT_F32);
 }
 
 TEST(cuda_model_bf16_matches_cpu_forward_and_every_gradient) {
     NEED_GPU();
-    for (int k = 0; k < 3; k++) compare_case(k, DT_BF16);
+    for (int k = 0; k < 5; k++) compare_case(k, DT_BF16);
 }
 
-/* The bf16 weight copy follows the master weights; checkpoints' fp32 masters round-trip exactly. */
+/* Entries of the bf16 weight copy (laid out by m->wplace) that are not host[] rounded. */
+static int64_t stale_weights(const DiT *m, const float *host) {
+    uint16_t *copy = malloc((size_t)m->wplace.total * sizeof(uint16_t) + 2);
+    if (!copy || device_memcpy(copy, DEV_CPU, m->wcopy, DEV_CUDA, (size_t)m->wplace.total * sizeof(uint16_t)) != VFM_OK) {
+        free(copy);
+        return -1;
+    }
+    int64_t bad = 0;
+    for (int i = 0; i < m->table.count; i++) {
+        const ParamEntry *e = &m->table.entries[i];
+        for (int64_t k = 0; k < e->numel; k++) bad += copy[m->wplace.at[i] + k] != bf16_from_f32(host[e->offset + k]);
+    }
+    free(copy);
+    return bad;
+}
+
+/* The bf16 weight copy follows the master weights, every entry at a 256-byte boundary of it (this
+ * model's QK-norm weights are 32 bytes, so the masters' layout would not do); checkpoints' fp32
+ * masters round-trip exactly. */
 TEST(cuda_model_weights_master_copy_and_host_round_trip) {
     NEED_GPU();
     Case cs = make_case(0);
@@ -192,24 +221,26 @@ TEST(cuda_model_weights_master_copy_and_host_round_trip) {
     DiT ref;
     REQUIRE_OK(dit_create(&ref, &cs.cfg, DEV_CPU));
     REQUIRE_OK(dit_init_weights(&ref, 9));
-    int64_t n = m.table.total;
+    int64_t n = m.table.total, unaligned = 0, odd = 0;
+    for (int i = 0; i < m.table.count; i++) {
+        DType dt;
+        unaligned += ((uintptr_t)dit_weight_ptr(&m, i, 0, &dt) & 255) != 0;
+        odd += (m.table.entries[i].numel * 2) % 256 != 0;
+    }
+    CHECK_MSG(unaligned == 0, "%lld of %d entries of the weight copy are not 256-byte aligned", (long long)unaligned,
+              m.table.count);
+    CHECK_MSG(odd > 0, "every entry is a multiple of 256 bytes: the placement is not exercised");
     float *host = malloc((size_t)n * sizeof(float));
-    uint16_t *copy = malloc((size_t)n * sizeof(uint16_t));
-    REQUIRE(host && copy);
+    REQUIRE(host);
     REQUIRE_OK(dit_params_to_host(&m, host));
     CHECK_MSG(memcmp(host, ref.params, (size_t)n * sizeof(float)) == 0, "GPU init differs from the CPU's");
-    REQUIRE_OK(device_memcpy(copy, DEV_CPU, m.wcopy, DEV_CUDA, (size_t)n * sizeof(uint16_t)));
-    int64_t bad = 0;
-    for (int64_t i = 0; i < n; i++) bad += copy[i] != bf16_from_f32(host[i]);
+    int64_t bad = stale_weights(&m, host);
     CHECK_MSG(bad == 0, "%lld of %lld bf16 weights are not the rounded masters", (long long)bad, (long long)n);
     for (int64_t i = 0; i < n; i++) host[i] = (float)i * 1e-6f;
     REQUIRE_OK(dit_params_from_host(&m, host));
-    REQUIRE_OK(device_memcpy(copy, DEV_CPU, m.wcopy, DEV_CUDA, (size_t)n * sizeof(uint16_t)));
-    bad = 0;
-    for (int64_t i = 0; i < n; i++) bad += copy[i] != bf16_from_f32(host[i]);
+    bad = stale_weights(&m, host);
     CHECK_MSG(bad == 0, "after a load, %lld bf16 weights are stale", (long long)bad);
     free(host);
-    free(copy);
     dit_destroy(&m);
     dit_destroy(&ref);
 }

@@ -1,44 +1,38 @@
 /* CPU backend: LayerNorm fused with adaLN modulate, the gated residual, RMSNorm; forward and
- * backward. Each op is one parallel region; rows are processed in groups by vectorised functions
+ * backward. Each op is one parallel region (the LayerNorm backward two: dx, then the per-sample
+ * sums), none below NORM_PARALLEL_MIN elements; rows are processed in groups by vectorised functions
  * (VEC_CLONES). Row statistics are summed in double in fixed lanes (lane_sums.h). Per-sample
  * parameter gradients are summed over column blocks in parallel with the rows in ascending order
- * inside a block; the RMSNorm weight gradient over CPU_REDUCE_CHUNKS fixed row chunks. Nothing
- * depends on the thread count. */
+ * inside a block (sample_sums.h); the RMSNorm weight gradient over CPU_REDUCE_CHUNKS fixed row
+ * chunks. Nothing depends on the thread count. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "real.h"
 #include "lane_sums.h"
 #include "vec_math.h"
+#include "sample_sums.h"
 
-/* Columns per block of the per-sample gradient sums. */
-#define SAMPLE_GRAD_COLS 64
 /* Rows per work item of the row loops. */
 #define NORM_ROWS 32
-/* Below this many elements an op runs on one thread: a parallel region costs more than it saves
- * (and on a busy machine every region waits for its slowest thread). */
-#define NORM_PARALLEL_MIN 32768
 
 static inline int64_t column_blocks(int64_t D) { return (D + SAMPLE_GRAD_COLS - 1) / SAMPLE_GRAD_COLS; }
 static inline int64_t row_groups(int64_t S) { return (S + NORM_ROWS - 1) / NORM_ROWS; }
 static inline int64_t group_end(int64_t grp, int64_t S) { return grp * NORM_ROWS + NORM_ROWS < S ? grp * NORM_ROWS + NORM_ROWS : S; }
 
-/* Over the rows s of each sample b, in order: acc_shift[b, d0:d1] += dy[s,d] and
- * acc_scale[b, d0:d1] += dy[s,d]·x̂[s,d], x̂ = (x - mean)·rstd. */
-VEC_CLONES static void modulation_column_sums(double *acc_shift, double *acc_scale, const real *DY, const real *X,
-                                              const real *M, const real *R, const int32_t *T2S, int64_t S, int64_t D,
-                                              int64_t d0, int64_t d1) {
-    for (int64_t s = 0; s < S; s++) {
-        int64_t b = T2S[s];
-        if (b < 0) continue;
-        const real *g = DY + s * D, *xr = X + s * D;
-        double *ash = acc_shift + b * D, *asc = acc_scale + b * D;
-        real m = M[s], rs = R[s];
+/* dshift's term dy, dscale's dy·x̂ (x̂ = (x - mean)·rstd), for sample_column_sums */
+typedef struct {
+    const real *X, *DY, *M, *R;
+    int64_t D;
+} LnTerms;
+VEC_CLONES static void ln_terms(const void *ctx, int64_t s, int64_t d0, int64_t d1, double *acc0, double *acc1) {
+    const LnTerms *c = ctx;
+    const real *xr = c->X + s * c->D, *g = c->DY + s * c->D;
+    real m = c->M[s], rs = c->R[s];
 #pragma omp simd
-        for (int64_t d = d0; d < d1; d++) {
-            ash[d] += (double)g[d];
-            asc[d] += (double)g[d] * (double)((xr[d] - m) * rs);
-        }
+    for (int64_t d = d0; d < d1; d++) {
+        acc0[d] += (double)g[d];
+        acc1[d] += (double)g[d] * (double)((xr[d] - m) * rs);
     }
 }
 
@@ -146,38 +140,23 @@ vfm_status CPU_FN(layernorm_modulate_backward)(Tensor *dx, Tensor *dshift, Tenso
     const real *X = CRDATA(x), *DY = CRDATA(dy), *M = CRDATA(mean), *R = CRDATA(rstd);
     const int32_t *T2S = I32DATA(tok2sample);
     real *DX = dx ? RDATA(dx) : NULL;
-    int params = dshift || dscale;
-    int64_t B = params ? tensor_rows(dshift ? dshift : dscale) : 0;
-    double *acc_shift = params ? calloc((size_t)(B * D) + 1, sizeof(double)) : NULL;
-    double *acc_scale = params ? calloc((size_t)(B * D) + 1, sizeof(double)) : NULL;
-    real *zeros = scale ? NULL : calloc((size_t)D + 1, sizeof(real));
-    if ((params && (!acc_shift || !acc_scale)) || (!scale && !zeros)) {
-        free(acc_shift);
-        free(acc_scale);
-        free(zeros);
-        return vfm_fail(VFM_ERR_NOMEM, "layernorm_modulate_backward: no memory for %lld x %lld sums", (long long)B,
-                        (long long)D);
-    }
-    const real *SC = scale ? CRDATA(scale) : zeros;
-    int64_t sc_stride = scale ? D : 0;
-    int64_t groups = DX ? row_groups(S) : 0, blocks = params ? column_blocks(D) : 0;
-#pragma omp parallel if (S * D >= NORM_PARALLEL_MIN)
-    {
-#pragma omp for schedule(static)
+    real *zeros = scale || !DX ? NULL : calloc((size_t)D + 1, sizeof(real));
+    if (!scale && DX && !zeros)
+        return vfm_fail(VFM_ERR_NOMEM, "layernorm_modulate_backward: no memory for a row of %lld", (long long)D);
+    if (DX) {
+        const real *SC = scale ? CRDATA(scale) : zeros;
+        int64_t sc_stride = scale ? D : 0, groups = row_groups(S);
+#pragma omp parallel for schedule(static) if (S * D >= NORM_PARALLEL_MIN)
         for (int64_t grp = 0; grp < groups; grp++)
             layernorm_modulate_dx_rows(DX, DY, X, M, R, SC, sc_stride, T2S, grp * NORM_ROWS, group_end(grp, S), D);
-#pragma omp for schedule(static)
-        for (int64_t blk = 0; blk < blocks; blk++) {
-            int64_t d0 = blk * SAMPLE_GRAD_COLS, d1 = d0 + SAMPLE_GRAD_COLS < D ? d0 + SAMPLE_GRAD_COLS : D;
-            modulation_column_sums(acc_shift, acc_scale, DY, X, M, R, T2S, S, D, d0, d1);
-        }
     }
-    if (dshift) add_sums(RDATA(dshift), acc_shift, B * D);
-    if (dscale) add_sums(RDATA(dscale), acc_scale, B * D);
-    free(acc_shift);
-    free(acc_scale);
     free(zeros);
-    return VFM_OK;
+
+    if (!dshift && !dscale) return VFM_OK;
+    LnTerms c = {X, DY, M, R, D};
+    return sample_column_sums("layernorm_modulate_backward", dshift ? RDATA(dshift) : NULL,
+                              dscale ? RDATA(dscale) : NULL, tensor_rows(dshift ? dshift : dscale), S, D, T2S,
+                              ln_terms, &c);
 }
 
 VEC_CLONES static void gated_residual_rows(real *O, const real *X, const real *Y, const real *GT,
