@@ -66,6 +66,27 @@ TEST(bench_refuses_reference_attention_figures_unless_asked) {
     }
 }
 
+/* The whole command on the GPU (the harness suite: its cuDNN stand-in): head dim 4 (16 heads of
+ * 64) is one cuDNN cannot take, so the reference kernel serves the timed steps' attention and their
+ * figures are refused (exit 1, the one-line refusal, no figures) unless asked for with --attention
+ * reference (exit 0, "attention: reference kernel (asked)"). */
+TEST(cuda_bench_refuses_reference_kernel_figures_unless_asked) {
+    NEED_GPU();
+    const char *args[] = {"bench", "--preset", "tiny", "--seq", "64", "--text", "8", "--warmup", "0", "--steps", "1",
+                          "train.device=cuda", "train.threads=1", "model.num_attention_heads=16",
+                          "--attention", "reference"};
+    char *out, *err;
+    int code = run_vfm(args, 14, &out, &err);
+    CHECK_MSG(code == 1 && strstr(err, "vfm: bench: ") && strstr(err, "ran on the reference kernel, not cuDNN") &&
+                  strstr(err, "hd=4") && !strstr(out, "bench-json"),
+              "without --attention reference: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, err);
+    free(out), free(err);
+    code = run_vfm(args, 16, &out, &err);
+    CHECK_MSG(code == 0 && strstr(out, "attention:     reference kernel (asked)") && strstr(out, "bench-json"),
+              "with --attention reference: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, err);
+    free(out), free(err);
+}
+
 TEST(memory_hint_names_keys_that_exist) {
     for (int i = 0; RUN_MEMORY_KEYS[i]; i++)
         CHECK_MSG(config_registry_find(RUN_MEMORY_KEYS[i]) >= 0, "%s is not a config key", RUN_MEMORY_KEYS[i]);
