@@ -376,13 +376,9 @@ static vfm_status fetch_packs(Bench *b, BenchResult *r, double *seconds) {
     return VFM_OK;
 }
 
-/* On CUDA: the attention implementation asked for, and after the timed steps whether the reference
- * kernel served any of their attention calls — its figures (tens of seconds per step at 8k tokens)
- * are not vfm's speed, so they are refused unless it was asked for. */
-static vfm_status check_attention(const Bench *b, const BenchOptions *o, int64_t reference_calls, BenchResult *r) {
-    if (b->device != DEV_CUDA) return VFM_OK;
-    int asked_reference = o->attention && strcmp(o->attention, "reference") == 0;
-    snprintf(r->attention, sizeof r->attention, "%s", reference_calls == 0 ? "cuDNN" : asked_reference ? "reference kernel (asked)" : "reference kernel");
+vfm_status bench_attention_verdict(const char *asked, int64_t reference_calls, char *served, size_t n) {
+    int asked_reference = asked && strcmp(asked, "reference") == 0;
+    snprintf(served, n, "%s", reference_calls == 0 ? "cuDNN" : asked_reference ? "reference kernel (asked)" : "reference kernel");
     if (reference_calls > 0 && !asked_reference)
         return vfm_fail(VFM_ERR_UNSUPPORTED,
                         "bench: %lld attention calls of the timed steps ran on the reference kernel, not cuDNN (the log "
@@ -390,6 +386,11 @@ static vfm_status check_attention(const Bench *b, const BenchOptions *o, int64_t
                         "--attention reference",
                         (long long)reference_calls);
     return VFM_OK;
+}
+
+static vfm_status check_attention(const Bench *b, const BenchOptions *o, int64_t reference_calls, BenchResult *r) {
+    if (b->device != DEV_CUDA) return VFM_OK;
+    return bench_attention_verdict(o->attention, reference_calls, r->attention, sizeof r->attention);
 }
 
 static vfm_status bench_loop(Bench *b, const BenchOptions *o, BenchResult *r) {

@@ -54,6 +54,12 @@ typedef struct BenchResult {
 
 vfm_status bench_run(const BenchOptions *o, BenchResult *r);
 
+/* On CUDA, after the timed steps: which attention served them (into served[n]: "cuDNN",
+ * "reference kernel" or "reference kernel (asked)") and whether their figures may be reported.
+ * Figures the reference kernel measured (reference_calls > 0; tens of seconds per step at 8k
+ * tokens) are not vfm's speed: VFM_ERR_UNSUPPORTED unless asked is "reference" (--attention). */
+vfm_status bench_attention_verdict(const char *asked, int64_t reference_calls, char *served, size_t n);
+
 /* Dense bf16 peak of a device by name (TFLOP/s) and which table row matched; a name the table does
  * not know gets the H100 SXM figure, said so in *source. */
 double bench_peak_tflops(const char *device_name, const char **source);

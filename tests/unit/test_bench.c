@@ -1,12 +1,15 @@
 /* The pieces of `vfm bench` and of GPU memory reporting: the peak table, the out-of-memory advice
  * (every key it names exists), the op profiler (counts, pause, other threads; CUDA events on the
  * GPU), device memory figures and the out-of-memory message on the GPU (cuda_*: skipped without a
- * device). The command itself runs in tests/e2e/bench.sh. */
+ * device), and the refusal of figures the reference attention kernel measured. The command itself
+ * runs in tests/e2e/bench.sh. */
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "capture.h"
+#include "cli/commands.h"
 #include "core/config.h"
 #include "ops/ops.h"
 #include "ops/ops_profile.h"
@@ -25,6 +28,63 @@ TEST(bench_peak_table_by_device_name) {
     CHECK(bench_peak_tflops("NVIDIA L4", &src) == 121.0);
     CHECK(bench_peak_tflops("cpu, 2 threads", &src) == 989.4);
     CHECK_MSG(strstr(src, "not in the table") != NULL, "fallback source: %s", src);
+}
+
+/* cli_report(s) (what `vfm bench` returns on s) with its stderr; exit code into *code. */
+static char *cli_verdict(vfm_status s, int *code) {
+    Capture c;
+    capture_begin(&c, 2);
+    *code = cli_report(s);
+    return capture_end(&c);
+}
+
+/* Figures measured on the reference attention kernel are refused (exit 1, one line saying how to
+ * ask for them) unless asked for with --attention reference; cuDNN's figures are always reported. */
+TEST(bench_refuses_reference_attention_figures_unless_asked) {
+    char served[64];
+    const char *not_reference[] = {NULL, "auto", "cudnn"};
+    for (int i = 0; i < 3; i++) {
+        vfm_status s = bench_attention_verdict(not_reference[i], 7, served, sizeof served);
+        int code;
+        char *err = cli_verdict(s, &code);
+        CHECK_MSG(s == VFM_ERR_UNSUPPORTED && code == 1, "--attention %s, 7 reference calls: %s, exit %d",
+                  not_reference[i] ? not_reference[i] : "(none)", vfm_status_name(s), code);
+        const char *head = "vfm: bench: 7 attention calls of the timed steps ran on the reference kernel";
+        CHECK_MSG(strncmp(err, head, strlen(head)) == 0 &&
+                      strstr(err, "unless asked for with --attention reference\n") != NULL && strchr(err, '\n') &&
+                      strchr(err, '\n')[1] == '\0',
+                  "not the one-line refusal: '%s'", err);
+        CHECK_MSG(strcmp(served, "reference kernel") == 0, "served: %s", served);
+        free(err);
+        vfm_clear_error();
+    }
+    CHECK(bench_attention_verdict("reference", 7, served, sizeof served) == VFM_OK);
+    CHECK_MSG(strcmp(served, "reference kernel (asked)") == 0, "served: %s", served);
+    for (int i = 0; i < 3; i++) {
+        CHECK(bench_attention_verdict(not_reference[i], 0, served, sizeof served) == VFM_OK);
+        CHECK_MSG(strcmp(served, "cuDNN") == 0, "served: %s", served);
+    }
+}
+
+/* The whole command on the GPU (the harness suite: its cuDNN stand-in): head dim 4 (16 heads of
+ * 64) is one cuDNN cannot take, so the reference kernel serves the timed steps' attention and their
+ * figures are refused (exit 1, the one-line refusal, no figures) unless asked for with --attention
+ * reference (exit 0, "attention: reference kernel (asked)"). */
+TEST(cuda_bench_refuses_reference_kernel_figures_unless_asked) {
+    NEED_GPU();
+    const char *args[] = {"bench", "--preset", "tiny", "--seq", "64", "--text", "8", "--warmup", "0", "--steps", "1",
+                          "train.device=cuda", "train.threads=1", "model.num_attention_heads=16",
+                          "--attention", "reference"};
+    char *out, *err;
+    int code = run_vfm(args, 14, &out, &err);
+    CHECK_MSG(code == 1 && strstr(err, "vfm: bench: ") && strstr(err, "ran on the reference kernel, not cuDNN") &&
+                  strstr(err, "hd=4") && !strstr(out, "bench-json"),
+              "without --attention reference: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, err);
+    free(out), free(err);
+    code = run_vfm(args, 16, &out, &err);
+    CHECK_MSG(code == 0 && strstr(out, "attention:     reference kernel (asked)") && strstr(out, "bench-json"),
+              "with --attention reference: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, err);
+    free(out), free(err);
 }
 
 TEST(memory_hint_names_keys_that_exist) {

@@ -4,12 +4,15 @@
  * and 128, lengths 1, primes and non-multiples of 64, NaN (reference kernel) or finite garbage and
  * zeros (cuDNN) in every padding row (never read; written 0), a sample without keys (o = 0, lse = -inf, dq = 0) and one without queries (dk = dv = 0).
  * Each backward runs twice and must give the same bits. Also the log-sum-exp merge of partial
- * attentions. Skipped without a CUDA device (the harness suite runs them on the CPU). */
+ * attentions, and the log line naming which implementation serves each shape bucket. Skipped
+ * without a CUDA device (the harness suite runs them on the CPU). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "capture.h"
+#include "core/log.h"
 #include "gpu_pair.h"
 #include "ops/ops.h"
 #include "test.h"
@@ -256,4 +259,96 @@ TEST(cuda_attention_merge_matches_cpu) {
         pair_free(&o), pair_free(&op), pair_free(&lse), pair_free(&lp);
         layout_free(&l);
     }
+}
+
+/* How many lines of text contain every one of the n strings in want. */
+static int lines_with(const char *text, const char *const *want, int n) {
+    int count = 0;
+    for (const char *line = text; *line;) {
+        const char *end = strchr(line, '\n');
+        size_t len = end ? (size_t)(end - line) : strlen(line);
+        char buf[512];
+        snprintf(buf, sizeof buf, "%.*s", (int)len, line);
+        int all = 1;
+        for (int i = 0; i < n; i++) all &= strstr(buf, want[i]) != NULL;
+        count += all;
+        line += len + (end != NULL);
+    }
+    return count;
+}
+
+/* Which implementation serves a shape bucket is logged once per bucket and direction, also where
+ * the pre-checks (dtype, head dim) send it to the reference kernel (issue 19: they fell back
+ * silently). Each bucket runs twice, the second time with other lengths inside the same bucket:
+ * f32 (reference kernel: cuDNN runs bf16 only), bf16 with head dim 20 (reference kernel: head dim
+ * not a multiple of 8), and bf16 with head dim 16 (cuDNN: the harness's stand-in). */
+typedef struct {
+    ACase first, second; /* the same bucket: B<=2, H=2, Sq<=64 and Skv<=64 */
+    DType dt;
+    const char *bucket, *impl, *why; /* why: the reason a reference bucket gives, NULL for cuDNN */
+} LogCase;
+
+TEST(cuda_attention_logs_once_which_implementation_serves_each_bucket) {
+    NEED_GPU();
+    static const LogCase cases[] = {
+        {{"f32 hd16 a", 2, 2, 2, 16, 1, {5, 9}, {1, 0}, {0}, {0}},
+         {"f32 hd16 b", 2, 2, 2, 16, 1, {30, 2}, {0, 3}, {0}, {0}},
+         DT_F32, "attention %s f32 B<=2 H=2 Hkv=2 hd=16 Sq<=64 Skv<=64:", "the reference attention kernel",
+         "cuDNN attention runs bf16 only (f32)"},
+        {{"bf16 hd20 a", 2, 2, 2, 20, 1, {5, 9}, {1, 0}, {0}, {0}},
+         {"bf16 hd20 b", 2, 2, 2, 20, 1, {30, 2}, {0, 3}, {0}, {0}},
+         DT_BF16, "attention %s bf16 B<=2 H=2 Hkv=2 hd=20 Sq<=64 Skv<=64:", "the reference attention kernel",
+         "cuDNN attention needs head_dim % 8 == 0 (head_dim 20)"},
+        {{"bf16 hd16 a", 2, 2, 2, 16, 1, {5, 9}, {1, 0}, {0}, {0}},
+         {"bf16 hd16 b", 2, 2, 2, 16, 1, {30, 2}, {0, 3}, {0}, {0}},
+         DT_BF16, "attention %s bf16 B<=2 H=2 Hkv=2 hd=16 Sq<=64 Skv<=64:", "cuDNN", NULL},
+    };
+    int ncases = (int)(sizeof cases / sizeof cases[0]);
+    set_impl(0); /* auto: cuDNN where it can run, else the reference kernel */
+    LogLevel level = log_get_level();
+    log_set_level(LOG_INFO); /* cuDNN's line is info (stdout), the reference kernel's a warning (stderr) */
+    Capture cout, cerr;
+    capture_begin(&cout, 1);
+    capture_begin(&cerr, 2);
+    int ok = 1;
+    for (int i = 0; i < ncases && ok; i++)
+        for (int rep = 0; rep < 2 && ok; rep++) {
+            const ACase *c = rep ? &cases[i].second : &cases[i].first;
+            Layout l;
+            layout_make(&l, c);
+            DType dt = cases[i].dt;
+            Pair q = PAIR_RAND(dt, 121, -1, 1, l.Sq, c->H, c->hd), k = PAIR_RAND(dt, 122, -1, 1, l.Skv, c->Hkv, c->hd);
+            Pair v = PAIR_RAND(dt, 123, -1, 1, l.Skv, c->Hkv, c->hd), dout = PAIR_RAND(dt, 124, -1, 1, l.Sq, c->H, c->hd);
+            Pair o = PAIR_ZEROS(dt, l.Sq, c->H, c->hd), lse = PAIR_ZEROS(DT_F32, l.Sq, c->H);
+            Pair dq = PAIR_ZEROS(dt, l.Sq, c->H, c->hd), dk = PAIR_ZEROS(dt, l.Skv, c->Hkv, c->hd);
+            Pair dv = PAIR_ZEROS(dt, l.Skv, c->Hkv, c->hd);
+            ok = op_attention_forward(&o.gpu, &lse.gpu, &q.gpu, &k.gpu, &v.gpu, &l.gpu) == VFM_OK &&
+                 op_attention_backward(&dq.gpu, &dk.gpu, &dv.gpu, &dout.gpu, &q.gpu, &k.gpu, &v.gpu, &o.gpu, &lse.gpu,
+                                       &l.gpu) == VFM_OK;
+            pair_free(&q), pair_free(&k), pair_free(&v), pair_free(&dout), pair_free(&o), pair_free(&lse);
+            pair_free(&dq), pair_free(&dk), pair_free(&dv);
+            layout_free(&l);
+        }
+    char *err = capture_end(&cerr), *out = capture_end(&cout);
+    log_set_level(level);
+    CHECK_MSG(ok, "attention failed: %s", vfm_last_error());
+    for (int i = 0; i < ncases && ok; i++)
+        for (int backward = 0; backward < 2; backward++) {
+            char bucket[128];
+            snprintf(bucket, sizeof bucket, cases[i].bucket, backward ? "backward" : "forward");
+            const char *named[3] = {bucket, cases[i].impl, cases[i].why};
+            int nnamed = cases[i].why ? 3 : 2;
+            /* the reference kernel: one warning on stderr; cuDNN: one info line on stdout */
+            const char *mine = cases[i].why ? err : out, *other = cases[i].why ? out : err;
+            CHECK_MSG(lines_with(mine, named, nnamed) == 1, "%s: expected one line naming '%s'%s%s, got %d in:\n%s",
+                      bucket, cases[i].impl, cases[i].why ? " and why: " : "", cases[i].why ? cases[i].why : "",
+                      lines_with(mine, named, nnamed), mine);
+            CHECK_MSG(lines_with(mine, named, 1) == 1 && lines_with(other, named, 1) == 0,
+                      "%s: more than one line for the bucket:\nstdout:\n%s\nstderr:\n%s", bucket, out, err);
+        }
+    const char *any[1] = {"attention "};
+    CHECK_MSG(lines_with(out, any, 1) + lines_with(err, any, 1) == 2 * ncases,
+              "expected %d attention lines (one per bucket and direction):\nstdout:\n%s\nstderr:\n%s", 2 * ncases, out,
+              err);
+    free(out), free(err);
 }
