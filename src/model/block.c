@@ -27,13 +27,24 @@ SubLayer *block_add(DiTBlock *b, MixerKind kind, float norm_eps) {
     s->kind = kind;
     s->norm_eps = norm_eps;
     s->shift = 3 * b->n_sub, s->scale = 3 * b->n_sub + 1, s->gate = 3 * b->n_sub + 2;
+    s->norm_w = s->norm_b = -1;
     b->n_sub++;
     return s;
+}
+
+void block_affine_norm(SubLayer *s, ParamTable *t, const char *name, int64_t D) {
+    char w[128], bias[128];
+    snprintf(w, sizeof w, "%s.weight", name);
+    snprintf(bias, sizeof bias, "%s.bias", name);
+    s->norm_w = vector_add(t, INIT_ONE, D, 0, w);
+    s->norm_b = vector_add(t, INIT_ZERO, D, 0, bias);
+    s->shift = s->scale = s->gate = -1;
 }
 
 void block_handles(DiTBlock *b, const HandleVisitor *v) {
     modulation_handles(&b->mod, v);
     for (int k = 0; k < b->n_sub; k++) {
+        visit_entry(v, &b->sub[k].norm_w), visit_entry(v, &b->sub[k].norm_b);
         if (b->sub[k].kind == MIXER_MLP) mlp_handles(&b->sub[k].mlp, v);
         else attention_handles(&b->sub[k].attn, v);
     }
@@ -54,6 +65,16 @@ const MlpLayer *block_mlp(const DiTBlock *p) {
 static const Tensor *chunk(const BlockActs *b, int k) { return k >= 0 ? &b->mod.chunk[k] : NULL; }
 static Tensor *d_chunk(Acts *a, int k) { return k >= 0 ? &a->mod.d_chunk[k] : NULL; }
 
+/* An affine norm's weight and bias as the LayerNorm-modulate op's per-sample (scale, shift):
+ * LN(h)·w + b = LN(h)·(1 + (w − 1)) + b. */
+static vfm_status affine_rows(const DiT *m, const SubLayer *s, SubActs *sa, const Acts *a) {
+    const Tensor *zeros = &a->cond.zeros;
+    VFM_TRY(vector_rows(m, &sa->aff_shift, s->norm_w, zeros)); /* w, for now */
+    VFM_TRY(op_fill(&sa->aff_scale, -1.0));
+    VFM_TRY(op_add(&sa->aff_scale, &sa->aff_scale, &sa->aff_shift));
+    return vector_rows(m, &sa->aff_shift, s->norm_b, zeros);
+}
+
 static void probe(const DiT *m, const char *site, int layer, const Tensor *rows) {
     if (m->probe) m->probe(m->probe_ctx, site, layer, rows);
 }
@@ -61,13 +82,17 @@ static void probe(const DiT *m, const char *site, int layer, const Tensor *rows)
 vfm_status block_forward(const DiT *m, int l, const DiTBlock *p, BlockActs *b, Acts *a, const DiTInputs *in,
                          Tensor *h_out) {
     const Tensor *t2s = &a->pl.t2s;
-    VFM_TRY(modulation_forward(m, &p->mod, &b->mod, &a->cond.silu));
+    VFM_TRY(modulation_forward(m, &p->mod, &b->mod, &a->cond));
     for (int k = 0; k < p->n_sub; k++) {
         const SubLayer *s = &p->sub[k];
         SubActs *sa = &b->sub[k];
         Tensor *h = &b->h[k], *out = k + 1 < p->n_sub ? &b->h[k + 1] : h_out;
-        VFM_TRY(op_layernorm_modulate_forward(&sa->xm, &sa->mean, &sa->rstd, h, chunk(b, s->shift), chunk(b, s->scale),
-                                              t2s, s->norm_eps));
+        const Tensor *shift = chunk(b, s->shift), *scale = chunk(b, s->scale);
+        if (s->norm_w >= 0) {
+            VFM_TRY(affine_rows(m, s, sa, a));
+            shift = &sa->aff_shift, scale = &sa->aff_scale;
+        }
+        VFM_TRY(op_layernorm_modulate_forward(&sa->xm, &sa->mean, &sa->rstd, h, shift, scale, t2s, s->norm_eps));
         if (s->kind == MIXER_MLP) {
             VFM_TRY(mlp_forward(m, &s->mlp, &sa->mlp, a, &sa->xm, &sa->out));
         } else { /* the tests' broken variant skips one self-attention's TP sum */
@@ -90,11 +115,23 @@ vfm_status block_backward(const DiT *m, int l, const DiTBlock *p, const BlockAct
                                            chunk(b, s->gate), t2s));
         if (s->kind == MIXER_MLP) VFM_TRY(mlp_backward(m, &s->mlp, &sa->mlp, a, &sa->xm));
         else VFM_TRY(attention_backward(m, &s->attn, &sa->attn, a, in, &sa->xm));
-        VFM_TRY(op_layernorm_modulate_backward(&a->d_res, d_chunk(a, s->shift), d_chunk(a, s->scale), &a->d_xm,
-                                               &b->h[k], &sa->mean, &sa->rstd, chunk(b, s->scale), t2s));
+        Tensor *dshift = d_chunk(a, s->shift), *dscale = d_chunk(a, s->scale), d_aff_shift = sa->d_aff_shift,
+               d_aff_scale = sa->d_aff_scale;
+        const Tensor *scale = chunk(b, s->scale);
+        if (s->norm_w >= 0) { /* the affine norm's per-sample rows: summed into its weight and bias */
+            dshift = &d_aff_shift, dscale = &d_aff_scale, scale = &sa->aff_scale;
+            VFM_TRY(op_fill(dshift, 0.0));
+            VFM_TRY(op_fill(dscale, 0.0));
+        }
+        VFM_TRY(op_layernorm_modulate_backward(&a->d_res, dshift, dscale, &a->d_xm, &b->h[k], &sa->mean, &sa->rstd,
+                                               scale, t2s));
+        if (s->norm_w >= 0) {
+            VFM_TRY(vector_rows_backward(m, dshift, s->norm_b, &a->cond.zeros));
+            VFM_TRY(vector_rows_backward(m, dscale, s->norm_w, &a->cond.zeros));
+        }
         probe(m, DSITES[s->kind], l, &a->d_res);
     }
-    return modulation_backward(m, &p->mod, &b->mod, &a->mod, &a->cond.silu, &a->cond.d_silu);
+    return modulation_backward(m, &p->mod, &b->mod, &a->mod, &a->cond);
 }
 
 vfm_status block_carve(const DiT *m, const DiTBlock *p, ActCarver *cv, BlockActs *b, const Acts *a, int what,
@@ -109,6 +146,12 @@ vfm_status block_carve(const DiT *m, const DiTBlock *p, ActCarver *cv, BlockActs
         VFM_TRY(carve_f32(cv, &sa->mean, Rl, 0));
         VFM_TRY(carve_f32(cv, &sa->rstd, Rl, 0));
         VFM_TRY(carve_act(cv, &sa->xm, Rl, D));
+        if (s->norm_w >= 0) {
+            VFM_TRY(carve_act(cv, &sa->aff_shift, a->B, D));
+            VFM_TRY(carve_act(cv, &sa->aff_scale, a->B, D));
+            VFM_TRY(carve_act(cv, &sa->d_aff_shift, a->B, D));
+            VFM_TRY(carve_act(cv, &sa->d_aff_scale, a->B, D));
+        }
         if (s->kind == MIXER_MLP) VFM_TRY(mlp_carve(m, &s->mlp, cv, &sa->mlp, a));
         else VFM_TRY(attention_carve(m, &s->attn, cv, &sa->attn, a, selective));
         VFM_TRY(carve_act(cv, &sa->out, Rl, D));

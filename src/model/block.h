@@ -26,6 +26,8 @@ typedef struct SubLayer {
     MixerKind kind;
     float norm_eps;          /* of the LayerNorm before the mixer */
     int shift, scale, gate;  /* the modulation's chunks, or -1 */
+    int norm_w, norm_b;      /* an affine LayerNorm's weight and bias [D] (Wan's norm2), used instead of
+                              * shift and scale; -1: none (block_add) */
     AttentionLayer attn;     /* MIXER_SELF_ATTENTION, MIXER_CROSS_ATTENTION */
     MlpLayer mlp;            /* MIXER_MLP */
 } SubLayer;
@@ -41,6 +43,8 @@ typedef struct DiTBlock {
  * and the mixer's output [Rl, D] (before the gate). */
 typedef struct SubActs {
     Tensor mean, rstd, xm;
+    Tensor aff_shift, aff_scale; /* [B, D] an affine norm's bias and weight − 1 as per-sample rows */
+    Tensor d_aff_shift, d_aff_scale; /* [B, D] their gradients */
     AttnActs attn;
     MlpActs mlp;
     Tensor out;
@@ -59,8 +63,11 @@ const char *block_name(int l, const char *part);
 /* Starts a block at the table's end; its modulation is added next, then its sub-layers. */
 void block_begin(DiTBlock *b, const ParamTable *t);
 /* Appends a sub-layer taking the next three modulation chunks (shift, scale, gate); the caller
- * builds its mixer (attention_add, mlp_add) into the returned sub-layer. */
+ * builds its mixer (attention_add, mlp_add) into the returned sub-layer (and may set other chunks). */
 SubLayer *block_add(DiTBlock *b, MixerKind kind, float norm_eps);
+/* Makes s's LayerNorm affine, "<name>.weight" (ones) and "<name>.bias" (zeros) [D], with no
+ * modulation chunks and a plain residual (Wan's cross-attention: h = h + mixer(LN(h)·w + b)). */
+void block_affine_norm(SubLayer *s, ParamTable *t, const char *name, int64_t D);
 void block_handles(DiTBlock *b, const HandleVisitor *v);
 
 /* Block l (global number) from b->h[0] into h_out. */

@@ -85,6 +85,13 @@
     X(f64_div, (Tensor *buf, int64_t at, double divisor)) \
     X(step_decide, (Tensor *state, const StepDecideHyper *h)) \
     X(columns_get, (Tensor *out, const Tensor *in, int64_t col0)) \
-    X(columns_add, (Tensor *out, const Tensor *in, int64_t col0))
+    X(columns_add, (Tensor *out, const Tensor *in, int64_t col0)) \
+    X(rope_3d, (Tensor *y, const Tensor *x, const Tensor *pos, float theta, int inverse)) \
+    X(rmsnorm_sumsq, (Tensor *sumsq, const Tensor *x)) \
+    X(rmsnorm_split_forward, (Tensor *y, Tensor *rstd, const Tensor *x, const Tensor *w, const Tensor *sumsq, \
+          int64_t n, float eps)) \
+    X(rmsnorm_dot, (Tensor *dot, const Tensor *dy, const Tensor *x, const Tensor *w)) \
+    X(rmsnorm_split_backward, (Tensor *dx, Tensor *dw, const Tensor *dy, const Tensor *x, const Tensor *rstd, \
+          const Tensor *w, const Tensor *dot, int64_t n))
 
 #endif
