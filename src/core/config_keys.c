@@ -25,10 +25,12 @@
 
 const CfgKeyDef cfg_key_defs[] = {
     /* model */
-    KCHOICE("model.variant", "dfm", CHOICES("dfm", "nemo-adaln", "adaln-zero"),
-            "DiT variant: dfm (DFM, adaLN-LoRA), nemo-adaln (NeMo, full-rank adaLN), adaln-zero (original DiT)"),
+    KCHOICE("model.variant", "dfm", CHOICES("dfm", "nemo-adaln", "adaln-zero", "wan"),
+            "DiT variant: dfm (DFM, adaLN-LoRA), nemo-adaln (NeMo, full-rank adaLN), adaln-zero (original DiT), "
+            "wan (Wan 2.1)"),
     KCHOICE("model.preset", "\"\"",
-            CHOICES("", "tiny", "tiny-demo", "dit-s", "dit-b", "dit-l", "dit-xl", "dit-7b", "dit-7b-nemo", "dit-28b"),
+            CHOICES("", "tiny", "tiny-demo", "dit-s", "dit-b", "dit-l", "dit-xl", "dit-7b", "dit-7b-nemo", "dit-28b",
+                    "wan2.1-1.3b", "wan2.1-14b"),
             "model size preset, applied before the file and overrides (\"\" = none)"),
     KINT("model.hidden_size", "384", "[8, 65536]", "transformer width D"),
     KINT("model.num_layers", "12", "[1, 1024]", "number of DiT blocks"),

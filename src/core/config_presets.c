@@ -13,6 +13,12 @@ typedef struct {
 #define DIT_SIZE(hidden, layers, heads) \
     SETTINGS("model.hidden_size=" #hidden, "model.num_layers=" #layers, "model.num_attention_heads=" #heads)
 
+#define WAN_SIZE(hidden, ffn, layers, heads)                                                                     \
+    SETTINGS("model.variant=wan", "model.hidden_size=" #hidden, "model.ffn_hidden_size=" #ffn,                        \
+             "model.num_layers=" #layers, "model.num_attention_heads=" #heads, "model.in_channels=16",                 \
+             "model.out_channels=16", "model.patch_spatial=2", "model.patch_temporal=1",                              \
+             "model.crossattn_emb_size=4096", "model.layernorm_epsilon=1e-6")
+
 static const CfgPreset g_presets[] = {
     {"tiny", SETTINGS("model.hidden_size=64", "model.num_layers=2", "model.num_attention_heads=4", "model.in_channels=4",
                       "model.out_channels=4", "model.patch_spatial=2", "model.crossattn_emb_size=32",
@@ -29,6 +35,9 @@ static const CfgPreset g_presets[] = {
     {"dit-7b-nemo", DIT_SIZE(3072, 32, 24)},
     /* NeMo benchmarks a "DiT 28B" but publishes no config: MovieGen-30B's width and depth */
     {"dit-28b", DIT_SIZE(6144, 48, 48)},
+    /* Wan 2.1 text-to-video (diffusers' Wan2.1-T2V-*-Diffusers configs; docs/models.md "Wan 2.1") */
+    {"wan2.1-1.3b", WAN_SIZE(1536, 8960, 30, 12)},
+    {"wan2.1-14b", WAN_SIZE(5120, 13824, 40, 40)},
 };
 #define NPRESETS ((int)(sizeof g_presets / sizeof g_presets[0]))
 

@@ -10,7 +10,9 @@
  *               adaLN with bias, fused qkv and MLP with biases, tanh-GELU, cos-first 256-wide
  *               timestep features, class embedding with a null class, 2-D sin-cos position, conv
  *               patch layout, final LayerNorm + shift/scale + Linear; optionally cross-attention
- *               to the text with QK-norm (9 chunks).
+ *               to the text with QK-norm (9 chunks);
+ *   wan         Wan 2.1 (diffusers' WanTransformer3DModel, arch_wan.c): 3-D RoPE, QK-norm over all heads,
+ *               a shared modulation projection plus per-block tables, the text MLP, affine cross-attention norm.
  * Parameter names follow reference/model_torch.py (for adaln-zero: the DiT reference's own names).
  * Built only from the op API. One call handles one pack: tokens of several samples of any size,
  * attention never crossing samples, padding rows never read. */
@@ -31,7 +33,7 @@ typedef struct Config Config;
 /* The activations one chunk forward keeps for its backward (opaque; dit_saved_create). */
 typedef struct DiTSaved DiTSaved;
 
-typedef enum { DIT_VARIANT_DFM, DIT_VARIANT_NEMO_ADALN, DIT_VARIANT_ADALN_ZERO } DiTVariant;
+typedef enum { DIT_VARIANT_DFM, DIT_VARIANT_NEMO_ADALN, DIT_VARIANT_ADALN_ZERO, DIT_VARIANT_WAN } DiTVariant;
 enum { DIT_AUTO = 0, DIT_ON = 1, DIT_OFF = 2 }; /* DiTConfig.cross_attention */
 
 /* What a variant is made of: its architecture (arch.h) derives it from the options, and builds

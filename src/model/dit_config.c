@@ -45,8 +45,26 @@ vfm_status dit_config_resolve(DiTConfig *c) {
     if (c->num_classes < 0 || c->class_dropout_prob < 0 || c->class_dropout_prob > 1)
         return vfm_fail(VFM_ERR_USAGE, "model.num_classes (%d) must be >= 0 and model.class_dropout_prob (%g) in [0, 1]",
                         c->num_classes, c->class_dropout_prob);
+    if (f->pos == DIT_POS_ROPE_3D) VFM_TRY(dit_check_rope(c));
     if (f->cross_attn && c->d_text <= 0)
         return vfm_fail(VFM_ERR_USAGE, "model.crossattn_emb_size (%d) must be positive with cross-attention", c->d_text);
+    return VFM_OK;
+}
+
+/* What Wan's layout needs (3-D RoPE and its output token order). */
+vfm_status dit_check_rope(const DiTConfig *c) {
+    if (c->head_dim < 6 || c->head_dim % 2)
+        return vfm_fail(VFM_ERR_USAGE, "model.hidden_size / model.num_attention_heads = %d: 3-D RoPE needs an even head "
+                        "dimension of at least 6", c->head_dim);
+    if (c->patch_temporal != 1)
+        return vfm_fail(VFM_ERR_USAGE, "model.patch_temporal (%d) must be 1 for model.variant=%s", c->patch_temporal,
+                        dit_variant_name(c->variant));
+    if (c->num_classes > 0 || c->learn_sigma)
+        return vfm_fail(VFM_ERR_USAGE, "model.num_classes (%d) and model.learn_sigma: model.variant=%s has neither",
+                        c->num_classes, dit_variant_name(c->variant));
+    if (c->kv_heads != c->heads)
+        return vfm_fail(VFM_ERR_USAGE, "model.num_query_groups (%d): model.variant=%s has no grouped-query attention "
+                        "(use 0)", c->kv_heads, dit_variant_name(c->variant));
     return VFM_OK;
 }
 

@@ -21,6 +21,7 @@ typedef struct MlpSpec {
     int swiglu;
     Activation act;     /* GELU kind (not SwiGLU) */
     LinearSpec in, out; /* initialisation of fc1 and fc2 (their TP split is the layer's) */
+    const char *fc1_name, *fc2_name; /* NULL: "fc1", "fc2" */
 } MlpSpec;
 
 /* What the forward keeps: fc1's output [R, F/TP] (SwiGLU [R, 2F/TP]) and the hidden units [R, F/TP]. */
