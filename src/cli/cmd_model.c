@@ -35,14 +35,17 @@ static void print_info(const Config *cfg, const DiTConfig *c, const ParamTable *
            c->kv_heads, c->ffn, c->patch_temporal, c->patch_spatial, c->patch_spatial, c->in_channels, c->out_channels,
            c->learn_sigma ? " (+ as many for the learned variance)" : "");
     printf("blocks: adaLN %s, %d chunks%s; %s self-attention%s; %s; MLP %s GELU%s\n",
-           f->adaln_full ? "full-rank" : "LoRA", f->n_chunks, f->adaln_bias ? " with bias" : "",
+           f->mod_table ? "shared projection + per-block table" : f->adaln_full ? "full-rank" : "LoRA", f->n_chunks,
+           f->adaln_bias ? " with bias" : "",
            f->fused_qkv ? "fused-qkv" : "q/k/v", f->self_qk_norm ? " with QK-norm" : "",
            f->cross_attn ? "cross-attention to the text" : "no cross-attention",
            f->mlp_act == ACT_GELU_TANH ? "tanh" : "erf", f->linear_bias ? "; linears with biases" : "");
     if (f->cross_attn) printf("text width %d%s\n", c->d_text, f->cross_qk_norm ? ", cross-attention QK-norm" : "");
     if (c->num_classes > 0)
         printf("classes: %d%s\n", c->num_classes, c->class_dropout_prob > 0 ? " + the null class" : "");
-    printf("position: %s sin-cos; final layer: %s\n", f->pos == DIT_POS_SINCOS_2D ? "2-D" : "3-D",
+    printf("position: %s; final layer: %s\n",
+           f->pos == DIT_POS_ROPE_3D ? "3-D RoPE on q and k (QK-norm over all heads)"
+           : f->pos == DIT_POS_SINCOS_2D ? "2-D sin-cos" : "3-D sin-cos",
            f->final_adaln ? "LayerNorm + shift/scale + Linear" : "Linear");
     int64_t trainable = param_table_trainable(t);
     printf("parameters: %lld (%.1f M), trainable %lld (%.1f M)\n", (long long)t->total, t->total / 1e6,

@@ -28,6 +28,7 @@ static void features(DiTConfig *c) {
     f->cross_attn = 1;
     f->n_chunks = 6;
     f->pos = DIT_POS_ROPE_3D;
+    f->mod_table = 1;
 }
 
 static const AttentionNames NAMES = {"to_q", "to_k", "to_v", NULL, "to_out.0", "norm_q.weight", "norm_k.weight"};

@@ -54,7 +54,8 @@ typedef struct DiTFeatures {
     int cond_norm;        /* learnable RMSNorm (eps 1e-6) on the conditioning (NeMo's affline_norm) */
     int final_adaln;      /* final LayerNorm + shift/scale from Linear(D → 2D) before the output Linear */
     int conv_patch;       /* x_embedder is a conv weight [D, C, (pt,) p, p]: token columns are permuted */
-    DiTPosEmbedding pos;  /* resolved: 3-D or 2-D sin-cos */
+    DiTPosEmbedding pos;  /* resolved: 3-D or 2-D sin-cos, or 3-D RoPE (Wan) */
+    int mod_table;        /* Wan: one modulation projection shared by the blocks plus each block's table */
 } DiTFeatures;
 
 typedef struct DiTConfig {
