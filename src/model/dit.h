@@ -122,6 +122,8 @@ typedef struct DiTParallel {
     /* Tests only: k >= 1 skips the TP reduction that closes block k-1's self-attention (a broken
      * variant the equivalence tests must catch). */
     int test_skip_tp_reduce;
+    /* Tests only: 1 leaves the row statistics of the QK-norm over all heads (Wan) unsummed over TP. */
+    int test_skip_qk_norm_sum;
 } DiTParallel;
 
 /* Before any work: VFM_ERR_USAGE with one line naming the key and the numbers when the model does
