@@ -82,19 +82,20 @@ class Peer(torch.nn.Module):
 
     def attend(self, mod, x, ctx):
         cfg = self.cfg
-        n, m = x.shape[1], ctx.shape[1]
-        q = mod.q(x).view(1, n, cfg.heads, cfg.head_dim)
-        k = mod.k(ctx).view(1, m, mod.kv_heads, cfg.head_dim)
-        v = mod.v(ctx).view(1, m, mod.kv_heads, cfg.head_dim)
+        B, n, m = x.shape[0], x.shape[1], ctx.shape[1]
+        q = mod.q(x).view(B, n, cfg.heads, cfg.head_dim)
+        k = mod.k(ctx).view(B, m, mod.kv_heads, cfg.head_dim)
+        v = mod.v(ctx).view(B, m, mod.kv_heads, cfg.head_dim)
         if mod.qk_norm:
             q = F.rms_norm(q, (cfg.head_dim,), mod.q_norm.weight, cfg.ln_eps)
             k = F.rms_norm(k, (cfg.head_dim,), mod.k_norm.weight, cfg.ln_eps)
         o = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
                                            enable_gqa=mod.kv_heads != cfg.heads)
-        return mod.proj(o.transpose(1, 2).reshape(1, n, cfg.hidden))
+        return mod.proj(o.transpose(1, 2).reshape(B, n, cfg.hidden))
 
     def forward(self, x, c_noise, fps, text, pos):
-        """x [1, n, token_dim], c_noise and fps [1], text [1, l, d_text], pos [1, n, D] -> F [1, n, out_dim]."""
+        """x [B, n, token_dim], c_noise and fps [B], text [B, l, d_text], pos [1, n, D] -> F [B, n, out_dim]
+        (B samples of one shape; B = 1 for a pack of mixed shapes)."""
         cfg, ref = self.cfg, self.ref
         eps = cfg.block_ln_eps
         c = ref.t_embedder(timestep_embedding(c_noise, cfg.hidden, 0))
@@ -140,6 +141,24 @@ def edm_loss(net, cfg, sigma_data, samples):
     return total / count, outs
 
 
+def edm_loss_batched(net, cfg, sigma_data, samples):
+    """edm_loss for a pack whose samples all have one shape (the demo's images): one forward over a
+    batch [B, n, ·] (SDPA batched over samples, still no mask and no padding), the same loss."""
+    latent = torch.stack([s["latent"] for s in samples])
+    noise = torch.stack([s["noise"] for s in samples])
+    sigma = torch.cat([s["sigma"] for s in samples])
+    fps = torch.cat([s["fps"] for s in samples])
+    text = torch.cat([s["text"] for s in samples])
+    x0 = sigma_data * latent
+    c_skip, c_out, c_in, c_noise, weight = edm_coefficients(sigma, sigma_data)
+    col = lambda t: t.view(-1, 1, 1)  # noqa: E731
+    x_t = x0 + col(sigma) * noise
+    Fx = net(col(c_in) * x_t, c_noise, fps, text, samples[0]["pos"])
+    D = col(c_skip) * x_t + col(c_out) * Fx.float()
+    err = weight.view(-1, 1) * ((D - x0) ** 2).mean(dim=-1)
+    return err.sum() / err.numel(), list(Fx)
+
+
 def close(what, got, ref, rtol, atol=0.0):
     err = (got.double() - ref.double()).abs().max().item()
     bound = atol + rtol * ref.double().abs().max().item()
@@ -178,7 +197,10 @@ def main():
     ap.add_argument("--steps", type=int, default=None, help="timed steps (default: vfm's)")
     ap.add_argument("--skip-check", action="store_true", help="time without checking against vfm (not for results)")
     ap.add_argument("--peak-tflops", type=float, default=None, help="the peak MFU is measured against (default: vfm's)")
+    ap.add_argument("--threads", type=int, default=None, help="CPU threads of PyTorch's ops (default: PyTorch's)")
     a = ap.parse_args()
+    if a.threads:
+        torch.set_num_threads(a.threads)
 
     with open(os.path.join(a.src, "bench.json")) as f:
         info = json.load(f)
@@ -202,15 +224,20 @@ def main():
     compiled = not a.no_compile
     warmup = a.warmup if a.warmup is not None else max(b["warmup"], 3 if compiled else 1)
     steps = a.steps if a.steps is not None else b["steps"]
-    dev_name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
+    dev_name = torch.cuda.get_device_name(device) if device.type == "cuda" else f"cpu, {torch.get_num_threads()} threads"
     print(f"torch peer: torch {torch.__version__} on {dev_name}; "
           f"{'bf16 autocast over fp32 parameters' if bf16 else 'fp32'}; SDPA attention; "
           f"{'torch.compile (mode ' + a.compile_mode + ')' if compiled else 'eager'}; AdamW fused="
           f"{device.type == 'cuda'}; clip_grad_norm_ {b['clip_grad']}")
     print(f"model: DiT {cfg.variant}, hidden {cfg.hidden}, {cfg.layers} layers, {cfg.heads} heads (head dim "
           f"{cfg.head_dim}), {sum(p.numel() for p in ref.parameters()) / 1e6:.1f} M parameters")
+    one_shape = len({(tuple(s["grid"]), s["text"]) for s in b["samples"]}) == 1
+    batched = len(b["samples"]) > 1 and one_shape
     print("packing: " + ("one sample per pack: one dense SDPA over the pack, no mask" if len(b["samples"]) == 1 else
+                         f"{len(b['samples'])} samples of one shape per pack: one batched forward, SDPA batched over "
+                         "the samples (no mask, no padding)" if batched else
                          f"{len(b['samples'])} samples per pack: one dense SDPA per sample (no mask, no padding)"))
+    pack_loss = edm_loss_batched if batched else edm_loss
 
     if not a.skip_check and not check(peer, cfg, a.src, device, autocast, bf16):
         print("torch_peer: the peer does not compute vfm's function on the fixed input; nothing timed", file=sys.stderr)
@@ -252,7 +279,7 @@ def main():
         total = 0.0
         for p in packs:
             with autocast():
-                loss, _ = edm_loss(net, cfg, b["sigma_data"], p)
+                loss, _ = pack_loss(net, cfg, b["sigma_data"], p)
             (loss / accum).backward()
             total += loss.detach()
         if b["clip_grad"] > 0:

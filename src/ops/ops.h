@@ -42,6 +42,11 @@ extern "C" {
 /* Threads used by CPU ops and OpenBLAS (pinned, so results are reproducible). */
 void ops_set_threads(int n);
 int ops_get_threads(void);
+/* Call first thing in main(): when OpenBLAS did not know this CPU and took its slowest (Prescott)
+ * kernels although the CPU has AVX2 or AVX-512, runs the program again (execv of argv) with
+ * OPENBLAS_CORETYPE naming the kernels it supports (ops_blas_core.c). Returns when nothing is to
+ * be done, when OPENBLAS_CORETYPE is already set, or when the exec failed. */
+void ops_blas_pick_core(char **argv);
 /* The GPU libraries the CUDA ops load at run time (cuBLASLt, cuDNN), one line each: the file and
  * version loaded, or why not; "" in a build without CUDA. Tries to load them. */
 const char *ops_describe_libraries(void);

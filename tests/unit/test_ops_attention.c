@@ -364,8 +364,8 @@ TEST(attention_never_crosses_samples) {
 /* ---- 5. thread-count determinism ----------------------------------------------------------- */
 
 TEST(attention_same_bits_for_any_thread_count) {
-    /* lengths past the 32-row tiles; GQA; padding */
-    AttnCase c = {3, 4, 2, 32, 260, 260, {0, 70, 200, 245}, {0, 72, 208, 260}, {0, 70, 200, 245}, {0, 72, 208, 260}};
+    /* lengths past the CPU blocks (256 queries, 512 keys) and within one; GQA; padding */
+    AttnCase c = {3, 4, 2, 32, 860, 860, {0, 70, 800, 845}, {0, 72, 808, 860}, {0, 70, 800, 845}, {0, 72, 808, 860}};
     AttnLayout al;
     layout_init(&al, &c);
     AttnBufs runs[3];
@@ -387,6 +387,81 @@ TEST(attention_same_bits_for_any_thread_count) {
         CHECK_MSG(same_bits(&runs[0].dv, &runs[i].dv), "dv differs at %d threads", threads[i]);
     }
     for (int i = 0; i < 3; i++) bufs_free(&runs[i]);
+}
+
+/* ---- several blocks: the online softmax against a direct computation (f64) ---------------- */
+
+/* o, lse, dq, dk, dv of sample i and head h by the textbook formulas: scores, softmax, P·V; the
+ * backward through dP = dO·Vᵀ, dS = P ⊙ (dP − rowsum(dO ⊙ O)). Accumulates into the outputs. */
+static void direct_attention(const AttnCase *c, int i, int h, const double *q, const double *k, const double *v,
+                             const double *dout, double *o, double *lse, double *dq, double *dk, double *dv) {
+    int g = h / (c->H / c->Hkv), hd = c->hd;
+    int nq = c->cu_q[i + 1] - c->cu_q[i], nk = c->cu_kv[i + 1] - c->cu_kv[i];
+    double scale = 1 / sqrt((double)hd), *p = malloc((size_t)nk * sizeof *p), *dp = malloc((size_t)nk * sizeof *dp);
+#define QAT(r) ((((int64_t)c->cu_q_padded[i] + (r)) * c->H + h) * hd)
+#define KAT(j) ((((int64_t)c->cu_kv_padded[i] + (j)) * c->Hkv + g) * hd)
+    for (int r = 0; r < nq; r++) {
+        double m = -INFINITY, sum = 0, delta = 0;
+        for (int j = 0; j < nk; j++) {
+            p[j] = 0;
+            for (int d = 0; d < hd; d++) p[j] += q[QAT(r) + d] * k[KAT(j) + d] * scale;
+            if (p[j] > m) m = p[j];
+        }
+        for (int j = 0; j < nk; j++) sum += (p[j] = exp(p[j] - m));
+        for (int j = 0; j < nk; j++) {
+            p[j] /= sum;
+            for (int d = 0; d < hd; d++) o[QAT(r) + d] += p[j] * v[KAT(j) + d];
+        }
+        lse[((int64_t)c->cu_q_padded[i] + r) * c->H + h] = m + log(sum);
+        for (int d = 0; d < hd; d++) delta += dout[QAT(r) + d] * o[QAT(r) + d];
+        for (int j = 0; j < nk; j++) {
+            dp[j] = 0;
+            for (int d = 0; d < hd; d++) dp[j] += dout[QAT(r) + d] * v[KAT(j) + d];
+            double ds = p[j] * (dp[j] - delta) * scale;
+            for (int d = 0; d < hd; d++) {
+                dq[QAT(r) + d] += ds * k[KAT(j) + d];
+                dk[KAT(j) + d] += ds * q[QAT(r) + d];
+                dv[KAT(j) + d] += p[j] * dout[QAT(r) + d];
+            }
+        }
+    }
+#undef QAT
+#undef KAT
+    free(p);
+    free(dp);
+}
+
+TEST(attention_blocks_match_direct_f64) {
+    /* cross-attention: 600 queries over 1100 keys (3 x 3 blocks), 300 over 40, and 0 keys; GQA */
+    AttnCase c = {3, 4, 2, 8, 910, 1150, {0, 600, 900, 910}, {0, 600, 900, 910}, {0, 1100, 1140, 1140},
+                  {0, 1100, 1140, 1150}};
+    AttnLayout al;
+    layout_init(&al, &c);
+    AttnBufs b;
+    bufs_alloc(&b, &c, DT_F64);
+    bufs_random(&b, &c, 91, 0);
+    REQUIRE_OK(bufs_forward(&b, &al.layout));
+    REQUIRE_OK(bufs_backward(&b, &al.layout));
+    double *ref = calloc((size_t)(3 * b.nq + b.nlse + 2 * b.nkv), sizeof *ref);
+    double *o = ref, *dq = o + b.nq, *lse = dq + b.nq, *dk = lse + b.nlse, *dv = dk + b.nkv;
+    for (int i = 0; i < c.n; i++)
+        for (int h = 0; h < c.H; h++) {
+            if (c.cu_kv[i + 1] == c.cu_kv[i]) /* no keys: lse -inf, the rest 0 */
+                for (int r = 0; r < c.cu_q[i + 1] - c.cu_q[i]; r++) lse[(c.cu_q_padded[i] + r) * c.H + h] = -INFINITY;
+            else
+                direct_attention(&c, i, h, b.q.data, b.k.data, b.v.data, b.dout.data, o, lse, dq, dk, dv);
+        }
+    const double atol = 1e-13, rtol = 1e-11;
+    CHECK_CLOSE_F64("o", b.o.data, o, b.nq, atol, rtol);
+    CHECK_CLOSE_F64("dq", b.dq.data, dq, b.nq, atol, rtol);
+    CHECK_CLOSE_F64("dk", b.dk.data, dk, b.nkv, atol, rtol);
+    CHECK_CLOSE_F64("dv", b.dv.data, dv, b.nkv, atol, rtol);
+    const double *got_lse = b.lse.data;
+    for (int64_t e = 0; e < b.nlse; e++)
+        CHECK_MSG(got_lse[e] == lse[e] || fabs(got_lse[e] - lse[e]) <= atol + rtol * fabs(lse[e]), "lse[%lld]: %g vs %g",
+                  (long long)e, got_lse[e], lse[e]);
+    free(ref);
+    bufs_free(&b);
 }
 
 /* ---- a sample with no keys ---------------------------------------------------------------- */

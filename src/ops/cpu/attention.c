@@ -1,13 +1,21 @@
 /* CPU backend: non-causal softmax attention over packed variable-length sequences (THD layout),
- * forward and backward, with grouped-query heads.
+ * forward and backward, with grouped-query heads, on OpenBLAS GEMMs in blocks (FlashAttention's
+ * scheme on the CPU).
  *
- * The work is a list of tiles: up to ATTN_TILE_ROWS consecutive query rows of one sample and one
- * head (forward, dq), or key rows of one sample and one kv head (dk, dv). One thread computes a
- * whole tile and owns the output rows it writes, so there are no races and no sum depends on the
- * thread count. Scratch per thread is O(head_dim · longest sequence), never quadratic. A head's
- * key (or query) rows are transposed into scratch so that every inner loop runs over contiguous
- * memory and vectorises without reordering any sum (each score still adds its head_dim products
- * in order d = 0, 1, ...).
+ * Forward: per sample, head and block of ATTN_BQ query rows, an online softmax over blocks of
+ * ATTN_BK keys: S = scale·Q·Kᵀ (GEMM), the running row max m and sum l, P = exp(S − m),
+ * O += P·V (GEMM), rescaled when m grows; o = O / l and lse = m + log l at the end.
+ * Backward: per sample and kv head, over key blocks and, inside, the group's query heads and
+ * query blocks: P = exp(scale·Q·Kᵀ − lse) recomputed from the saved log-sum-exp, dV += Pᵀ·dO,
+ * dP = dO·Vᵀ, dS = P ⊙ (dP − D) with D = rowsum(dO ⊙ O), dK += scale·dSᵀ·Q, dQ += scale·dS·K
+ * (five GEMMs a block). One work item owns every output row it writes (a kv head's dK, dV and
+ * its query heads' dQ), so nothing races.
+ *
+ * Determinism: the work items and their blocks depend on the shapes only; each item runs on one
+ * thread with single-threaded GEMMs (OpenBLAS runs one thread inside an OpenMP parallel region,
+ * and never splits the inner dimension in any case), and every sum runs in a fixed order. So the
+ * bits are the same every run and at any thread count. Scratch is O(ATTN_BQ · ATTN_BK) per
+ * thread: no O(L²) buffer.
  *
  * A sample with no keys gives o = 0, lse = -inf (the log of an empty sum, so a log-sum-exp merge
  * gives it weight 0) and dq = 0. Padding rows are never read and are written as 0. */
@@ -19,8 +27,14 @@
 #endif
 
 #include "real.h"
+#include "softmax_rows.h"
 
-#define ATTN_TILE_ROWS 32
+#ifndef ATTN_BQ
+#define ATTN_BQ 256 /* query rows per block (tuned on AVX-512 at head_dim 32: docs/bench.md) */
+#endif
+#ifndef ATTN_BK
+#define ATTN_BK 512 /* key rows per block */
+#endif
 
 typedef struct {
     int sample, head;
@@ -43,27 +57,20 @@ static int attn_thread_id(void) {
 #endif
 }
 
-static int longest(const int32_t *cu, int n) {
-    int best = 0;
-    for (int i = 0; i < n; i++)
-        if (cu[i + 1] - cu[i] > best) best = cu[i + 1] - cu[i];
-    return best;
-}
+static inline int imin(int a, int b) { return a < b ? a : b; }
 
-/* Tiles of every (sample, head) over the samples' real rows (lengths from cu[n+1]); NULL when out
- * of memory. */
-static AttnTile *make_tiles(const int32_t *cu, int n, int heads, int64_t *count) {
+/* Tiles of every (sample, head) over the samples' real rows (lengths from cu[n+1]), block_rows
+ * rows each; NULL when out of memory. */
+static AttnTile *make_tiles(const int32_t *cu, int n, int heads, int block_rows, int64_t *count) {
     int64_t total = 0;
-    for (int i = 0; i < n; i++) total += (int64_t)heads * ((cu[i + 1] - cu[i] + ATTN_TILE_ROWS - 1) / ATTN_TILE_ROWS);
+    for (int i = 0; i < n; i++) total += (int64_t)heads * ((cu[i + 1] - cu[i] + block_rows - 1) / block_rows);
     AttnTile *tiles = malloc((size_t)(total + 1) * sizeof *tiles);
     if (!tiles) return NULL;
     int64_t t = 0;
     for (int i = 0; i < n; i++)
         for (int h = 0; h < heads; h++)
-            for (int r = 0; r < cu[i + 1] - cu[i]; r += ATTN_TILE_ROWS) {
-                int left = cu[i + 1] - cu[i] - r;
-                tiles[t++] = (AttnTile){i, h, r, left < ATTN_TILE_ROWS ? left : ATTN_TILE_ROWS};
-            }
+            for (int r = 0; r < cu[i + 1] - cu[i]; r += block_rows)
+                tiles[t++] = (AttnTile){i, h, r, imin(cu[i + 1] - cu[i] - r, block_rows)};
     *count = total;
     return tiles;
 }
@@ -80,40 +87,16 @@ static void zero_padding_rows(real *x, int64_t rows, int64_t row_elems, const in
     }
 }
 
-/* dst[hd, n] = the n rows src + j·row_stride (hd contiguous values each), transposed. */
-static void transpose_rows(real *dst, const real *src, int n, int64_t row_stride, int hd) {
-    for (int j = 0; j < n; j++)
-        for (int d = 0; d < hd; d++) dst[(int64_t)d * n + j] = src[j * row_stride + d];
-}
-
-/* s[j] = scale · Σ_d x[d]·t[d, j] for j < n, with t[hd, n]; d summed in order. */
-static void row_times_transposed(real *s, const real *x, const real *t, int n, int hd, real scale) {
-    for (int j = 0; j < n; j++) s[j] = 0;
-    for (int d = 0; d < hd; d++) {
-        real xd = x[d];
-        const real *td = t + (int64_t)d * n;
-#pragma omp simd
-        for (int j = 0; j < n; j++) s[j] += xd * td[j];
-    }
-    for (int j = 0; j < n; j++) s[j] *= scale;
-}
-
-/* y[hd] += a · x[hd] */
-static void axpy_row(real *y, real a, const real *x, int hd) {
-#pragma omp simd
-    for (int d = 0; d < hd; d++) y[d] += a * x[d];
-}
-
-static real dot_row(const real *a, const real *b, int hd) {
-    real s = 0;
-    for (int d = 0; d < hd; d++) s += a[d] * b[d];
-    return s;
+/* `rows` rows of hd values, row_stride apart, set to 0. */
+static void zero_rows(real *x, int rows, int64_t row_stride, int hd) {
+    for (int r = 0; r < rows; r++) memset(x + r * row_stride, 0, (size_t)hd * sizeof(real));
 }
 
 /* Shapes of one call, read from q[Sq,H,hd] and k[Skv,Hkv,hd]. */
 typedef struct {
     int64_t Sq, Skv;
     int H, Hkv, hd, group; /* group = H / Hkv query heads per kv head */
+    int64_t ldq, ldk;      /* row strides of q-like and kv-like tensors: H·hd, Hkv·hd */
     real scale;
     int n;
     const int32_t *cu_q, *cu_q_padded, *cu_kv, *cu_kv_padded;
@@ -127,6 +110,8 @@ static AttnDims attn_dims(const Tensor *q, const Tensor *k, const VarlenLayout *
     a.Skv = k->shape[0];
     a.Hkv = (int)k->shape[1];
     a.group = a.H / a.Hkv;
+    a.ldq = (int64_t)a.H * a.hd;
+    a.ldk = (int64_t)a.Hkv * a.hd;
     a.scale = (real)(1.0 / sqrt((double)a.hd));
     a.n = layout->n_samples;
     a.cu_q = I32DATA(&layout->cu_q);
@@ -136,33 +121,52 @@ static AttnDims attn_dims(const Tensor *q, const Tensor *k, const VarlenLayout *
     return a;
 }
 
-/* One forward tile: o and lse of `rows` query rows of one sample and head. scratch: hd·n_kv + n_kv. */
+/* C[m,n] = alpha · op(A)·op(B) + beta · C, row-major, with the leading dimensions given. */
+static void gemm(int trans_a, int trans_b, int m, int n, int k, real alpha, const real *A, int64_t lda,
+                 const real *B, int64_t ldb, real beta, real *C, int64_t ldc) {
+    CBLAS_GEMM(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, m, n, k,
+               alpha, A, (int)lda, B, (int)ldb, beta, C, (int)ldc);
+}
+
+/* Forward scratch per thread: S/P [ATTN_BQ, ATTN_BK], the O accumulator [ATTN_BQ, hd], m and l. */
+static int64_t forward_scratch(int hd) { return (int64_t)ATTN_BQ * ATTN_BK + (int64_t)ATTN_BQ * hd + 2 * ATTN_BQ; }
+
+/* o and lse of one block of query rows of one sample and head. */
 static void forward_tile(const AttnDims *a, const AttnTile *t, real *O, real *LSE, const real *Q, const real *K,
                          const real *V, real *scratch) {
-    int i = t->sample, h = t->head, g = h / a->group, hd = a->hd;
+    int i = t->sample, h = t->head, g = h / a->group, hd = a->hd, bq = t->rows;
     int n_kv = a->cu_kv[i + 1] - a->cu_kv[i];
     int64_t kv0 = a->cu_kv_padded[i], q0 = a->cu_q_padded[i] + t->row0;
-    real *kt = scratch, *s = scratch + (int64_t)hd * n_kv;
-    transpose_rows(kt, K + (kv0 * a->Hkv + g) * hd, n_kv, (int64_t)a->Hkv * hd, hd);
-    for (int64_t r = q0; r < q0 + t->rows; r++) {
-        real *orow = O + (r * a->H + h) * hd;
-        memset(orow, 0, (size_t)hd * sizeof(real));
-        if (n_kv == 0) {
-            LSE[r * a->H + h] = -INFINITY;
-            continue;
+    real *orows = O + (q0 * a->H + h) * hd, *lse = LSE + q0 * a->H + h;
+    if (n_kv == 0) {
+        zero_rows(orows, bq, a->ldq, hd);
+        for (int r = 0; r < bq; r++) lse[(int64_t)r * a->H] = -INFINITY;
+        return;
+    }
+    real *s = scratch, *acc = s + (int64_t)ATTN_BQ * ATTN_BK, *m = acc + (int64_t)ATTN_BQ * hd, *l = m + ATTN_BQ;
+    const real *q = Q + (q0 * a->H + h) * hd;
+    for (int kb = 0; kb < n_kv; kb += ATTN_BK) {
+        int bk = imin(ATTN_BK, n_kv - kb);
+        const real *k = K + ((kv0 + kb) * a->Hkv + g) * hd, *v = V + ((kv0 + kb) * a->Hkv + g) * hd;
+        gemm(0, 1, bq, bk, hd, a->scale, q, a->ldq, k, a->ldk, 0, s, bk);
+        for (int r = 0; r < bq; r++) {
+            real *sr = s + (int64_t)r * bk, mb = row_max(sr, bk);
+            if (kb == 0) {
+                m[r] = mb;
+                l[r] = row_exp_sum(sr, sr, bk, mb);
+            } else {
+                real m_new = mb > m[r] ? mb : m[r], corr = exp(m[r] - m_new);
+                l[r] = l[r] * corr + row_exp_sum(sr, sr, bk, m_new);
+                row_scale(acc + (int64_t)r * hd, hd, corr);
+                m[r] = m_new;
+            }
         }
-        row_times_transposed(s, Q + (r * a->H + h) * hd, kt, n_kv, hd, a->scale);
-        real m = s[0];
-        for (int j = 1; j < n_kv; j++)
-            if (s[j] > m) m = s[j];
-        real sum = 0;
-        for (int j = 0; j < n_kv; j++) {
-            s[j] = exp(s[j] - m);
-            sum += s[j];
-        }
-        real inv = 1 / sum;
-        for (int j = 0; j < n_kv; j++) axpy_row(orow, s[j] * inv, V + ((kv0 + j) * a->Hkv + g) * hd, hd);
-        LSE[r * a->H + h] = m + log(sum);
+        gemm(0, 0, bq, hd, bk, 1, s, bk, v, a->ldk, kb == 0 ? 0 : 1, acc, hd);
+    }
+    for (int r = 0; r < bq; r++) {
+        real *orow = orows + r * a->ldq, inv = 1 / l[r];
+        for (int d = 0; d < hd; d++) orow[d] = acc[(int64_t)r * hd + d] * inv;
+        lse[(int64_t)r * a->H] = m[r] + log(l[r]);
     }
 }
 
@@ -171,9 +175,8 @@ vfm_status CPU_FN(attention_forward)(Tensor *o, Tensor *lse, const Tensor *q, co
     AttnDims a = attn_dims(q, k, layout);
     real *O = RDATA(o), *LSE = RDATA(lse);
     const real *Q = CRDATA(q), *K = CRDATA(k), *V = CRDATA(v);
-    int64_t per_thread = ((int64_t)a.hd + 1) * longest(a.cu_kv, a.n) + 1;
-    int64_t n_tiles = 0;
-    AttnTile *tiles = make_tiles(a.cu_q, a.n, a.H, &n_tiles);
+    int64_t per_thread = forward_scratch(a.hd), n_tiles = 0;
+    AttnTile *tiles = make_tiles(a.cu_q, a.n, a.H, ATTN_BQ, &n_tiles);
     real *scratch = malloc((size_t)(per_thread * attn_max_threads()) * sizeof(real));
     if (!tiles || !scratch) {
         free(tiles);
@@ -183,7 +186,7 @@ vfm_status CPU_FN(attention_forward)(Tensor *o, Tensor *lse, const Tensor *q, co
 #pragma omp parallel for schedule(dynamic, 1)
     for (int64_t t = 0; t < n_tiles; t++)
         forward_tile(&a, &tiles[t], O, LSE, Q, K, V, scratch + attn_thread_id() * per_thread);
-    zero_padding_rows(O, a.Sq, (int64_t)a.H * a.hd, a.cu_q, a.cu_q_padded, a.n);
+    zero_padding_rows(O, a.Sq, a.ldq, a.cu_q, a.cu_q_padded, a.n);
     zero_padding_rows(LSE, a.Sq, a.H, a.cu_q, a.cu_q_padded, a.n);
     free(tiles);
     free(scratch);
@@ -195,70 +198,51 @@ static void delta_tile(const AttnDims *a, const AttnTile *t, real *Dlt, const re
     int64_t q0 = a->cu_q_padded[t->sample] + t->row0;
     for (int64_t r = q0; r < q0 + t->rows; r++) {
         int64_t at = r * a->H + t->head;
-        Dlt[at] = dot_row(dO + at * a->hd, O + at * a->hd, a->hd);
+        const real *x = dO + at * a->hd, *y = O + at * a->hd;
+        real s = 0;
+        for (int d = 0; d < a->hd; d++) s += x[d] * y[d];
+        Dlt[at] = s;
     }
 }
 
-/* dq of one query tile: dq_r = scale · Σ_j dS_rj k_j, dS = P ⊙ (dO·Vᵀ − D), P = exp(s − lse).
- * scratch: 2·hd·n_kv + 2·n_kv. */
-static void dq_tile(const AttnDims *a, const AttnTile *t, real *dQ, const real *dO, const real *Q, const real *K,
-                    const real *V, const real *LSE, const real *Dlt, real *scratch) {
-    int i = t->sample, h = t->head, g = h / a->group, hd = a->hd;
-    int n_kv = a->cu_kv[i + 1] - a->cu_kv[i];
-    int64_t kv0 = a->cu_kv_padded[i], q0 = a->cu_q_padded[i] + t->row0, kv_stride = (int64_t)a->Hkv * hd;
-    real *kt = scratch, *vt = kt + (int64_t)hd * n_kv, *s = vt + (int64_t)hd * n_kv, *dp = s + n_kv;
-    const real *k_head = K + (kv0 * a->Hkv + g) * hd;
-    transpose_rows(kt, k_head, n_kv, kv_stride, hd);
-    transpose_rows(vt, V + (kv0 * a->Hkv + g) * hd, n_kv, kv_stride, hd);
-    for (int64_t r = q0; r < q0 + t->rows; r++) {
-        int64_t at = r * a->H + h;
-        real *dqrow = dQ + at * hd;
-        memset(dqrow, 0, (size_t)hd * sizeof(real));
-        if (n_kv == 0) continue;
-        row_times_transposed(s, Q + at * hd, kt, n_kv, hd, a->scale);
-        row_times_transposed(dp, dO + at * hd, vt, n_kv, hd, 1);
-        for (int j = 0; j < n_kv; j++) {
-            real p = exp(s[j] - LSE[at]);
-            axpy_row(dqrow, p * (dp[j] - Dlt[at]), k_head + j * kv_stride, hd);
-        }
-        for (int d = 0; d < hd; d++) dqrow[d] *= a->scale;
-    }
-}
+/* Backward scratch per thread: P and dP/dS [ATTN_BQ, ATTN_BK], a block's lse and D. */
+static int64_t backward_scratch(void) { return 2 * (int64_t)ATTN_BQ * ATTN_BK + 2 * ATTN_BQ; }
 
-/* dk, dv of one key tile (one kv head): summed over the group's query heads in order, then over
- * the sample's query rows in order. dv_j = Σ P_rj dO_r, dk_j = scale · Σ dS_rj q_r.
- * scratch: 2·hd·n_q + 2·n_q. */
-static void dkdv_tile(const AttnDims *a, const AttnTile *t, real *dK, real *dV, const real *dO, const real *Q,
-                      const real *K, const real *V, const real *LSE, const real *Dlt, real *scratch) {
-    int i = t->sample, g = t->head, hd = a->hd;
-    int n_q = a->cu_q[i + 1] - a->cu_q[i];
-    int64_t q0 = a->cu_q_padded[i], kv0 = a->cu_kv_padded[i] + t->row0, q_stride = (int64_t)a->H * hd;
-    real *q_t = scratch, *do_t = q_t + (int64_t)hd * n_q, *s = do_t + (int64_t)hd * n_q, *dp = s + n_q;
-    for (int64_t j = kv0; j < kv0 + t->rows; j++) {
-        memset(dK + (j * a->Hkv + g) * hd, 0, (size_t)hd * sizeof(real));
-        memset(dV + (j * a->Hkv + g) * hd, 0, (size_t)hd * sizeof(real));
-    }
-    if (n_q == 0) return;
-    for (int h = g * a->group; h < (g + 1) * a->group; h++) {
-        const real *q_head = Q + (q0 * a->H + h) * hd, *do_head = dO + (q0 * a->H + h) * hd;
-        const real *lse_head = LSE + q0 * a->H + h, *d_head = Dlt + q0 * a->H + h;
-        transpose_rows(q_t, q_head, n_q, q_stride, hd);
-        transpose_rows(do_t, do_head, n_q, q_stride, hd);
-        for (int64_t j = kv0; j < kv0 + t->rows; j++) {
-            int64_t at = j * a->Hkv + g;
-            real *dkrow = dK + at * hd, *dvrow = dV + at * hd;
-            row_times_transposed(s, K + at * hd, q_t, n_q, hd, a->scale);
-            row_times_transposed(dp, V + at * hd, do_t, n_q, hd, 1);
-            for (int r = 0; r < n_q; r++) {
-                real p = exp(s[r] - lse_head[r * a->H]);
-                axpy_row(dvrow, p, do_head + r * q_stride, hd);
-                axpy_row(dkrow, p * (dp[r] - d_head[r * a->H]), q_head + r * q_stride, hd);
+/* dK, dV of one sample's kv head and dQ of its group's query heads: over key blocks, then the
+ * group's query heads in order, then query blocks in order (each sum in that fixed order). */
+static void backward_item(const AttnDims *a, int i, int g, real *dQ, real *dK, real *dV, const real *dO,
+                          const real *Q, const real *K, const real *V, const real *LSE, const real *Dlt,
+                          real *scratch) {
+    int hd = a->hd;
+    int n_q = a->cu_q[i + 1] - a->cu_q[i], n_kv = a->cu_kv[i + 1] - a->cu_kv[i];
+    int64_t q0 = a->cu_q_padded[i], kv0 = a->cu_kv_padded[i];
+    int64_t kv_at = kv0 * a->Hkv + g; /* this kv head's first row, in units of hd */
+    zero_rows(dK + kv_at * hd, n_kv, a->ldk, hd);
+    zero_rows(dV + kv_at * hd, n_kv, a->ldk, hd);
+    for (int h = g * a->group; h < (g + 1) * a->group; h++) zero_rows(dQ + (q0 * a->H + h) * hd, n_q, a->ldq, hd);
+    real *p = scratch, *ds = p + (int64_t)ATTN_BQ * ATTN_BK, *lse = ds + (int64_t)ATTN_BQ * ATTN_BK,
+         *dlt = lse + ATTN_BQ;
+    for (int kb = 0; kb < n_kv; kb += ATTN_BK) {
+        int bk = imin(ATTN_BK, n_kv - kb);
+        int64_t kat = (kv_at + kb * (int64_t)a->Hkv) * hd;
+        const real *k = K + kat, *v = V + kat;
+        real *dk = dK + kat, *dv = dV + kat;
+        for (int h = g * a->group; h < (g + 1) * a->group; h++)
+            for (int qb = 0; qb < n_q; qb += ATTN_BQ) {
+                int bq = imin(ATTN_BQ, n_q - qb);
+                int64_t qrow = (q0 + qb) * a->H + h, qat = qrow * hd;
+                for (int r = 0; r < bq; r++) {
+                    lse[r] = LSE[qrow + (int64_t)r * a->H];
+                    dlt[r] = Dlt[qrow + (int64_t)r * a->H];
+                }
+                gemm(0, 1, bq, bk, hd, a->scale, Q + qat, a->ldq, k, a->ldk, 0, p, bk);
+                for (int r = 0; r < bq; r++) row_exp_shift(p + (int64_t)r * bk, bk, lse[r]);
+                gemm(1, 0, bk, hd, bq, 1, p, bk, dO + qat, a->ldq, 1, dv, a->ldk);
+                gemm(0, 1, bq, bk, hd, 1, dO + qat, a->ldq, v, a->ldk, 0, ds, bk);
+                for (int r = 0; r < bq; r++) row_softmax_grad(ds + (int64_t)r * bk, p + (int64_t)r * bk, bk, dlt[r]);
+                gemm(1, 0, bk, hd, bq, a->scale, ds, bk, Q + qat, a->ldq, 1, dk, a->ldk);
+                gemm(0, 0, bq, hd, bk, a->scale, ds, bk, k, a->ldk, 1, dQ + qat, a->ldq);
             }
-        }
-    }
-    for (int64_t j = kv0; j < kv0 + t->rows; j++) {
-        real *dkrow = dK + (j * a->Hkv + g) * hd;
-        for (int d = 0; d < hd; d++) dkrow[d] *= a->scale;
     }
 }
 
@@ -269,16 +253,12 @@ vfm_status CPU_FN(attention_backward)(Tensor *dq, Tensor *dk, Tensor *dv, const 
     real *dQ = RDATA(dq), *dK = RDATA(dk), *dV = RDATA(dv);
     const real *dO = CRDATA(dout), *Q = CRDATA(q), *K = CRDATA(k), *V = CRDATA(v), *O = CRDATA(o),
                *LSE = CRDATA(lse);
-    int max_q = longest(a.cu_q, a.n), max_kv = longest(a.cu_kv, a.n);
-    int64_t per_thread = 2 * ((int64_t)a.hd + 1) * (max_q > max_kv ? max_q : max_kv) + 1;
-    int64_t n_qtiles = 0, n_kvtiles = 0;
-    AttnTile *qtiles = make_tiles(a.cu_q, a.n, a.H, &n_qtiles);
-    AttnTile *kvtiles = make_tiles(a.cu_kv, a.n, a.Hkv, &n_kvtiles);
+    int64_t per_thread = backward_scratch(), n_qtiles = 0, n_items = (int64_t)a.n * a.Hkv;
+    AttnTile *qtiles = make_tiles(a.cu_q, a.n, a.H, ATTN_BQ, &n_qtiles);
     real *scratch = malloc((size_t)(per_thread * attn_max_threads()) * sizeof(real));
     real *Dlt = malloc((size_t)(a.Sq * a.H + 1) * sizeof(real)); /* D[Sq,H], real rows only */
-    if (!qtiles || !kvtiles || !scratch || !Dlt) {
+    if (!qtiles || !scratch || !Dlt) {
         free(qtiles);
-        free(kvtiles);
         free(scratch);
         free(Dlt);
         return vfm_fail(VFM_ERR_NOMEM, "attention_backward: out of memory for scratch");
@@ -288,16 +268,14 @@ vfm_status CPU_FN(attention_backward)(Tensor *dq, Tensor *dk, Tensor *dv, const 
         real *mine = scratch + attn_thread_id() * per_thread;
 #pragma omp for schedule(static)
         for (int64_t t = 0; t < n_qtiles; t++) delta_tile(&a, &qtiles[t], Dlt, dO, O);
-#pragma omp for schedule(dynamic, 1) nowait
-        for (int64_t t = 0; t < n_qtiles; t++) dq_tile(&a, &qtiles[t], dQ, dO, Q, K, V, LSE, Dlt, mine);
 #pragma omp for schedule(dynamic, 1)
-        for (int64_t t = 0; t < n_kvtiles; t++) dkdv_tile(&a, &kvtiles[t], dK, dV, dO, Q, K, V, LSE, Dlt, mine);
+        for (int64_t t = 0; t < n_items; t++)
+            backward_item(&a, (int)(t / a.Hkv), (int)(t % a.Hkv), dQ, dK, dV, dO, Q, K, V, LSE, Dlt, mine);
     }
-    zero_padding_rows(dQ, a.Sq, (int64_t)a.H * a.hd, a.cu_q, a.cu_q_padded, a.n);
-    zero_padding_rows(dK, a.Skv, (int64_t)a.Hkv * a.hd, a.cu_kv, a.cu_kv_padded, a.n);
-    zero_padding_rows(dV, a.Skv, (int64_t)a.Hkv * a.hd, a.cu_kv, a.cu_kv_padded, a.n);
+    zero_padding_rows(dQ, a.Sq, a.ldq, a.cu_q, a.cu_q_padded, a.n);
+    zero_padding_rows(dK, a.Skv, a.ldk, a.cu_kv, a.cu_kv_padded, a.n);
+    zero_padding_rows(dV, a.Skv, a.ldk, a.cu_kv, a.cu_kv_padded, a.n);
     free(qtiles);
-    free(kvtiles);
     free(scratch);
     free(Dlt);
     return VFM_OK;
