@@ -19,6 +19,7 @@
 #include "data/synthetic/colour_score.h"
 #include "data/synthetic/shape_score.h"
 #include "data/media/image_io.h"
+#include "data/loader/encode.h"
 #include "data/loader/length_index.h"
 #include "data/formats/npy.h"
 #include "data/synthetic/synthetic.h"
@@ -319,6 +320,15 @@ int cmd_sample(int argc, char **argv) {
         return 2;
     }
 
+    int pad = encode_text_pad_rows(j.cfg); /* Wan: the prompt zero-padded to 512 rows, as it trained */
+    for (int p = 0; p < n_cond && pad > 0; p++) {
+        if (!texts[p] || rows[p] == pad) continue;
+        float *padded = calloc((size_t)pad * mc->d_text, sizeof(float));
+        if (!padded) return cli_report(vfm_fail(VFM_ERR_NOMEM, "sample: %d text rows", pad));
+        memcpy(padded, texts[p], (size_t)(rows[p] < pad ? rows[p] : pad) * mc->d_text * sizeof(float));
+        free(texts[p]);
+        texts[p] = padded, rows[p] = pad;
+    }
     int n = n_cond * num;
     GenerateSample *gs = calloc((size_t)n, sizeof *gs);
     float **latents = calloc((size_t)n, sizeof *latents);

@@ -167,6 +167,9 @@ const CfgKeyDef cfg_key_defs[] = {
     KINT("dataset.pad_multiple", "64", "[1, 1e6]", "pad each sample's tokens to a multiple of lcm(this, TP*CP)"),
     KINT("dataset.max_text_len", "512", "[1, 1e6]", "longest text embedding kept"),
     KBOOL("dataset.keep_text_padding", "false", "keep the zero-padded text rows (DFM parity)"),
+    KINT("dataset.pad_text_to", "-1", "[-1, 1e6]",
+         "zero-pad (or cut) every sample's text to this many rows; -1 = the model's: 512 for model.variant=wan (Wan "
+         "attends to its padded umT5 rows without a mask), none otherwise; 0 = none"),
     KINT("dataset.max_frames", "0", "[0, 1e6]", "crop videos to this many latent frames (0 = no crop)"),
     KFLT("dataset.default_fps", "30", "(0, 1e6)", "fps of samples whose metadata has none"),
     KBOOL("dataset.shuffle", "true", "shuffle the training stream"),
