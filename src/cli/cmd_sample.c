@@ -199,6 +199,8 @@ int cmd_sample(int argc, char **argv) {
         {"--fps", "F", "frames per second given to the model, and the MP4's rate (default: the training data's)", NULL, 0},
         {"--s-churn", "X", "EDM stochasticity S_churn (default sampler.s_churn of the run)", NULL, 0},
         {"--dfm-heun", NULL, "EDM: reproduce DFM's Heun (second evaluation at x_hat, t_hat)", NULL, 0},
+        {"--solver", "NAME", "flow: euler or unipc (Wan 2.1's UniPC multistep; default sampler.flow_solver of the run)",
+         NULL, 0},
         {"--ddim", NULL, "DDPM: deterministic DDIM steps (default sampler.ddim of the run)", NULL, 0},
         {"--ema", NULL, "use the EMA weights", NULL, 0},
         {"--compare-dataset", "DIR", "put a real example of each caption (from this pixel-space dataset) in the grid", NULL, 0},
@@ -296,6 +298,13 @@ int cmd_sample(int argc, char **argv) {
     go.objective = &j.objective;
     go.ddim = args_flag(flags, nflags, "--ddim")->present || cfg_bool(j.cfg, "sampler.ddim");
     go.flow_linear = strcmp(cfg_str(j.cfg, "sampler.flow_schedule"), "linear") == 0;
+    const char *solver = args_value(flags, nflags, "--solver", cfg_str(j.cfg, "sampler.flow_solver"));
+    if (strcmp(solver, "unipc") != 0 && strcmp(solver, "euler") != 0) {
+        fprintf(stderr, "vfm sample: --solver '%s': expected euler or unipc\n", solver);
+        return 2;
+    }
+    go.flow_unipc = strcmp(solver, "unipc") == 0;
+    go.unipc_order = (int)cfg_int(j.cfg, "sampler.unipc_order");
     if ((v = args_value(flags, nflags, "--steps", NULL))) go.sampler.num_steps = atoi(v);
     go.guidance = (v = args_value(flags, nflags, "--guidance", NULL)) ? atof(v) : cfg_float(j.cfg, "sampler.guidance");
     const char *cls = args_value(flags, nflags, "--class", NULL);

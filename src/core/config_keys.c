@@ -106,6 +106,10 @@ const CfgKeyDef cfg_key_defs[] = {
     KFLT("sampler.sigma_max", "80", "(0, 1e6)", "largest EDM sampling sigma"),
     KCHOICE("sampler.flow_schedule", "linear-quadratic", CHOICES("linear-quadratic", "linear"),
             "flow: time steps of the Euler sampler (MovieGen's linear-quadratic, or uniform)"),
+    KCHOICE("sampler.flow_solver", "euler", CHOICES("euler", "unipc"),
+            "flow: Euler steps on sampler.flow_schedule, or UniPC multistep (Wan 2.1's sampler: diffusers' "
+            "UniPCMultistepScheduler for flow, with its own times)"),
+    KINT("sampler.unipc_order", "2", "[1, 3]", "flow, unipc: the solver order (Wan: 2)"),
     KBOOL("sampler.ddim", "false", "ddpm: deterministic DDIM (eta 0) instead of ancestral DDPM steps"),
 
     /* train */

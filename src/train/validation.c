@@ -35,6 +35,8 @@ vfm_status validator_init(Validator *v, const Config *cfg, const Objective *o, i
     g->sampler.s_churn = cfg_float(cfg, "sampler.s_churn");
     g->ddim = cfg_bool(cfg, "sampler.ddim");
     g->flow_linear = strcmp(cfg_str(cfg, "sampler.flow_schedule"), "linear") == 0;
+    g->flow_unipc = strcmp(cfg_str(cfg, "sampler.flow_solver"), "unipc") == 0;
+    g->unipc_order = (int)cfg_int(cfg, "sampler.unipc_order");
     g->guidance = cfg_float(cfg, "model.val_generation_guidance");
     g->seed = (uint64_t)cfg_int(cfg, "rng.seed");
     if (o->kind == OBJECTIVE_DDPM && g->sampler.num_steps < 2)
