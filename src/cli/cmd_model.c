@@ -189,12 +189,13 @@ static void print_count(int64_t n, int markdown) {
 
 static int cmd_model_presets(int markdown) {
     static const char *const variant_ov[3] = {"model.variant=dfm", "model.variant=nemo-adaln", "model.variant=adaln-zero"};
+    static const char *const wan_ov[1] = {"model.variant=wan"};
     if (markdown) {
-        printf("| preset | D | L | H | dfm | nemo-adaln | adaln-zero | adaln-zero, DiT paper setting |\n");
-        printf("|---|---|---|---|---|---|---|---|\n");
+        printf("| preset | D | L | H | dfm | nemo-adaln | adaln-zero | adaln-zero, DiT paper setting | wan |\n");
+        printf("|---|---|---|---|---|---|---|---|---|\n");
     } else {
-        printf("%-12s %5s %3s %3s %14s %14s %14s %14s\n", "preset", "D", "L", "H", "dfm", "nemo-adaln", "adaln-zero",
-               "adaln-zero-DiT");
+        printf("%-12s %5s %3s %3s %14s %14s %14s %14s %14s\n", "preset", "D", "L", "H", "dfm", "nemo-adaln", "adaln-zero",
+               "adaln-zero-DiT", "wan");
     }
     for (const char *const *p = config_preset_names(); *p; p++) {
         char ov[64];
@@ -209,6 +210,7 @@ static int cmd_model_presets(int markdown) {
         else printf("%-12s %5d %3d %3d", *p, D, L, H);
         for (int v = 0; v < 3; v++) print_count(preset_count(*p, &variant_ov[v], 1), markdown);
         print_count(preset_count(*p, DIT_PAPER, N_DIT_PAPER), markdown);
+        print_count(preset_count(*p, wan_ov, 1), markdown);
         printf("\n");
     }
     return 0;

@@ -45,6 +45,10 @@ static Case make_case(int k) {
         c.variant = DIT_VARIANT_NEMO_ADALN;
         return (Case){"nemo-adaln/flow", c, OBJECTIVE_FLOW};
     }
+    if (k == 3) { /* RoPE, QK-norm over all heads, the text MLP, the tables, the affine norm */
+        c.variant = DIT_VARIANT_WAN;
+        return (Case){"wan/flow", c, OBJECTIVE_FLOW};
+    }
     c.variant = DIT_VARIANT_ADALN_ZERO;
     c.num_classes = 5, c.class_dropout_prob = 0.1f, c.learn_sigma = 1, c.cross_attention = DIT_ON;
     return (Case){"adaln-zero/ddpm (classes, learned sigma, cross-attention)", c, OBJECTIVE_DDPM};
@@ -172,12 +176,12 @@ static void compare_case(int k, DType act) {
 
 TEST(cuda_model_f32_matches_cpu_forward_and_every_gradient) {
     NEED_GPU();
-    for (int k = 0; k < 3; k++) compare_case(k, DT_F32);
+    for (int k = 0; k < 4; k++) compare_case(k, DT_F32);
 }
 
 TEST(cuda_model_bf16_matches_cpu_forward_and_every_gradient) {
     NEED_GPU();
-    for (int k = 0; k < 3; k++) compare_case(k, DT_BF16);
+    for (int k = 0; k < 4; k++) compare_case(k, DT_BF16);
 }
 
 /* The bf16 weight copy follows the master weights; checkpoints' fp32 masters round-trip exactly. */
