@@ -1,6 +1,4 @@
 /* RMSNorm over a row split across ranks (ops.h op_rmsnorm_sumsq … _split_backward), CPU. */
-#include <stdlib.h>
-
 #include "real.h"
 
 vfm_status CPU_FN(rmsnorm_sumsq)(Tensor *sumsq, const Tensor *x) {
@@ -55,22 +53,6 @@ vfm_status CPU_FN(rmsnorm_split_backward)(Tensor *dx, Tensor *dw, const Tensor *
             for (int64_t j = 0; j < d; j++) DX[r * d + j] = rs * (DY[r * d + j] * W[j] - X[r * d + j] * c);
         }
     }
-    if (!dw) return VFM_OK;
-    double *partial = calloc((size_t)(CPU_REDUCE_CHUNKS * d) + 1, sizeof(double));
-    if (!partial) return vfm_fail(VFM_ERR_NOMEM, "rmsnorm_split_backward: %d x %lld sums", CPU_REDUCE_CHUNKS, (long long)d);
-#pragma omp parallel for schedule(static)
-    for (int c = 0; c < CPU_REDUCE_CHUNKS; c++) {
-        int64_t lo = N * c / CPU_REDUCE_CHUNKS, hi = N * (c + 1) / CPU_REDUCE_CHUNKS;
-        double *p = partial + (int64_t)c * d;
-        for (int64_t r = lo; r < hi; r++)
-            for (int64_t j = 0; j < d; j++) p[j] += (double)DY[r * d + j] * (double)(X[r * d + j] * R[r]);
-    }
-    real *DW = RDATA(dw);
-    for (int64_t j = 0; j < d; j++) {
-        double total = 0;
-        for (int c = 0; c < CPU_REDUCE_CHUNKS; c++) total += partial[(int64_t)c * d + j];
-        DW[j] += (real)total;
-    }
-    free(partial);
-    return VFM_OK;
+    /* dw = Σ_rows dy·x·rstd: op_rmsnorm_backward's weight gradient */
+    return dw ? CPU_FN(rmsnorm_backward)(NULL, dw, dy, x, rstd, w) : VFM_OK;
 }

@@ -1,6 +1,6 @@
 // CUDA backend: RMSNorm over a row split across ranks (ops.h op_rmsnorm_sumsq … _split_backward).
-// One warp per row: row sums in f32 with a fixed butterfly (deterministic); the weight gradient
-// through the deterministic column sums of cuda_common.h.
+// One warp per row: row sums in f32 with a fixed butterfly (deterministic); the weight gradient is
+// cuda_rmsnorm_backward's (norm.cu).
 #include "cuda_common.h"
 
 #define SPLIT_ROWS_PER_BLOCK 8  // warps per block, one row each
@@ -46,14 +46,6 @@ __global__ void split_dx_kernel(T *dx, const T *dy, const T *x, const float *rst
     dx[i] = from_f32<T>(rs * (to_f32(dy[i]) * to_f32(w[j]) - to_f32(x[i]) * c));
 }
 
-template <typename T> struct SplitWeightTerms {
-    const T *dy, *x;
-    const float *rstd;
-    int64_t d;
-    __device__ void operator()(int64_t r, int64_t c, float *t) const {
-        t[0] = to_f32(dy[r * d + c]) * (to_f32(x[r * d + c]) * rstd[r]);
-    }
-};
 
 extern "C" vfm_status cuda_rmsnorm_sumsq(Tensor *sumsq, const Tensor *x) {
     int64_t N = x->shape[0], d = x->shape[1];
@@ -94,11 +86,7 @@ extern "C" vfm_status cuda_rmsnorm_split_backward(Tensor *dx, Tensor *dw, const 
             CUDA_LAUNCH(split_dx_kernel<T>, cuda_blocks(N * d), CUDA_THREADS, 0, (T *)dx->data, (const T *)dy->data,
                         (const T *)x->data, (const float *)rstd->data, (const T *)w->data, (const float *)dot->data, N,
                         d, (float)n);
-        if (dw) {
-            SplitWeightTerms<T> terms = {(const T *)dy->data, (const T *)x->data, (const float *)rstd->data, d};
-            VFM_TRY((column_sums<1, SplitWeightTerms<T>, float>(op, x, terms, N, (const int32_t *)NULL, 1, d,
-                                                                 (float *)dw->data, (float *)NULL)));
-        }
     });
-    return VFM_OK;
+    /* dw = Σ_rows dy·x·rstd: op_rmsnorm_backward's weight gradient */
+    return dw ? cuda_rmsnorm_backward(NULL, dw, dy, x, rstd, w) : VFM_OK;
 }
