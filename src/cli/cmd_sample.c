@@ -203,7 +203,9 @@ int cmd_sample(int argc, char **argv) {
          NULL, 0},
         {"--ddim", NULL, "DDPM: deterministic DDIM steps (default sampler.ddim of the run)", NULL, 0},
         {"--ema", NULL, "use the EMA weights", NULL, 0},
-        {"--compare-dataset", "DIR", "put a real example of each caption (from this pixel-space dataset) in the grid", NULL, 0},
+        {"--compare-dataset", "DIR",
+         "put a real example of each caption (from this pixel-space dataset) in the grid, and sample each caption at "
+         "its example's canvas unless --frames/--height/--width are given", NULL, 0},
         {"--score-colours", NULL, "judge each picture's dominant colour against its caption and print the score", NULL, 0},
         {"--score-shapes", NULL, "judge each picture's shape (the synthetic set's five) against its caption and print the score",
          NULL, 0},
@@ -338,12 +340,26 @@ int cmd_sample(int argc, char **argv) {
         free(texts[p]);
         texts[p] = padded, rows[p] = pad;
     }
+
+    /* a real example of each prompt; without --frames/--height/--width its canvas is the prompt's
+     * (the set draws several canvases: each caption is sampled at the size it was seen at) */
+    const char *compare = args_value(flags, nflags, "--compare-dataset", NULL);
+    float **real = calloc((size_t)n_cond, sizeof *real);
+    int32_t (*real_shape)[4] = calloc((size_t)n_cond, sizeof *real_shape);
+    if (compare && j.has_pixels && j.n_prompts) find_real_examples(compare, j.prompts, j.n_prompts, &j.map, real, real_shape);
+    int canvas_given = args_value(flags, nflags, "--frames", NULL) || args_value(flags, nflags, "--height", NULL) ||
+                       args_value(flags, nflags, "--width", NULL);
+
     int n = n_cond * num;
     GenerateSample *gs = calloc((size_t)n, sizeof *gs);
     float **latents = calloc((size_t)n, sizeof *latents);
-    int64_t numel = (int64_t)shape[0] * shape[1] * shape[2] * shape[3];
+    int64_t max_numel = 0;
     for (int i = 0; i < n; i++) {
-        memcpy(gs[i].latent_shape, shape, sizeof shape);
+        const int32_t *own = real[i / num] && !canvas_given && real_shape[i / num][0] == shape[0] ? real_shape[i / num]
+                                                                                                   : shape;
+        memcpy(gs[i].latent_shape, own, sizeof shape);
+        int64_t numel = (int64_t)own[0] * own[1] * own[2] * own[3];
+        if (numel > max_numel) max_numel = numel;
         gs[i].text = texts[i / num];
         gs[i].text_rows = rows[i / num];
         gs[i].fps = fps;
@@ -351,10 +367,12 @@ int cmd_sample(int argc, char **argv) {
         gs[i].class_label = class_label;
         latents[i] = malloc((size_t)numel * sizeof(float));
     }
+#define SHAPE_OF(i) gs[i].latent_shape
+#define NUMEL_OF(i) ((int64_t)SHAPE_OF(i)[0] * SHAPE_OF(i)[1] * SHAPE_OF(i)[2] * SHAPE_OF(i)[3])
     double t0 = time_now();
     s = generate_latents(&j.model, &go, gs, n, latents);
     for (int i = 0; i < n && s == VFM_OK; i++) {
-        Tensor lt = TF32(latents[i], numel);
+        Tensor lt = TF32(latents[i], NUMEL_OF(i));
         int64_t bad = 0;
         s = op_count_nonfinite(&bad, &lt);
         if (s == VFM_OK && bad)
@@ -362,17 +380,17 @@ int cmd_sample(int argc, char **argv) {
                          (long long)bad);
     }
     if (s != VFM_OK) return cli_report(s);
-    fprintf(stderr, "sampled %d latent%s of %dx%dx%dx%d in %.1f s (%s, %d steps, guidance %g)\n", n, n > 1 ? "s" : "",
-            shape[0], shape[1], shape[2], shape[3], time_now() - t0, objective_name(j.objective.kind),
-            go.sampler.num_steps, go.guidance);
+    int one_canvas = 1;
+    for (int i = 1; i < n; i++) one_canvas &= !memcmp(SHAPE_OF(i), SHAPE_OF(0), sizeof shape);
+    char dims[64];
+    snprintf(dims, sizeof dims, one_canvas ? "%dx%dx%dx%d" : "the prompts' canvases (%dx%dx%dx%d ...)", SHAPE_OF(0)[0],
+             SHAPE_OF(0)[1], SHAPE_OF(0)[2], SHAPE_OF(0)[3]);
+    fprintf(stderr, "sampled %d latent%s of %s in %.1f s (%s, %d steps, guidance %g)\n", n, n > 1 ? "s" : "", dims,
+            time_now() - t0, objective_name(j.objective.kind), go.sampler.num_steps, go.guidance);
 
     /* outputs */
     if ((s = mkdir_p(j.out)) != VFM_OK) return cli_report(s);
-    float *pixels = malloc((size_t)numel * sizeof(float));
-    const char *compare = args_value(flags, nflags, "--compare-dataset", NULL);
-    float **real = calloc((size_t)n_cond, sizeof *real);
-    int32_t (*real_shape)[4] = calloc((size_t)n_cond, sizeof *real_shape);
-    if (compare && j.has_pixels && j.n_prompts) find_real_examples(compare, j.prompts, j.n_prompts, &j.map, real, real_shape);
+    float *pixels = malloc((size_t)max_numel * sizeof(float));
     int cols = num + (compare ? 1 : 0), zoom = 4;
     int groups_per_row = n_cond >= 10 ? 5 : 1; /* a wide grid: several prompts per row */
     RgbImage *tiles = calloc((size_t)n_cond * cols, sizeof *tiles);
@@ -388,18 +406,19 @@ int cmd_sample(int argc, char **argv) {
         char name[64], path[1200];
         snprintf(name, sizeof name, "sample_%03d.npy", i);
         path_join(path, sizeof path, j.out, name);
-        Tensor lt = TF32(latents[i], shape[0], shape[1], shape[2], shape[3]);
+        const int32_t *sh = SHAPE_OF(i);
+        Tensor lt = TF32(latents[i], sh[0], sh[1], sh[2], sh[3]);
         s = npy_write_file(path, &lt);
-        json_t *rec = json_pack("{s:s,s:[iiii]}", "latent", name, "shape", shape[0], shape[1], shape[2], shape[3]);
+        json_t *rec = json_pack("{s:s,s:[iiii]}", "latent", name, "shape", sh[0], sh[1], sh[2], sh[3]);
         if (j.n_prompts) json_object_set_new(rec, "prompt", json_string(j.prompts[i / num]));
-        if (s == VFM_OK && j.has_pixels && shape[0] == 3) {
-            latent_to_pixel(&j.map, latents[i], shape[1], shape[2], shape[3], pixels);
+        if (s == VFM_OK && j.has_pixels && sh[0] == 3) {
+            latent_to_pixel(&j.map, latents[i], sh[1], sh[2], sh[3], pixels);
             RgbImage img;
             memset(&img, 0, sizeof img);
             char stem[64];
             snprintf(stem, sizeof stem, "sample_%03d", i);
             SamplePictureFiles files;
-            s = sample_picture_write(j.out, stem, &j.map, latents[i], shape, zoom, fps, &img, &files);
+            s = sample_picture_write(j.out, stem, &j.map, latents[i], sh, zoom, fps, &img, &files);
             if (s == VFM_OK && files.video[0]) {
                 json_object_set_new(rec, "video", json_pack("{s:s,s:s,s:f}", "file", files.video, "codec", files.codec,
                                                             "fps", (double)fps));
@@ -411,8 +430,7 @@ int cmd_sample(int argc, char **argv) {
             if (args_flag(flags, nflags, "--score-colours")->present && j.n_prompts) {
                 int want = colour_from_caption(synthetic_palette, SYNTHETIC_N_COLOURS, j.prompts[i / num]);
                 int got = colour_dominant_planar(&judge, synthetic_palette, SYNTHETIC_N_COLOURS, pixels,
-                                                 (int64_t)shape[1] * shape[2] * shape[3],
-                                                 (int64_t)shape[1] * shape[2] * shape[3], NULL);
+                                                 (int64_t)sh[1] * sh[2] * sh[3], (int64_t)sh[1] * sh[2] * sh[3], NULL);
                 if (want >= 0) {
                     judged++;
                     correct += got == want;
@@ -422,8 +440,7 @@ int cmd_sample(int argc, char **argv) {
             }
             int want_shape = score_shapes ? shape_from_caption(j.prompts[i / num]) : -1;
             if (want_shape >= 0) { /* the first frame of a video */
-                int got = shape_judge_classify(&shape_judge, pixels, shape[2], shape[3],
-                                               (int64_t)shape[1] * shape[2] * shape[3], NULL);
+                int got = shape_judge_classify(&shape_judge, pixels, sh[2], sh[3], (int64_t)sh[1] * sh[2] * sh[3], NULL);
                 shapes_judged++;
                 shapes_correct += got == want_shape;
                 json_object_set_new(rec, "shape_asked", json_string(synthetic_shape_name(want_shape)));

@@ -39,6 +39,19 @@ check "sample --score-colours --score-shapes: both scores printed, each picture'
     "grep -qE '^colour score: [0-9]+/2 = ' $T/flow_j.log && grep -qE '^shape score: [0-9]+/2 = ' $T/flow_j.log &&
      grep -q '\"shape_asked\": \"cross\"' $T/flow_j/samples.json && grep -q '\"shape_seen\"' $T/flow_j/samples.json &&
      grep -q '\"shape_score\"' $T/flow_j/samples.json && grep -q '\"colour_score\"' $T/flow_j/samples.json"
+# each caption at its real example's canvas: the first samples of the set, with their captions and
+# latent shapes read from the shard itself
+: > $T/first.txt; : > $T/first_shapes.txt
+for k in 00000000 00000001 00000002; do
+    printf '%s\n' "$(tar -xOf $T/data/shard-000000.tar $k.json | sed -E 's/.*"caption":"([^"]*)".*/\1/')" >> $T/first.txt
+    tar -xOf $T/data/shard-000000.tar $k.latent.npy | head -c 100 | grep -ao "'shape': ([0-9, ]*)" |
+        sed -E "s/.*\((.*)\)/[\1]/; s/ //g" >> $T/first_shapes.txt
+done
+$VFM sample --device cpu --checkpoint $T/flow --out $T/flow_c --prompts $T/first.txt --steps 2 --threads 2 \
+    --compare-dataset $T/data > $T/flow_c.log 2>&1
+check "sample --compare-dataset: each caption sampled at its real example's canvas ($(tr '\n' ' ' < $T/first_shapes.txt))" sh -c \
+    "tr -d ' \n' < $T/flow_c/samples.json | grep -o '\"shape\":\[[0-9,]*\]' | sed 's/\"shape\"://' > $T/got_shapes.txt &&
+     cmp -s $T/first_shapes.txt $T/got_shapes.txt && test \$(sort -u $T/got_shapes.txt | wc -l) -gt 1"
 
 $VFM train $ARGS checkpoint.save=$T/ddpm diffusion.objective=ddpm model.learn_sigma=true train.eval_interval=0 > $T/ddpm.log 2>&1
 $VFM sample --device cpu --checkpoint $T/ddpm --out $T/ddpm_s --prompt "a red circle" --steps 4 --ddim --threads 2 > $T/ddpm_s.log 2>&1
