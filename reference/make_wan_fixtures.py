@@ -7,7 +7,8 @@
                every parameter (diffusers' model in float64: the twin of the gradients)
   unipc.safetensors  diffusers' UniPCMultistepScheduler as Wan configures it (flow_prediction, flow
                sigmas, shift 3, order 2, bh2), 12 steps on a fixed sequence of model outputs: timesteps,
-               sigmas, the outputs and the sample after every step
+               sigmas, the outputs and the sample after every step; the same for solver orders 1 and 3
+               (order1.*, order3.*: sampler.unipc_order's other values)
 Run with PyPI torch >= 2 and diffusers==0.42.1 in a venv outside the repository:
     python3 -m venv /opt/venv-wan && /opt/venv-wan/bin/pip install torch diffusers==0.42.1 safetensors accelerate
     /opt/venv-wan/bin/python reference/make_wan_fixtures.py --out tests/fixtures/wan
@@ -76,9 +77,19 @@ def make(out):
         sample = sched.step(v, ts, sample, return_dict=False)[0]
         trace[f"model_output.{i}"] = v
         trace[f"sample.{i}"] = sample.clone()
+    for order in (1, 3):  # sampler.unipc_order's other values, on a sequence of their own
+        sched = UniPCMultistepScheduler(**{**WAN_SCHEDULER, "solver_order": order})
+        sched.set_timesteps(12)
+        sample = torch.randn(3, 5, generator=gen, dtype=torch.float64)
+        trace[f"order{order}.start"] = sample.clone()
+        for i, ts in enumerate(sched.timesteps):
+            v = torch.randn(3, 5, generator=gen, dtype=torch.float64)
+            sample = sched.step(v, ts, sample, return_dict=False)[0]
+            trace[f"order{order}.model_output.{i}"] = v
+            trace[f"order{order}.sample.{i}"] = sample.clone()
     save_file({k: v.contiguous() for k, v in trace.items()}, os.path.join(out, "unipc.safetensors"),
               metadata={"config": json.dumps(WAN_SCHEDULER)})
-    print("UniPC: 12 steps, timesteps", [round(float(x), 3) for x in sched.timesteps])
+    print("UniPC: orders 2 (Wan's), 1 and 3, 12 steps, timesteps", [round(float(x), 3) for x in sched.timesteps])
 
 
 def check(folder, out):
