@@ -711,11 +711,21 @@ static vfm_status validate(Trainer *t) {
     vfm_status s = validator_run(&t->val, &t->model, &t->objective, t->dpv, t->layout.pp > 1 ? &t->pipe : NULL,
                                  t->fixed_len, t->step, &r);
     if (s == VFM_OK && t->rank == 0) {
-        log_info("validation after step %lld: loss %.4f over %lld samples (%lld packs) in %.1f s%s%s", (long long)t->step,
-                 r.loss, (long long)r.samples, (long long)r.packs, time_now() - t0, r.file[0] ? "; sample " : "", r.file);
+        char kinds[160] = "";
+        if (r.split && r.images && r.videos)
+            snprintf(kinds, sizeof kinds, " (images %.4f over %lld, videos %.4f over %lld)", r.loss_images,
+                     (long long)r.images, r.loss_videos, (long long)r.videos);
+        else if (r.split)
+            snprintf(kinds, sizeof kinds, " (all %s)", r.images ? "images" : "videos");
+        log_info("validation after step %lld: loss %.4f over %lld samples (%lld packs)%s in %.1f s%s%s", (long long)t->step,
+                 r.loss, (long long)r.samples, (long long)r.packs, kinds, time_now() - t0, r.file[0] ? "; sample " : "",
+                 r.file);
         if (t->metrics) {
-            fprintf(t->metrics, "{\"step\": %lld, \"val_loss\": %.17g, \"val_samples\": %lld}\n", (long long)t->step - 1,
+            fprintf(t->metrics, "{\"step\": %lld, \"val_loss\": %.17g, \"val_samples\": %lld", (long long)t->step - 1,
                     r.loss, (long long)r.samples);
+            if (r.split && r.images) fprintf(t->metrics, ", \"val_loss_images\": %.17g", r.loss_images);
+            if (r.split && r.videos) fprintf(t->metrics, ", \"val_loss_videos\": %.17g", r.loss_videos);
+            fprintf(t->metrics, "}\n");
             fflush(t->metrics);
         }
     }

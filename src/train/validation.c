@@ -131,20 +131,37 @@ vfm_status validator_run(Validator *v, DiT *model, const Objective *o, DataParal
     VFM_TRY(v->source->set_state(v->source, v->start));
     double sum = 0;
     if (pipe && pipe->P > 1) VFM_TRY(run_pipelined(v, pipe, fixed_len, step, &sum, res));
-    for (int64_t k = 0; !(pipe && pipe->P > 1) && k < v->packs; k++) {
+    /* [image loss sum, image count, video loss sum, video count] */
+    double kinds[4] = {0, 0, 0, 0};
+    res->split = !(pipe && pipe->P > 1);
+    for (int64_t k = 0; res->split && k < v->packs; k++) {
         VFM_TRY(v->source->next(v->source, &v->pack));
         ObjectiveResult r;
         memset(&r, 0, sizeof r);
-        VFM_TRY(objective_loss(model, o, &v->pack, VALIDATION_STEP, &r));
+        double *sample_loss = malloc((size_t)(v->pack.n_samples > 0 ? v->pack.n_samples : 1) * sizeof *sample_loss);
+        if (!sample_loss) return vfm_fail(VFM_ERR_NOMEM, "validation: no memory for %d sample losses", v->pack.n_samples);
+        r.sample_loss = sample_loss;
+        vfm_status s = objective_loss(model, o, &v->pack, VALIDATION_STEP, &r);
+        for (int i = 0; s == VFM_OK && i < v->pack.n_samples; i++) {
+            int video = v->pack.samples[i].latent_shape[1] > 1;
+            kinds[2 * video] += sample_loss[i];
+            kinds[2 * video + 1] += 1;
+        }
+        free(sample_loss);
+        VFM_TRY(s);
         sum += r.loss;
         res->samples += v->pack.n_samples;
         if (k == 0) VFM_TRY(generate(v, model, &v->pack, step, res));
     }
-    double stats[2] = {sum / (double)v->packs, (double)res->samples};
-    VFM_TRY(dp_mean_f64(dp, stats, 2));
+    double stats[6] = {sum / (double)v->packs, (double)res->samples, kinds[0], kinds[1], kinds[2], kinds[3]};
+    VFM_TRY(dp_mean_f64(dp, stats, 6));
     res->loss = stats[0];
     res->packs = v->packs * v->dp_size;
     res->samples = (int64_t)(stats[1] * v->dp_size + 0.5);
+    res->images = (int64_t)(stats[3] * v->dp_size + 0.5);
+    res->videos = (int64_t)(stats[5] * v->dp_size + 0.5);
+    res->loss_images = res->images ? stats[2] / stats[3] : 0;
+    res->loss_videos = res->videos ? stats[4] / stats[5] : 0;
     return VFM_OK;
 }
 

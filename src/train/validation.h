@@ -56,6 +56,11 @@ int validator_due(const Validator *v, int64_t step);
 typedef struct ValidationResult {
     double loss;           /* mean over the job's validation packs */
     int64_t packs, samples;
+    /* Each kind's mean of its samples' own losses (images: one latent frame; videos: more), and
+     * how many; split = 0 under pipeline parallelism, whose last stage returns only the packs' sums. */
+    int split;
+    double loss_images, loss_videos;
+    int64_t images, videos;
     RgbImage picture;      /* this rank's generated picture (first frame, upscaled; empty when not pixel data) */
     char file[256];        /* the file written for it ("" when none) */
 } ValidationResult;

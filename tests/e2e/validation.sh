@@ -25,6 +25,15 @@ check "two validation losses in metrics.jsonl, after step indices 2 and 5" sh -c
 check "TensorBoard event file with the validation picture" sh -c \
     "f=\$(ls $T/val/tb_logs/events.out.tfevents.*) && grep -q 'val/generation' \$f && grep -q 'PNG' \$f && grep -q 'val/loss' \$f"
 
+# enough validation packs to reach the set's videos: each kind's loss apart, its counts adding up
+$VFM train $ARGS checkpoint.save=$T/kinds train.train_iters=1 train.eval_interval=1 train.eval_iters=12 \
+    model.val_generation_num_steps=1 logger.level=info > $T/kinds.log 2>&1
+check "validation names the image and the video samples' losses apart, their counts adding up" sh -c \
+    "l=\$(grep -oE 'loss [0-9.]+ over [0-9]+ samples \\([0-9]+ packs\\) \\(images [0-9.]+ over [0-9]+, videos [0-9.]+ over [0-9]+\\)' $T/kinds.log) &&
+     n=\$(echo \"\$l\" | sed -E 's/.* over ([0-9]+) samples.*images [0-9.]+ over ([0-9]+), videos [0-9.]+ over ([0-9]+).*/\\1 \\2 \\3/') &&
+     set -- \$n && test \$1 = \$((\$2 + \$3)) && test \$3 -gt 0 &&
+     grep -q '\"val_loss_images\": ' $T/kinds/metrics.jsonl && grep -q '\"val_loss_videos\": ' $T/kinds/metrics.jsonl"
+
 $VFM train $ARGS checkpoint.save=$T/noval train.eval_interval=0 > $T/noval.log 2>&1
 check "the same run without validation ends with bitwise equal weights" \
     cmp -s $T/val/iter_0000006/model.safetensors $T/noval/iter_0000006/model.safetensors

@@ -173,6 +173,15 @@ int shape_judge_classify(const ShapeJudge *judge, const float *rgb, int height, 
     return best_sim >= judge->min_similarity[best] ? best : SHAPE_JUDGE_NONE;
 }
 
+float shape_judge_similarity(const ShapeJudge *judge, const float *rgb, int height, int width, int64_t channel_stride,
+                             int shape) {
+    float desc[G * G];
+    if (!judge->fitted || shape < 0 || shape >= SHAPE_COUNT ||
+        !describe(rgb, height, width, channel_stride, judge->bright_threshold, judge->min_bright_pixels, desc))
+        return -2;
+    return similarity_to(judge, desc, shape);
+}
+
 int shape_from_caption(const char *caption) {
     const char *names[SHAPE_COUNT];
     for (int c = 0; c < SHAPE_COUNT; c++) names[c] = synthetic_shape_name(c);

@@ -51,6 +51,12 @@ vfm_status shape_judge_fit(ShapeJudge *judge, uint64_t seed, int n_per_shape, in
 int shape_judge_classify(const ShapeJudge *judge, const float *rgb, int height, int width, int64_t channel_stride,
                          float *similarity);
 
+/* The cosine of a picture with one shape's template (what shape_judge_classify compares with
+ * min_similarity[shape]); -2 when the picture has too few bright pixels. A graded reading of how
+ * near a picture is to the shape its caption asks for, for comparing runs below the judge's floor. */
+float shape_judge_similarity(const ShapeJudge *judge, const float *rgb, int height, int width, int64_t channel_stride,
+                             int shape);
+
 /* The first shape named as a whole word in the caption (case-insensitive), or -1. */
 int shape_from_caption(const char *caption);
 
