@@ -150,9 +150,13 @@ typedef struct DiT {
     /* The dtype of the activations and of the weights the ops read (ops.h's ACT): f32 on the CPU;
      * on CUDA bf16 (the default) or f32 (dit_set_act_dtype: every op in f32, for tests). With bf16
      * the ops read wcopy, a bf16 copy of params that dit_refresh_weights makes after every change
-     * of the master weights (the optimizer step, a load); gradients stay fp32. */
+     * of the master weights (the optimizer step, a load); gradients stay fp32. wcopy is laid out by
+     * wplace, every entry at a 256-byte boundary (params.h ParamPlacement), so the GEMMs and the
+     * kernels' 16-byte accesses always apply; the master layout (params, grads, checkpoints) is the
+     * table's. */
     DType act_dtype;
-    void *wcopy;   /* [table.total] act_dtype copy of params, or NULL (the ops read params) */
+    void *wcopy;   /* [wplace.total] act_dtype copy of params, or NULL (the ops read params) */
+    ParamPlacement wplace;
     DiTParallel par;    /* tp = cp = 1 for a one-rank model */
     int heads_local, kv_heads_local, ffn_local; /* per TP rank: heads/TP, kv_heads/TP, ffn/TP */
     ParamTable *full_table; /* the single-rank table of the whole model (names and shapes of the checkpoint files) */

@@ -162,19 +162,31 @@ vfm_status dit_set_act_dtype(DiT *m, DType dt) {
     if (m->saved) return vfm_fail(VFM_ERR_INTERNAL, "dit_set_act_dtype after dit_reserve");
     device_free(m->device, m->wcopy);
     m->wcopy = NULL;
+    param_placement_free(&m->wplace);
     m->act_dtype = dt;
     if (dt != DT_F32) {
-        VFM_TRY(device_malloc(m->device, (size_t)m->table.total * dtype_size(dt), &m->wcopy));
+        VFM_TRY(param_placement(&m->table, dtype_size(dt), 256, &m->wplace));
+        size_t bytes = (size_t)m->wplace.total * dtype_size(dt);
+        VFM_TRY(device_malloc(m->device, bytes, &m->wcopy));
+        VFM_TRY(device_memset0(m->device, m->wcopy, bytes)); /* the gaps between entries */
         VFM_TRY(dit_refresh_weights(m));
     }
     return VFM_OK;
 }
 
+/* One conversion per piece contiguous in both layouts: a single one when every entry's size is a
+ * multiple of 256 bytes in act_dtype (dit-7b, dit-28b), one after each entry that is not otherwise
+ * (DiT-XL's QK-norm weights of 72). */
 vfm_status dit_refresh_weights(DiT *m) {
-    if (!m->wcopy || m->table.total == 0) return VFM_OK;
-    Tensor dst = TENSOR(m->wcopy, m->act_dtype, m->device, m->table.total);
-    Tensor src = TENSOR(m->params, DT_F32, m->device, m->table.total);
-    return op_convert(&dst, &src);
+    if (!m->wcopy) return VFM_OK;
+    size_t esz = dtype_size(m->act_dtype);
+    for (int i = 0; i < m->wplace.n_runs; i++) {
+        const PlacementRun *r = &m->wplace.runs[i];
+        Tensor dst = TENSOR((char *)m->wcopy + (size_t)r->placed_offset * esz, m->act_dtype, m->device, r->count);
+        Tensor src = TENSOR(m->params + r->table_offset, DT_F32, m->device, r->count);
+        VFM_TRY(op_convert(&dst, &src));
+    }
+    return VFM_OK;
 }
 
 vfm_status dit_params_to_host(const DiT *m, float *host) {
@@ -204,6 +216,7 @@ vfm_status dit_init_weights(DiT *m, uint64_t seed) {
 void dit_destroy(DiT *m) {
     device_free(m->device, m->params);
     device_free(m->device, m->wcopy);
+    param_placement_free(&m->wplace);
     device_free(m->device, m->grads);
     patch_embed_free(&m->patch, m->device);
     free(m->fsdp_unit); /* the Fsdp itself is the caller's */

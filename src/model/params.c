@@ -116,3 +116,38 @@ int64_t param_table_trainable(const ParamTable *t) {
         if (t->entries[i].trainable) n += t->entries[i].numel;
     return n;
 }
+
+vfm_status param_placement(const ParamTable *t, size_t elem_bytes, size_t align, ParamPlacement *out) {
+    memset(out, 0, sizeof *out);
+    if (elem_bytes == 0 || align % elem_bytes)
+        return vfm_fail(VFM_ERR_INTERNAL, "param_placement: %zu-byte alignment of %zu-byte elements", align,
+                        elem_bytes);
+    int64_t step = (int64_t)(align / elem_bytes), n = t->count > 0 ? t->count : 1;
+    out->at = malloc((size_t)n * sizeof *out->at);
+    out->runs = malloc((size_t)n * sizeof *out->runs);
+    if (!out->at || !out->runs) {
+        param_placement_free(out);
+        return vfm_fail(VFM_ERR_NOMEM, "param_placement: %d entries", t->count);
+    }
+    int64_t end = 0;
+    for (int i = 0; i < t->count; i++) {
+        const ParamEntry *e = &t->entries[i];
+        int64_t at = (end + step - 1) / step * step;
+        out->at[i] = at;
+        end = at + e->numel;
+        if (e->numel == 0) continue;
+        PlacementRun *r = out->n_runs ? &out->runs[out->n_runs - 1] : NULL;
+        if (r && r->table_offset + r->count == e->offset && r->placed_offset + r->count == at)
+            r->count += e->numel;
+        else
+            out->runs[out->n_runs++] = (PlacementRun){e->offset, at, e->numel};
+    }
+    out->total = end;
+    return VFM_OK;
+}
+
+void param_placement_free(ParamPlacement *p) {
+    free(p->at);
+    free(p->runs);
+    memset(p, 0, sizeof *p);
+}

@@ -76,4 +76,22 @@ vfm_status param_table_init_values(const ParamTable *t, float *buf, uint64_t see
 /* Number of trainable elements. */
 int64_t param_table_trainable(const ParamTable *t);
 
+/* The table's entries placed in a buffer of their own with each entry at an `align`-byte boundary
+ * (elements of elem_bytes; align a multiple of it; the gaps hold nothing): the GPU's weight copy
+ * (dit.h wcopy), so that every weight a kernel or a GEMM reads is aligned whatever the entries'
+ * sizes, while the table's own layout — the master weights, gradients, moments, checkpoints — stays
+ * as it is, without gaps. runs: the maximal pieces that are contiguous in both layouts, in order
+ * (one copy or conversion each). */
+typedef struct {
+    int64_t table_offset, placed_offset, count; /* elements */
+} PlacementRun;
+typedef struct {
+    int64_t *at;        /* [count] each entry's element offset in the placed buffer */
+    int64_t total;      /* elements of the placed buffer, gaps included */
+    PlacementRun *runs;
+    int n_runs;
+} ParamPlacement;
+vfm_status param_placement(const ParamTable *t, size_t elem_bytes, size_t align, ParamPlacement *out);
+void param_placement_free(ParamPlacement *p);
+
 #endif

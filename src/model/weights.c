@@ -1,5 +1,6 @@
 /* Where the model's weights and gradients are (dit_internal.h): its own buffers, the act-dtype
- * copy the ops read, or under ZeRO-2/3 the FSDP unit of each entry (parallel/fsdp.h). */
+ * copy the ops read (laid out by m->wplace), or under ZeRO-2/3 the FSDP unit of each entry
+ * (parallel/fsdp.h). */
 #include "model/dit_internal.h"
 #include "parallel/fsdp.h"
 
@@ -16,13 +17,12 @@ void *dit_weight_ptr(const DiT *m, int entry, int64_t at, DType *dt) {
         *dt = DT_F32;
         return in_unit(m, m->fsdp->unit_params, entry, at);
     }
-    int64_t e = m->table.entries[entry].offset + at;
-    if (m->wcopy) {
+    if (m->wcopy) { /* laid out by wplace: every entry 256-byte aligned */
         *dt = m->act_dtype;
-        return (char *)m->wcopy + (size_t)e * dtype_size(m->act_dtype);
+        return (char *)m->wcopy + (size_t)(m->wplace.at[entry] + at) * dtype_size(m->act_dtype);
     }
     *dt = DT_F32;
-    return m->params + e;
+    return m->params + m->table.entries[entry].offset + at;
 }
 
 float *dit_grad_ptr(const DiT *m, int entry, int64_t at) {

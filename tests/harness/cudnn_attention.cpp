@@ -15,7 +15,8 @@
 // bf16 storage. Only real rows are written. What is checked: the graph was prepared for these
 // sizes; the shape is one cuDNN takes (bf16; head dim a multiple of 8, at most 256; H a multiple
 // of Hkv); lengths within the graph's bound; every row read or written inside its device buffer
-// (else a fault, as the GPU would fault); a sample with queries but no keys, which cuDNN leaves
+// (else a fault, as the GPU would fault); every pointer 16-byte aligned, the alignment the
+// frontend declares for each tensor (Tensor_attributes::default_alignment); a sample with queries but no keys, which cuDNN leaves
 // undefined, gets NaN (attention.cu must never hand one over). The frontend's own graph
 // construction, cuDNN's kernels and their speed are not modelled: only a GPU runs those.
 #include <cuda_bf16.h>
@@ -89,6 +90,16 @@ extern "C" vfm_status cudnn_attention_run(const CudnnAttnArgs *a, void *workspac
     if (!prepared) return vfm_fail(VFM_ERR_INTERNAL, "cuDNN attention (stand-in): this shape was not prepared");
     if (!runtime_stream_ok((cudaStream_t)a->stream, "cuDNN attention"))
         return vfm_fail(VFM_ERR_INTERNAL, "cuDNN attention (stand-in): unknown stream %p", a->stream);
+    const void *ptr[] = {a->q, a->k, a->v, a->o, a->lse, a->seq_q, a->seq_kv, a->off_q, a->off_kv, a->off_lse,
+                         a->dout, a->dq, a->dk, a->dv};
+    const char *name[] = {"Q", "K", "V", "O", "Stats", "seq_q", "seq_kv", "off_q", "off_kv", "off_lse",
+                          "dO", "dQ", "dK", "dV"};
+    for (int i = 0; i < (a->backward ? 14 : 10); i++)
+        if ((uintptr_t)ptr[i] & 15) {
+            runtime_kernel_fault("cuDNN attention: %s at %p is not 16-byte aligned (the graph declares 16)", name[i],
+                                 ptr[i]);
+            return vfm_fail(VFM_ERR_INTERNAL, "cuDNN attention (stand-in): %s is misaligned (see the fault)", name[i]);
+        }
     int B = a->B, H = a->H, Hkv = a->Hkv, hd = a->hd, group = H / Hkv;
     if (!inside("seq_q", 0, a->seq_q, 0, B, 4) || !inside("seq_kv", 0, a->seq_kv, 0, B, 4) ||
         !inside("off_q", 0, a->off_q, 0, B + 1, 8) || !inside("off_kv", 0, a->off_kv, 0, B + 1, 8) ||

@@ -81,7 +81,15 @@ template <typename T> T from_bits(uint64_t b) {
     return v;
 }
 
+// A 16-byte access of a kernel at p (src/ops/cuda/cuda_common.h, VFM_VECTOR_ACCESS): an address that
+// is not a multiple of 16 is a fault of the launch, as on the GPU (cudaErrorMisalignedAddress), and
+// the thread goes no further; every access is counted (vector_accesses, for the harness's tests).
+void vector_access(const void *p);
+uint64_t vector_accesses(void);
+
 }  // namespace vfm_harness
+
+#define VFM_VECTOR_ACCESS(p) vfm_harness::vector_access(p)
 
 #define VFM_KERNEL_LAUNCH(kernel, grid, block, shmem, stream, ...)                     \
     vfm_harness::launch(#kernel, kernel, grid, block, shmem, stream,                   \

@@ -31,7 +31,8 @@ HARNESS_LINK      = @echo "  link $@"; $(CXX) -fsanitize=address $(LDFLAGS) -o $
 HARNESS_BREAKS := off_by_one:BREAK_OFF_BY_ONE:src/ops/cuda/norm.cu \
                   no_barrier:BREAK_NO_BARRIER:src/ops/cuda/attention_ref.cu \
                   gemm_ld:BREAK_GEMM_LD:src/ops/cuda/linear.cu \
-                  ragged_bytes:BREAK_RAGGED_BYTES:src/ops/cuda/attention.cu
+                  ragged_bytes:BREAK_RAGGED_BYTES:src/ops/cuda/attention.cu \
+                  vector_tail:BREAK_VECTOR_TAIL:src/ops/cuda/activations.cu
 harness_word = $(word $(2),$(subst :, ,$(1)))
 HARNESS_BREAK_BINS := $(foreach b,$(HARNESS_BREAKS),$(HARNESS_DIR)/break/$(call harness_word,$(b),1)/vfm_harness_tests)
 

@@ -358,6 +358,23 @@ uint64_t warp_collective(WarpOp op, unsigned mask, uint64_t value, int arg, int 
     return f->result;
 }
 
+uint64_t g_vector_accesses;
+
+void vector_access(const void *p) {
+    if (!g_current) {
+        fprintf(stderr, "harness: a 16-byte access outside a kernel\n");
+        abort();
+    }
+    if ((uintptr_t)p & 15) {
+        fault("thread %d: a 16-byte access at %p, which is not a multiple of 16 (misaligned address)",
+              g_current->linear, p);
+        yield(AT_BARRIER);  // never resumed: the block stops at the fault, before the access
+    }
+    g_vector_accesses++;
+}
+
+uint64_t vector_accesses(void) { return g_vector_accesses; }
+
 void run_kernel(const char *name, const void *kernel, dim3 grid, dim3 block, size_t shmem, cudaStream_t stream,
                 void (*body)(void *), void *ctx) {
     std::lock_guard<std::mutex> lock(g_launch_mutex);

@@ -13,7 +13,8 @@ passed=0 failed=0
 for spec in "off_by_one cuda_rmsnorm_matches_cpu" \
             "no_barrier cuda_attention_reference_kernel_matches_cpu" \
             "gemm_ld cuda_linear_matches_cpu" \
-            "ragged_bytes cuda_attention_cudnn_matches_cpu_and_reference"; do
+            "ragged_bytes cuda_attention_cudnn_matches_cpu_and_reference" \
+            "vector_tail cuda_pointwise_activations_match_cpu"; do
     set -- $spec
     bin=build/harness/break/$1/vfm_harness_tests
     if [ ! -x "$bin" ]; then

@@ -2,8 +2,9 @@
 // threads of a block and a missing one is seen; __shared__ memory is poisoned at each block's start;
 // the threads run in varying orders; warp shuffles, votes and atomics; launch sizes the GPU refuses
 // are errors naming the kernel; misused barriers and shuffles are faults; a kernel writing past a
-// cudaMalloc'd buffer is stopped by AddressSanitizer. Compiled like the .cu files of src/ (device.h
-// first), linked only into build/vfm_harness_tests.
+// cudaMalloc'd buffer is stopped by AddressSanitizer; a misaligned 16-byte access is a fault, and the
+// streaming kernels use 16-byte accesses exactly where their tensors allow. Compiled like the .cu
+// files of src/ (device.h first), linked only into build/vfm_harness_tests.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +12,7 @@
 #include <unistd.h>
 
 #include "ops/cuda/cuda_common.h"
+#include "ops/ops.h"
 extern "C" {
 #include "../unit/test.h"
 }
@@ -272,4 +274,105 @@ TEST(harness_kernel_writing_past_a_buffer_is_stopped_by_asan) {
     fclose(f);
     text[got] = 0;
     CHECK_MSG(strstr(text, "heap-buffer-overflow") && strstr(text, "one_past_kernel"), "child's report: %.600s", text);
+}
+
+// ---- 16-byte vector accesses (cuda_common.h chunk_read / chunk_write) ----------------------------
+
+// One chunk of 8 bf16 from in to out, with the vector path allowed.
+__global__ void vector_copy_kernel(bf16 *out, const bf16 *in) {
+    bf16 v[8];
+    chunk_read<8>(v, in, 0, 8, 1);
+    chunk_write<8>(out, v, 0, 8, 1);
+}
+
+TEST(harness_misaligned_vector_access_is_a_fault) {
+    bf16 *in = device_array<bf16>(16), *out = device_array<bf16>(16);
+    REQUIRE(in && out);
+    uint64_t before = vfm_harness::vector_accesses();
+    VFM_KERNEL_LAUNCH(vector_copy_kernel, 1, 1, 0, 0, out, in);
+    CHECK(cudaGetLastError() == cudaSuccess);
+    CHECK_MSG(vfm_harness::vector_accesses() - before == 2, "%llu 16-byte accesses, want 2",
+              (unsigned long long)(vfm_harness::vector_accesses() - before));
+    VFM_KERNEL_LAUNCH(vector_copy_kernel, 1, 1, 0, 0, out, in + 1);  // 2 bytes past a 16-byte boundary
+    expect_error(cudaErrorLaunchFailure, "vector_copy_kernel", "misaligned");
+}
+
+// A zero-filled device tensor [rows, cols] of dt, 16-byte aligned or (misaligned) one element past.
+struct DevTensor {
+    Tensor t;
+    void *base;
+};
+static DevTensor dev_tensor(DType dt, int64_t rows, int64_t cols, int misaligned) {
+    DevTensor d;
+    size_t elem = dtype_size(dt), bytes = (size_t)(rows * cols + 1) * elem;
+    d.base = NULL;
+    if (cudaMalloc(&d.base, bytes) != cudaSuccess) d.base = NULL;
+    else cudaMemset(d.base, 0, bytes);
+    int64_t shape[2] = {rows, cols};
+    d.t = tensor_make(d.base ? (char *)d.base + (misaligned ? elem : 0) : NULL, dt, DEV_CUDA, 2, shape);
+    return d;
+}
+
+// The call succeeds and makes `want` 16-byte accesses on aligned tensors, none on misaligned ones.
+static void expect_vector_accesses(const char *what, int misaligned, vfm_status s, uint64_t before, uint64_t want,
+                                   int line) {
+    uint64_t got = vfm_harness::vector_accesses() - before;
+    if (s != VFM_OK) test_fail(__FILE__, line, "%s: %s: %s", what, vfm_status_name(s), vfm_last_error());
+    else if (got != (misaligned ? 0 : want))
+        test_fail(__FILE__, line, "%s (%s): %llu 16-byte accesses, want %llu", what,
+                  misaligned ? "misaligned" : "aligned", (unsigned long long)got,
+                  (unsigned long long)(misaligned ? 0 : want));
+}
+#define EXPECT_VECTOR(what, mis, call, want)                                     \
+    do {                                                                         \
+        uint64_t before_ = vfm_harness::vector_accesses();                       \
+        vfm_status s_ = (call);                                                  \
+        expect_vector_accesses((what), (mis), s_, before_, (want), __LINE__);   \
+    } while (0)
+
+// The streaming kernels move every whole chunk with 16-byte accesses when their tensors are aligned
+// and the row length allows, and none otherwise (test_cuda_ops.c checks both paths' values and bits).
+TEST(harness_streaming_kernels_take_the_vector_path_where_aligned) {
+    const int32_t pack[13] = {0, 0, 0, 0, -1, -1, 1, 1, 1, 2, 2, -1, -1};  // 9 real rows, 4 padding
+    DevTensor t2s = dev_tensor(DT_I32, 13, 1, 0);
+    REQUIRE(t2s.base);
+    REQUIRE(cudaMemcpy(t2s.t.data, pack, sizeof pack, cudaMemcpyHostToDevice) == cudaSuccess);
+    t2s.t.ndim = 1;
+    for (int mis = 0; mis < 2; mis++) {
+        DevTensor x = dev_tensor(DT_BF16, 37, 66, mis), y = dev_tensor(DT_BF16, 37, 66, mis);
+        // 2442 elements: 305 whole chunks of 8, read and written (the last 2 elements one by one)
+        EXPECT_VECTOR("gelu_forward bf16 [37,66]", mis, op_gelu_forward(&y.t, &x.t, ACT_GELU_TANH), 2 * 305);
+        DevTensor a = dev_tensor(DT_BF16, 13, 80, mis), o = dev_tensor(DT_BF16, 13, 80, mis);
+        DevTensor sh = dev_tensor(DT_BF16, 3, 80, mis), sc = dev_tensor(DT_BF16, 3, 80, mis);
+        DevTensor mean = dev_tensor(DT_F32, 13, 1, 0), rstd = dev_tensor(DT_F32, 13, 1, 0);
+        mean.t.ndim = rstd.t.ndim = 1;
+        // 10 chunks a row: a real row reads x, shift, scale and writes y; a padding row writes y
+        EXPECT_VECTOR("layernorm_modulate_forward bf16 [13,80]", mis,
+                      op_layernorm_modulate_forward(&o.t, &mean.t, &rstd.t, &a.t, &sh.t, &sc.t, &t2s.t, 1e-6f),
+                      9 * 4 * 10 + 4 * 10);
+        DevTensor b = dev_tensor(DT_BF16, 13, 80, mis);
+        // real rows read x, y, gate and write out; padding rows read x and write out
+        EXPECT_VECTOR("gated_residual_forward bf16 [13,80]", mis,
+                      op_gated_residual_forward(&o.t, &a.t, &b.t, &sh.t, &t2s.t), 9 * 4 * 10 + 4 * 2 * 10);
+        DevTensor r = dev_tensor(DT_F32, 21, 128, mis), ry = dev_tensor(DT_F32, 21, 128, mis);
+        DevTensor rr = dev_tensor(DT_F32, 21, 1, 0);
+        rr.t.ndim = 1;
+        EXPECT_VECTOR("rmsnorm_forward f32 [21,128]", mis, op_rmsnorm_forward(&ry.t, &rr.t, &r.t, NULL, 1e-6f),
+                      21 * 2 * 32);
+        DevTensor p = dev_tensor(DT_F32, 1, 10007, mis), m = dev_tensor(DT_F32, 1, 10007, mis);
+        DevTensor v = dev_tensor(DT_F32, 1, 10007, mis), g = dev_tensor(DT_F32, 1, 10007, mis);
+        AdamWHyper h = {1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 1, 1.f, NULL};
+        // 2501 whole chunks of 4: p, m, v, g read, p, m, v written
+        EXPECT_VECTOR("adamw_step f32 [10007]", mis, op_adamw_step(&p.t, &m.t, &v.t, &g.t, &h), 2501 * 7);
+        DevTensor hb = dev_tensor(DT_BF16, 1, 10007, mis);
+        // 1250 whole chunks of 8: two 16-byte reads of f32, one write of bf16
+        EXPECT_VECTOR("convert f32 -> bf16 [10007]", mis, op_convert(&hb.t, &p.t), 1250 * 3);
+        DevTensor odd = dev_tensor(DT_BF16, 13, 83, 0), oddy = dev_tensor(DT_BF16, 13, 83, 0);
+        // rows of 83 bf16 do not start 16-byte aligned: element by element even on aligned tensors
+        EXPECT_VECTOR("layernorm_modulate_forward bf16 [13,83]", 1,
+                      op_layernorm_modulate_forward(&oddy.t, &mean.t, &rstd.t, &odd.t, NULL, NULL, &t2s.t, 1e-6f), 0);
+        DevTensor *all[] = {&x, &y, &a, &b, &o, &sh, &sc, &mean, &rstd, &r, &ry, &rr, &p, &m, &v, &g, &hb, &odd, &oddy};
+        for (DevTensor *d : all) cudaFree(d->base);
+    }
+    cudaFree(t2s.base);
 }

@@ -64,9 +64,24 @@ void pair_download(const Pair *p, float *out) {
     free(tmp);
 }
 
+void pair_misalign(Pair *p) {
+    if (!p->gpu.data || p->moved) return;
+    size_t bytes = tensor_bytes(&p->gpu), elem = dtype_size(p->gpu.dtype);
+    void *to = NULL;
+    /* exactly one element more: a read past the tensor still reaches past the allocation */
+    if (device_malloc(DEV_CUDA, bytes + elem, &to) != VFM_OK) test_fail(__FILE__, __LINE__, "GPU alloc failed");
+    char *at = (char *)to + elem; /* device allocations are 256-byte aligned */
+    if (device_memcpy(at, DEV_CUDA, p->gpu.data, DEV_CUDA, bytes) != VFM_OK)
+        test_fail(__FILE__, __LINE__, "GPU copy failed");
+    tensor_free(&p->gpu);
+    p->gpu = tensor_make(at, p->gpu.dtype, DEV_CUDA, p->cpu.ndim, p->cpu.shape);
+    p->moved = to;
+}
+
 void pair_free(Pair *p) {
     free(p->h);
-    tensor_free(&p->gpu);
+    if (p->moved) device_free(DEV_CUDA, p->moved);
+    else tensor_free(&p->gpu);
     memset(p, 0, sizeof *p);
 }
 

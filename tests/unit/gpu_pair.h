@@ -13,8 +13,9 @@
 typedef struct {
     float *h;   /* host f32 data, the CPU tensor's storage */
     Tensor cpu; /* f32 view of h */
-    Tensor gpu; /* owning device tensor of dtype `dt` */
+    Tensor gpu; /* owning device tensor of dtype `dt` (after pair_misalign: a view into `moved`) */
     int64_t n;
+    void *moved; /* the allocation pair_misalign moved the GPU tensor into, or NULL */
 } Pair;
 
 #define PAIR_DIMS(...) (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), (int64_t[]) { __VA_ARGS__ }
@@ -34,6 +35,9 @@ float *pair_copy_host(const Pair *p);
 /* The GPU tensor's values as f32 into out[p->n]. */
 void pair_download(const Pair *p, float *out);
 void pair_free(Pair *p);
+/* Moves the GPU tensor (same values) to one element past a 16-byte boundary, so that kernels that
+ * use 16-byte accesses where their tensors are aligned must work element by element on it. */
+void pair_misalign(Pair *p);
 /* Rows [r0, r1) of a [rows, cols] pair set to NaN on both sides (padding that must never be read). */
 void pair_nan_rows(Pair *p, int64_t cols, int64_t r0, int64_t r1);
 

@@ -31,29 +31,77 @@ static void nan_padding(Pair *p, int64_t cols) {
     pair_nan_rows(p, cols, 11, 13);
 }
 
+/* The 16-byte vector path of the streaming kernels (cuda_common.h) and their element-by-element path
+ * give the same bits. Such a case runs twice: pass 0 on the tensors as allocated (16-byte aligned:
+ * vector accesses where the row length allows), pass 1 with every GPU tensor moved off alignment
+ * (pair_misalign: element by element). Each pass is checked against the CPU with the same bounds,
+ * and every result of pass 1 must have the bits of pass 0's. */
+typedef struct {
+    void *snap[32];
+    int n, pass;
+} Paths;
+
+#define MISALIGN(paths, ...)                                                                                \
+    do {                                                                                                    \
+        Pair *misalign_[] = {__VA_ARGS__};                                                                  \
+        if ((paths)->pass)                                                                                  \
+            for (size_t i_ = 0; i_ < sizeof misalign_ / sizeof *misalign_; i_++) pair_misalign(misalign_[i_]); \
+    } while (0)
+
+static void paths_close(Paths *pp, const char *what, const Pair *p, double atol, double rtol, int line) {
+    char w[160];
+    snprintf(w, sizeof w, "%s (%s, %s)", what, dtype_name(p->gpu.dtype), pp->pass ? "misaligned" : "aligned");
+    pair_close(w, p, atol, rtol, __FILE__, line);
+    if (pp->n >= (int)(sizeof pp->snap / sizeof pp->snap[0])) {
+        test_fail(__FILE__, line, "Paths: more than %d results", pp->n);
+        return;
+    }
+    if (pp->pass == 0) {
+        pp->snap[pp->n++] = pair_snapshot(p);
+        return;
+    }
+    snprintf(w, sizeof w, "%s (%s): the element-by-element path after the vector path", what,
+             dtype_name(p->gpu.dtype));
+    pair_same_bits(w, p, pp->snap[pp->n], __FILE__, line);
+    free(pp->snap[pp->n++]);
+}
+#define PATHS_CLOSE(pp, what, p, atol, rtol) paths_close((pp), (what), (p), (atol), (rtol), __LINE__)
+
+/* x [R, C]: GELU, SiLU and SwiGLU (F = C/2) forward and backward. */
+static void activations_case(DType dt, int64_t R, int64_t C) {
+    double rt = TOL(dt, 2e-6, 5e-3);
+    Paths pp = {0};
+    for (pp.pass = 0; pp.pass < 2; pp.pass++) {
+        pp.n = 0;
+        Pair x = PAIR_RAND(dt, 1, -4, 4, R, C), dy = PAIR_RAND(dt, 2, -1, 1, R, C);
+        Pair y = PAIR_ZEROS(dt, R, C), dx = PAIR_ZEROS(dt, R, C);
+        Pair sy = PAIR_ZEROS(dt, R, C / 2), sdy = PAIR_RAND(dt, 3, -1, 1, R, C / 2);
+        MISALIGN(&pp, &x, &dy, &y, &dx, &sy, &sdy);
+        for (int kind = ACT_GELU_ERF; kind <= ACT_GELU_TANH; kind++) {
+            BOTH(op_gelu_forward(&y.cpu, &x.cpu, kind), op_gelu_forward(&y.gpu, &x.gpu, kind));
+            PATHS_CLOSE(&pp, kind == ACT_GELU_ERF ? "gelu erf" : "gelu tanh", &y, 1e-6, rt);
+            BOTH(op_gelu_backward(&dx.cpu, &dy.cpu, &x.cpu, kind), op_gelu_backward(&dx.gpu, &dy.gpu, &x.gpu, kind));
+            PATHS_CLOSE(&pp, kind == ACT_GELU_ERF ? "gelu erf backward" : "gelu tanh backward", &dx, 1e-6, rt);
+        }
+        BOTH(op_silu_forward(&y.cpu, &x.cpu), op_silu_forward(&y.gpu, &x.gpu));
+        PATHS_CLOSE(&pp, "silu", &y, 1e-6, rt);
+        BOTH(op_silu_backward(&dx.cpu, &dy.cpu, &x.cpu), op_silu_backward(&dx.gpu, &dy.gpu, &x.gpu));
+        PATHS_CLOSE(&pp, "silu backward", &dx, 1e-6, rt);
+        BOTH(op_swiglu_forward(&sy.cpu, &x.cpu), op_swiglu_forward(&sy.gpu, &x.gpu));
+        PATHS_CLOSE(&pp, "swiglu", &sy, 1e-6, rt);
+        BOTH(op_swiglu_backward(&dx.cpu, &sdy.cpu, &x.cpu), op_swiglu_backward(&dx.gpu, &sdy.gpu, &x.gpu));
+        PATHS_CLOSE(&pp, "swiglu backward", &dx, 1e-6, rt);
+        pair_free(&x), pair_free(&dy), pair_free(&y), pair_free(&dx), pair_free(&sy), pair_free(&sdy);
+    }
+}
+
+/* [37, 66]: a short last chunk, SwiGLU rows of 33 (element by element); [16, 64]: whole chunks,
+ * SwiGLU rows of 32 (vector rows) */
 TEST(cuda_pointwise_activations_match_cpu) {
     NEED_GPU();
     for (int di = 0; di < 2; di++) {
-        DType dt = DTS[di];
-        double rt = TOL(dt, 2e-6, 5e-3);
-        Pair x = PAIR_RAND(dt, 1, -4, 4, 37, 66), dy = PAIR_RAND(dt, 2, -1, 1, 37, 66);
-        Pair y = PAIR_ZEROS(dt, 37, 66), dx = PAIR_ZEROS(dt, 37, 66);
-        for (int kind = ACT_GELU_ERF; kind <= ACT_GELU_TANH; kind++) {
-            BOTH(op_gelu_forward(&y.cpu, &x.cpu, kind), op_gelu_forward(&y.gpu, &x.gpu, kind));
-            PAIR_CLOSE(kind == ACT_GELU_ERF ? "gelu erf" : "gelu tanh", &y, 1e-6, rt);
-            BOTH(op_gelu_backward(&dx.cpu, &dy.cpu, &x.cpu, kind), op_gelu_backward(&dx.gpu, &dy.gpu, &x.gpu, kind));
-            PAIR_CLOSE(kind == ACT_GELU_ERF ? "gelu erf backward" : "gelu tanh backward", &dx, 1e-6, rt);
-        }
-        BOTH(op_silu_forward(&y.cpu, &x.cpu), op_silu_forward(&y.gpu, &x.gpu));
-        PAIR_CLOSE("silu", &y, 1e-6, rt);
-        BOTH(op_silu_backward(&dx.cpu, &dy.cpu, &x.cpu), op_silu_backward(&dx.gpu, &dy.gpu, &x.gpu));
-        PAIR_CLOSE("silu backward", &dx, 1e-6, rt);
-        Pair sy = PAIR_ZEROS(dt, 37, 33), sdy = PAIR_RAND(dt, 3, -1, 1, 37, 33);
-        BOTH(op_swiglu_forward(&sy.cpu, &x.cpu), op_swiglu_forward(&sy.gpu, &x.gpu));
-        PAIR_CLOSE("swiglu", &sy, 1e-6, rt);
-        BOTH(op_swiglu_backward(&dx.cpu, &sdy.cpu, &x.cpu), op_swiglu_backward(&dx.gpu, &sdy.gpu, &x.gpu));
-        PAIR_CLOSE("swiglu backward", &dx, 1e-6, rt);
-        pair_free(&x), pair_free(&dy), pair_free(&y), pair_free(&dx), pair_free(&sy), pair_free(&sdy);
+        activations_case(DTS[di], 37, 66);
+        activations_case(DTS[di], 16, 64);
     }
 }
 
@@ -104,32 +152,35 @@ TEST(cuda_linear_matches_cpu) {
     linear_case(DT_BF16, 1, 8, 8, ACT_NONE, 1, 0); /* one row */
 }
 
-TEST(cuda_layernorm_modulate_matches_cpu) {
-    NEED_GPU();
-    const int64_t S = PACK_S, B = PACK_B, D = 80;
-    for (int di = 0; di < 2; di++) {
-        DType dt = DTS[di];
+/* D = 80: vector rows in both dtypes; 83: element by element with a short last chunk; 2112: rows
+ * longer than a warp keeps (a block per row), vector. */
+static void layernorm_case(DType dt, int64_t D) {
+    const int64_t S = PACK_S, B = PACK_B;
+    Paths pp = {0};
+    for (pp.pass = 0; pp.pass < 2; pp.pass++) {
+        pp.n = 0;
         IPair t2s = IPAIR(PACK_T2S, S);
         Pair x = PAIR_RAND(dt, 21, -2, 3, S, D), shift = PAIR_RAND(dt, 22, -1, 1, B, D), scale = PAIR_RAND(dt, 23, -1, 1, B, D);
         nan_padding(&x, D);
         Pair y = PAIR_ZEROS(dt, S, D), mean = PAIR_ZEROS(DT_F32, S), rstd = PAIR_ZEROS(DT_F32, S);
-        BOTH(op_layernorm_modulate_forward(&y.cpu, &mean.cpu, &rstd.cpu, &x.cpu, &shift.cpu, &scale.cpu, &t2s.cpu, 1e-6f),
-             op_layernorm_modulate_forward(&y.gpu, &mean.gpu, &rstd.gpu, &x.gpu, &shift.gpu, &scale.gpu, &t2s.gpu, 1e-6f));
-        PAIR_CLOSE("layernorm_modulate y", &y, 1e-5, TOL(dt, 1e-5, 8e-3));
-        PAIR_CLOSE("layernorm_modulate mean (f32)", &mean, 1e-6, 2e-6);
-        PAIR_CLOSE("layernorm_modulate rstd (f32)", &rstd, 1e-6, 2e-5);
-
         Pair dy = PAIR_RAND(dt, 24, -1, 1, S, D), dx = PAIR_RAND(dt, 25, -1, 1, S, D);
         Pair dshift = PAIR_RAND(dt, 26, -1, 1, B, D), dscale = PAIR_RAND(dt, 27, -1, 1, B, D);
         nan_padding(&dy, D);
+        MISALIGN(&pp, &x, &shift, &scale, &y, &dy, &dx, &dshift, &dscale);
+        BOTH(op_layernorm_modulate_forward(&y.cpu, &mean.cpu, &rstd.cpu, &x.cpu, &shift.cpu, &scale.cpu, &t2s.cpu, 1e-6f),
+             op_layernorm_modulate_forward(&y.gpu, &mean.gpu, &rstd.gpu, &x.gpu, &shift.gpu, &scale.gpu, &t2s.gpu, 1e-6f));
+        PATHS_CLOSE(&pp, "layernorm_modulate y", &y, 1e-5, TOL(dt, 1e-5, 8e-3));
+        PATHS_CLOSE(&pp, "layernorm_modulate mean (f32)", &mean, 1e-6, 2e-6);
+        PATHS_CLOSE(&pp, "layernorm_modulate rstd (f32)", &rstd, 1e-6, 2e-5);
+
         float *dx0 = pair_copy_host(&dx), *ds0 = pair_copy_host(&dshift), *dc0 = pair_copy_host(&dscale);
         BOTH(op_layernorm_modulate_backward(&dx.cpu, &dshift.cpu, &dscale.cpu, &dy.cpu, &x.cpu, &mean.cpu, &rstd.cpu,
                                             &scale.cpu, &t2s.cpu),
              op_layernorm_modulate_backward(&dx.gpu, &dshift.gpu, &dscale.gpu, &dy.gpu, &x.gpu, &mean.gpu, &rstd.gpu,
                                             &scale.gpu, &t2s.gpu));
-        PAIR_CLOSE("layernorm_modulate dx (+=)", &dx, 1e-5, TOL(dt, 2e-5, 1.2e-2));
-        PAIR_CLOSE("layernorm_modulate dshift (+=)", &dshift, 1e-5, TOL(dt, 1e-5, 1e-2));
-        PAIR_CLOSE("layernorm_modulate dscale (+=)", &dscale, 1e-5, TOL(dt, 1e-5, 1e-2));
+        PATHS_CLOSE(&pp, "layernorm_modulate dx (+=)", &dx, 1e-5, TOL(dt, 2e-5, 1.2e-2));
+        PATHS_CLOSE(&pp, "layernorm_modulate dshift (+=)", &dshift, 1e-5, TOL(dt, 1e-5, 1e-2));
+        PATHS_CLOSE(&pp, "layernorm_modulate dscale (+=)", &dscale, 1e-5, TOL(dt, 1e-5, 1e-2));
         void *a = pair_snapshot(&dx), *b = pair_snapshot(&dshift), *c = pair_snapshot(&dscale);
         pair_upload_values(&dx, dx0), pair_upload_values(&dshift, ds0), pair_upload_values(&dscale, dc0);
         REQUIRE_OK(op_layernorm_modulate_backward(&dx.gpu, &dshift.gpu, &dscale.gpu, &dy.gpu, &x.gpu, &mean.gpu,
@@ -140,39 +191,57 @@ TEST(cuda_layernorm_modulate_matches_cpu) {
         /* without shift and scale */
         BOTH(op_layernorm_modulate_forward(&y.cpu, &mean.cpu, &rstd.cpu, &x.cpu, NULL, NULL, &t2s.cpu, 1e-5f),
              op_layernorm_modulate_forward(&y.gpu, &mean.gpu, &rstd.gpu, &x.gpu, NULL, NULL, &t2s.gpu, 1e-5f));
-        PAIR_CLOSE("layernorm (no modulation) y", &y, 1e-5, TOL(dt, 1e-5, 8e-3));
+        PATHS_CLOSE(&pp, "layernorm (no modulation) y", &y, 1e-5, TOL(dt, 1e-5, 8e-3));
         free(a), free(b), free(c), free(dx0), free(ds0), free(dc0);
         pair_free(&x), pair_free(&shift), pair_free(&scale), pair_free(&y), pair_free(&mean), pair_free(&rstd);
         pair_free(&dy), pair_free(&dx), pair_free(&dshift), pair_free(&dscale), ipair_free(&t2s);
     }
 }
 
-TEST(cuda_gated_residual_matches_cpu) {
+TEST(cuda_layernorm_modulate_matches_cpu) {
     NEED_GPU();
-    const int64_t S = PACK_S, B = PACK_B, D = 80;
-    for (int di = 0; di < 2; di++) {
-        DType dt = DTS[di];
-        double rt = TOL(dt, 1e-6, 8e-3);
+    const int64_t dims[3] = {80, 83, 2112};
+    for (int di = 0; di < 2; di++)
+        for (int k = 0; k < 3; k++) layernorm_case(DTS[di], dims[k]);
+    /* a row longer than the kernel keeps in registers (32 768 f32 elements) is refused, naming the op */
+    Pair x = PAIR_ZEROS(DT_F32, 1, 32772), y = PAIR_ZEROS(DT_F32, 1, 32772);
+    Pair m = PAIR_ZEROS(DT_F32, 1), r = PAIR_ZEROS(DT_F32, 1);
+    const int32_t one[1] = {0};
+    IPair t2s = IPAIR(one, 1);
+    vfm_status st = op_layernorm_modulate_forward(&y.gpu, &m.gpu, &r.gpu, &x.gpu, NULL, NULL, &t2s.gpu, 1e-6f);
+    CHECK_MSG(st == VFM_ERR_UNSUPPORTED && strstr(vfm_last_error(), "layernorm_modulate_forward: rows of 32772"),
+              "an over-long row: %s: %s", vfm_status_name(st), vfm_last_error());
+    pair_free(&x), pair_free(&y), pair_free(&m), pair_free(&r), ipair_free(&t2s);
+}
+
+/* D = 80: vector rows; 83: element by element */
+static void gated_residual_case(DType dt, int64_t D) {
+    const int64_t S = PACK_S, B = PACK_B;
+    double rt = TOL(dt, 1e-6, 8e-3);
+    Paths pp = {0};
+    for (pp.pass = 0; pp.pass < 2; pp.pass++) {
+        pp.n = 0;
         IPair t2s = IPAIR(PACK_T2S, S);
         Pair x = PAIR_RAND(dt, 31, -1, 1, S, D), y = PAIR_RAND(dt, 32, -1, 1, S, D), gate = PAIR_RAND(dt, 33, -1, 1, B, D);
         nan_padding(&y, D);
         Pair out = PAIR_ZEROS(dt, S, D);
+        Pair dout = PAIR_RAND(dt, 34, -1, 1, S, D), dx = PAIR_RAND(dt, 35, -1, 1, S, D), dy = PAIR_ZEROS(dt, S, D);
+        Pair dgate = PAIR_RAND(dt, 36, -1, 1, B, D);
+        MISALIGN(&pp, &x, &y, &gate, &out, &dout, &dx, &dy, &dgate);
         BOTH(op_gated_residual_forward(&out.cpu, &x.cpu, &y.cpu, &gate.cpu, &t2s.cpu),
              op_gated_residual_forward(&out.gpu, &x.gpu, &y.gpu, &gate.gpu, &t2s.gpu));
-        PAIR_CLOSE("gated_residual out", &out, 1e-6, rt);
+        PATHS_CLOSE(&pp, "gated_residual out", &out, 1e-6, rt);
         /* in place, without a gate */
         BOTH(op_gated_residual_forward(&x.cpu, &x.cpu, &y.cpu, NULL, &t2s.cpu),
              op_gated_residual_forward(&x.gpu, &x.gpu, &y.gpu, NULL, &t2s.gpu));
-        PAIR_CLOSE("gated_residual in place", &x, 1e-6, rt);
+        PATHS_CLOSE(&pp, "gated_residual in place", &x, 1e-6, rt);
 
-        Pair dout = PAIR_RAND(dt, 34, -1, 1, S, D), dx = PAIR_RAND(dt, 35, -1, 1, S, D), dy = PAIR_ZEROS(dt, S, D);
-        Pair dgate = PAIR_RAND(dt, 36, -1, 1, B, D);
         float *dx0 = pair_copy_host(&dx), *dg0 = pair_copy_host(&dgate);
         BOTH(op_gated_residual_backward(&dx.cpu, &dy.cpu, &dgate.cpu, &dout.cpu, &y.cpu, &gate.cpu, &t2s.cpu),
              op_gated_residual_backward(&dx.gpu, &dy.gpu, &dgate.gpu, &dout.gpu, &y.gpu, &gate.gpu, &t2s.gpu));
-        PAIR_CLOSE("gated_residual dx (+=)", &dx, 1e-6, rt);
-        PAIR_CLOSE("gated_residual dy", &dy, 1e-6, rt);
-        PAIR_CLOSE("gated_residual dgate (+=)", &dgate, 1e-5, TOL(dt, 1e-5, 1e-2));
+        PATHS_CLOSE(&pp, "gated_residual dx (+=)", &dx, 1e-6, rt);
+        PATHS_CLOSE(&pp, "gated_residual dy", &dy, 1e-6, rt);
+        PATHS_CLOSE(&pp, "gated_residual dgate (+=)", &dgate, 1e-5, TOL(dt, 1e-5, 1e-2));
         void *a = pair_snapshot(&dgate);
         pair_upload_values(&dx, dx0), pair_upload_values(&dgate, dg0);
         REQUIRE_OK(op_gated_residual_backward(&dx.gpu, &dy.gpu, &dgate.gpu, &dout.gpu, &y.gpu, &gate.gpu, &t2s.gpu));
@@ -180,44 +249,58 @@ TEST(cuda_gated_residual_matches_cpu) {
         /* dy aliasing dout, no gate: dout passes through, padding rows become 0 */
         BOTH(op_gated_residual_backward(NULL, &dout.cpu, NULL, &dout.cpu, &y.cpu, NULL, &t2s.cpu),
              op_gated_residual_backward(NULL, &dout.gpu, NULL, &dout.gpu, &y.gpu, NULL, &t2s.gpu));
-        PAIR_CLOSE("gated_residual dy aliasing dout", &dout, 0, 0);
+        PATHS_CLOSE(&pp, "gated_residual dy aliasing dout", &dout, 0, 0);
         free(a), free(dx0), free(dg0);
         pair_free(&x), pair_free(&y), pair_free(&gate), pair_free(&out), pair_free(&dout), pair_free(&dx);
         pair_free(&dy), pair_free(&dgate), ipair_free(&t2s);
     }
 }
 
+TEST(cuda_gated_residual_matches_cpu) {
+    NEED_GPU();
+    for (int di = 0; di < 2; di++) {
+        gated_residual_case(DTS[di], 80);
+        gated_residual_case(DTS[di], 83);
+    }
+}
+
+/* d = 72, 128: vector rows; 90: element by element; 2056: a block per row (vector) */
+static void rmsnorm_case(DType dt, int64_t d, int with_w) {
+    const int64_t N = 21;
+    Paths pp = {0};
+    for (pp.pass = 0; pp.pass < 2; pp.pass++) {
+        pp.n = 0;
+        Pair x = PAIR_RAND(dt, 41, -2, 2, N, d), w = PAIR_RAND(dt, 42, 0.5f, 1.5f, d);
+        Pair y = PAIR_ZEROS(dt, N, d), rstd = PAIR_ZEROS(DT_F32, N);
+        Pair dy = PAIR_RAND(dt, 43, -1, 1, N, d), dx = PAIR_ZEROS(dt, N, d), dw = PAIR_RAND(DT_F32, 44, -1, 1, d);
+        MISALIGN(&pp, &x, &w, &y, &dy, &dx, &dw);
+        const Tensor *wc = with_w ? &w.cpu : NULL, *wg = with_w ? &w.gpu : NULL;
+        BOTH(op_rmsnorm_forward(&y.cpu, &rstd.cpu, &x.cpu, wc, 1e-6f), op_rmsnorm_forward(&y.gpu, &rstd.gpu, &x.gpu, wg, 1e-6f));
+        PATHS_CLOSE(&pp, "rmsnorm y", &y, 1e-6, TOL(dt, 2e-6, 8e-3));
+        PATHS_CLOSE(&pp, "rmsnorm rstd (f32)", &rstd, 1e-6, 2e-6);
+        float *dw0 = pair_copy_host(&dw);
+        BOTH(op_rmsnorm_backward(&dx.cpu, with_w ? &dw.cpu : NULL, &dy.cpu, &x.cpu, &rstd.cpu, wc),
+             op_rmsnorm_backward(&dx.gpu, with_w ? &dw.gpu : NULL, &dy.gpu, &x.gpu, &rstd.gpu, wg));
+        PATHS_CLOSE(&pp, "rmsnorm dx", &dx, 1e-5, TOL(dt, 1e-5, 1e-2));
+        if (with_w) {
+            PATHS_CLOSE(&pp, "rmsnorm dw (f32, +=)", &dw, 1e-5, TOL(dt, 1e-5, 1e-2));
+            void *a = pair_snapshot(&dw);
+            pair_upload_values(&dw, dw0);
+            REQUIRE_OK(op_rmsnorm_backward(&dx.gpu, &dw.gpu, &dy.gpu, &x.gpu, &rstd.gpu, wg));
+            PAIR_SAME_BITS("rmsnorm dw", &dw, a);
+            free(a);
+        }
+        free(dw0);
+        pair_free(&x), pair_free(&w), pair_free(&y), pair_free(&rstd), pair_free(&dy), pair_free(&dx), pair_free(&dw);
+    }
+}
+
 TEST(cuda_rmsnorm_matches_cpu) {
     NEED_GPU();
-    const int64_t dims[2] = {72, 128};
+    const int64_t dims[4] = {72, 128, 90, 2056};
     for (int di = 0; di < 2; di++)
-        for (int k = 0; k < 2; k++)
-            for (int with_w = 0; with_w < 2; with_w++) {
-                DType dt = DTS[di];
-                int64_t N = 21, d = dims[k];
-                Pair x = PAIR_RAND(dt, 41, -2, 2, N, d), w = PAIR_RAND(dt, 42, 0.5f, 1.5f, d);
-                Pair y = PAIR_ZEROS(dt, N, d), rstd = PAIR_ZEROS(DT_F32, N);
-                const Tensor *wc = with_w ? &w.cpu : NULL, *wg = with_w ? &w.gpu : NULL;
-                BOTH(op_rmsnorm_forward(&y.cpu, &rstd.cpu, &x.cpu, wc, 1e-6f),
-                     op_rmsnorm_forward(&y.gpu, &rstd.gpu, &x.gpu, wg, 1e-6f));
-                PAIR_CLOSE("rmsnorm y", &y, 1e-6, TOL(dt, 2e-6, 8e-3));
-                PAIR_CLOSE("rmsnorm rstd (f32)", &rstd, 1e-6, 2e-6);
-                Pair dy = PAIR_RAND(dt, 43, -1, 1, N, d), dx = PAIR_ZEROS(dt, N, d), dw = PAIR_RAND(DT_F32, 44, -1, 1, d);
-                float *dw0 = pair_copy_host(&dw);
-                BOTH(op_rmsnorm_backward(&dx.cpu, with_w ? &dw.cpu : NULL, &dy.cpu, &x.cpu, &rstd.cpu, wc),
-                     op_rmsnorm_backward(&dx.gpu, with_w ? &dw.gpu : NULL, &dy.gpu, &x.gpu, &rstd.gpu, wg));
-                PAIR_CLOSE("rmsnorm dx", &dx, 1e-5, TOL(dt, 1e-5, 1e-2));
-                if (with_w) {
-                    PAIR_CLOSE("rmsnorm dw (f32, +=)", &dw, 1e-5, TOL(dt, 1e-5, 1e-2));
-                    void *a = pair_snapshot(&dw);
-                    pair_upload_values(&dw, dw0);
-                    REQUIRE_OK(op_rmsnorm_backward(&dx.gpu, &dw.gpu, &dy.gpu, &x.gpu, &rstd.gpu, wg));
-                    PAIR_SAME_BITS("rmsnorm dw", &dw, a);
-                    free(a);
-                }
-                free(dw0);
-                pair_free(&x), pair_free(&w), pair_free(&y), pair_free(&rstd), pair_free(&dy), pair_free(&dx), pair_free(&dw);
-            }
+        for (int k = 0; k < 4; k++)
+            for (int with_w = 0; with_w < 2; with_w++) rmsnorm_case(DTS[di], dims[k], with_w);
 }
 
 TEST(cuda_embeddings_and_patchify_match_cpu) {
@@ -381,20 +464,27 @@ TEST(cuda_edm_and_loss_match_cpu) {
     }
 }
 
+/* n = 10007: a short last chunk; aligned and misaligned, both the CPU's bits */
 TEST(cuda_adamw_gives_the_cpu_bits) {
     NEED_GPU();
     const int64_t n = 10007;
-    Pair p = PAIR_RAND(DT_F32, 71, -1, 1, n), m = PAIR_ZEROS(DT_F32, n), v = PAIR_ZEROS(DT_F32, n);
-    for (int step = 1; step <= 3; step++) {
-        Pair g = PAIR_RAND(DT_F32, 72 + step, -2, 2, n);
-        AdamWHyper h = {1e-3f * step, 0.9f, 0.95f, 1e-8f, step == 2 ? 0.f : 0.1f, step, step == 3 ? 0.7f : 1.f, NULL};
-        BOTH(op_adamw_step(&p.cpu, &m.cpu, &v.cpu, &g.cpu, &h), op_adamw_step(&p.gpu, &m.gpu, &v.gpu, &g.gpu, &h));
-        PAIR_CLOSE("adamw param", &p, 0, 0);
-        PAIR_CLOSE("adamw m", &m, 0, 0);
-        PAIR_CLOSE("adamw v", &v, 0, 0);
-        pair_free(&g);
+    Paths pp = {0};
+    for (pp.pass = 0; pp.pass < 2; pp.pass++) {
+        pp.n = 0;
+        Pair p = PAIR_RAND(DT_F32, 71, -1, 1, n), m = PAIR_ZEROS(DT_F32, n), v = PAIR_ZEROS(DT_F32, n);
+        MISALIGN(&pp, &p, &m, &v);
+        for (int step = 1; step <= 3; step++) {
+            Pair g = PAIR_RAND(DT_F32, 72 + step, -2, 2, n);
+            MISALIGN(&pp, &g);
+            AdamWHyper h = {1e-3f * step, 0.9f, 0.95f, 1e-8f, step == 2 ? 0.f : 0.1f, step, step == 3 ? 0.7f : 1.f, NULL};
+            BOTH(op_adamw_step(&p.cpu, &m.cpu, &v.cpu, &g.cpu, &h), op_adamw_step(&p.gpu, &m.gpu, &v.gpu, &g.gpu, &h));
+            PATHS_CLOSE(&pp, "adamw param", &p, 0, 0);
+            PATHS_CLOSE(&pp, "adamw m", &m, 0, 0);
+            PATHS_CLOSE(&pp, "adamw v", &v, 0, 0);
+            pair_free(&g);
+        }
+        pair_free(&p), pair_free(&m), pair_free(&v);
     }
-    pair_free(&p), pair_free(&m), pair_free(&v);
 }
 
 TEST(cuda_reductions_match_cpu) {
@@ -416,48 +506,64 @@ TEST(cuda_reductions_match_cpu) {
     }
 }
 
+/* [17, 24]: whole chunks, column blocks of aligned rows (but the one at column 10); [17, 23]: a
+ * short last chunk, rows that start unaligned (element by element) */
+static void utilities_case(DType dt, int64_t C) {
+    double rt = TOL(dt, 0, 1.2e-2); /* f32: the CPU's bits; bf16: a rounding per op of the chain */
+    Paths pp = {0};
+    for (pp.pass = 0; pp.pass < 2; pp.pass++) {
+        pp.n = 0;
+        Pair a = PAIR_RAND(dt, 91, -1, 1, 17, C), b = PAIR_RAND(dt, 92, -1, 1, 17, C), out = PAIR_ZEROS(dt, 17, C);
+        Pair chunk = PAIR_ZEROS(dt, 17, 8), copy = PAIR_ZEROS(dt, 17, C);
+        MISALIGN(&pp, &a, &b, &out, &chunk, &copy);
+        BOTH(op_add(&out.cpu, &a.cpu, &b.cpu), op_add(&out.gpu, &a.gpu, &b.gpu));
+        PATHS_CLOSE(&pp, "add", &out, 0, rt);
+        BOTH(op_scale(&out.cpu, 0.37), op_scale(&out.gpu, 0.37));
+        PATHS_CLOSE(&pp, "scale", &out, 0, rt);
+        BOTH(op_axpy(&out.cpu, -1.3, &a.cpu), op_axpy(&out.gpu, -1.3, &a.gpu));
+        PATHS_CLOSE(&pp, "axpy", &out, 0, rt);
+        BOTH(op_ema_update(&out.cpu, &b.cpu, 0.999), op_ema_update(&out.gpu, &b.gpu, 0.999));
+        PATHS_CLOSE(&pp, "ema_update", &out, 0, rt);
+        BOTH(op_columns_get(&chunk.cpu, &a.cpu, 8), op_columns_get(&chunk.gpu, &a.gpu, 8));
+        PATHS_CLOSE(&pp, "columns_get", &chunk, 0, 0);
+        BOTH(op_columns_add(&b.cpu, &chunk.cpu, 10), op_columns_add(&b.gpu, &chunk.gpu, 10));
+        PATHS_CLOSE(&pp, "columns_add at column 10 (its rows start unaligned)", &b, 0, rt);
+        BOTH(op_columns_add(&b.cpu, &chunk.cpu, C - 8), op_columns_add(&b.gpu, &chunk.gpu, C - 8));
+        PATHS_CLOSE(&pp, "columns_add at the last 8 columns", &b, 0, rt);
+        BOTH(op_fill(&out.cpu, 0.3), op_fill(&out.gpu, 0.3));
+        PATHS_CLOSE(&pp, "fill", &out, 0, rt);
+        REQUIRE_OK(op_copy(&copy.gpu, &a.gpu));
+        memcpy(copy.h, a.h, (size_t)a.n * sizeof(float));
+        PATHS_CLOSE(&pp, "copy", &copy, 0, 0);
+        pair_free(&a), pair_free(&b), pair_free(&out), pair_free(&chunk), pair_free(&copy);
+    }
+}
+
 TEST(cuda_utilities_match_cpu) {
     NEED_GPU();
     for (int di = 0; di < 2; di++) {
-        DType dt = DTS[di];
-        double rt = TOL(dt, 0, 1.2e-2); /* f32: the CPU's bits; bf16: a rounding per op of the chain */
-        Pair a = PAIR_RAND(dt, 91, -1, 1, 17, 24), b = PAIR_RAND(dt, 92, -1, 1, 17, 24), out = PAIR_ZEROS(dt, 17, 24);
-        BOTH(op_add(&out.cpu, &a.cpu, &b.cpu), op_add(&out.gpu, &a.gpu, &b.gpu));
-        PAIR_CLOSE("add", &out, 0, rt);
-        BOTH(op_scale(&out.cpu, 0.37), op_scale(&out.gpu, 0.37));
-        PAIR_CLOSE("scale", &out, 0, rt);
-        BOTH(op_axpy(&out.cpu, -1.3, &a.cpu), op_axpy(&out.gpu, -1.3, &a.gpu));
-        PAIR_CLOSE("axpy", &out, 0, rt);
-        BOTH(op_ema_update(&out.cpu, &b.cpu, 0.999), op_ema_update(&out.gpu, &b.gpu, 0.999));
-        PAIR_CLOSE("ema_update", &out, 0, rt);
-        Pair chunk = PAIR_ZEROS(dt, 17, 8);
-        BOTH(op_columns_get(&chunk.cpu, &a.cpu, 8), op_columns_get(&chunk.gpu, &a.gpu, 8));
-        PAIR_CLOSE("columns_get", &chunk, 0, 0);
-        BOTH(op_columns_add(&b.cpu, &chunk.cpu, 16), op_columns_add(&b.gpu, &chunk.gpu, 16));
-        PAIR_CLOSE("columns_add", &b, 0, rt);
-        BOTH(op_fill(&out.cpu, 0.3), op_fill(&out.gpu, 0.3));
-        PAIR_CLOSE("fill", &out, 0, rt);
-        Pair copy = PAIR_ZEROS(dt, 17, 24);
-        REQUIRE_OK(op_copy(&copy.gpu, &a.gpu));
-        memcpy(copy.h, a.h, (size_t)a.n * sizeof(float));
-        PAIR_CLOSE("copy", &copy, 0, 0);
-        pair_free(&a), pair_free(&b), pair_free(&out), pair_free(&chunk), pair_free(&copy);
+        utilities_case(DTS[di], 24);
+        utilities_case(DTS[di], 23);
     }
-    /* convert: f32 -> bf16 rounds as bf16_from_f32 (to nearest even), bf16 -> f32 exactly */
+    /* convert: f32 -> bf16 rounds as bf16_from_f32 (to nearest even), bf16 -> f32 exactly; 4099
+     * elements (a short last chunk), aligned and misaligned */
     const int64_t n = 4099;
-    Pair f = PAIR_RAND(DT_F32, 93, -100, 100, n), h = PAIR_ZEROS(DT_BF16, n), back = PAIR_ZEROS(DT_F32, n);
-    REQUIRE_OK(op_convert(&h.gpu, &f.gpu));
-    uint16_t *bits = malloc((size_t)n * sizeof(uint16_t));
-    REQUIRE_OK(device_memcpy(bits, DEV_CPU, h.gpu.data, DEV_CUDA, (size_t)n * sizeof(uint16_t)));
-    int64_t wrong = 0;
-    for (int64_t i = 0; i < n; i++) wrong += bits[i] != bf16_from_f32(f.h[i]);
-    CHECK_MSG(wrong == 0, "convert f32->bf16: %lld of %lld values round differently from the CPU", (long long)wrong,
-              (long long)n);
-    REQUIRE_OK(op_convert(&back.gpu, &h.gpu));
-    for (int64_t i = 0; i < n; i++) back.h[i] = f32_from_bf16(bits[i]);
-    PAIR_CLOSE("convert bf16->f32", &back, 0, 0);
-    free(bits);
-    pair_free(&f), pair_free(&h), pair_free(&back);
+    for (int pass = 0; pass < 2; pass++) {
+        Pair f = PAIR_RAND(DT_F32, 93, -100, 100, n), h = PAIR_ZEROS(DT_BF16, n), back = PAIR_ZEROS(DT_F32, n);
+        if (pass) pair_misalign(&f), pair_misalign(&h), pair_misalign(&back);
+        REQUIRE_OK(op_convert(&h.gpu, &f.gpu));
+        uint16_t *bits = malloc((size_t)n * sizeof(uint16_t));
+        REQUIRE_OK(device_memcpy(bits, DEV_CPU, h.gpu.data, DEV_CUDA, (size_t)n * sizeof(uint16_t)));
+        int64_t wrong = 0;
+        for (int64_t i = 0; i < n; i++) wrong += bits[i] != bf16_from_f32(f.h[i]);
+        CHECK_MSG(wrong == 0, "convert f32->bf16 (%s): %lld of %lld values round differently from the CPU",
+                  pass ? "misaligned" : "aligned", (long long)wrong, (long long)n);
+        REQUIRE_OK(op_convert(&back.gpu, &h.gpu));
+        for (int64_t i = 0; i < n; i++) back.h[i] = f32_from_bf16(bits[i]);
+        PAIR_CLOSE(pass ? "convert bf16->f32 (misaligned)" : "convert bf16->f32", &back, 0, 0);
+        free(bits);
+        pair_free(&f), pair_free(&h), pair_free(&back);
+    }
 }
 
 /* A call that broke the dtype contract: a shape error whose message names the op and the argument. */

@@ -119,3 +119,54 @@ TEST(model_flops_dit_xl_2_at_256) {
     CHECK_MSG(fabs(gmacs - 118.64) < 0.2, "DiT-XL/2 at 256: %.2f G multiply-adds", gmacs);
     config_free(cfg);
 }
+
+/* The GPU's weight copy (dit.h wcopy) places every entry at a 256-byte boundary; the pieces contiguous
+ * in both layouts are converted one at a time. */
+TEST(model_weight_copy_placement_aligns_every_entry) {
+    ParamTable t;
+    param_table_init(&t);
+    const int64_t sizes[5] = {100, 72, 128, 0, 50};
+    for (int i = 0; i < 5; i++) param_table_add(&t, INIT_ZERO, 0, 1, &sizes[i], 0, -1, "p%d", i);
+    ParamPlacement pl;
+    REQUIRE_OK(param_placement(&t, 2, 256, &pl));
+    const int64_t at[5] = {0, 128, 256, 384, 384};
+    for (int i = 0; i < 5; i++) CHECK_MSG(pl.at[i] == at[i], "entry %d at %lld, want %lld", i, (long long)pl.at[i], (long long)at[i]);
+    CHECK(pl.total == 434);
+    /* the empty entry does not split the last run: p2 and p4 are contiguous in both layouts */
+    const PlacementRun runs[3] = {{0, 0, 100}, {100, 128, 72}, {172, 256, 178}};
+    CHECK_MSG(pl.n_runs == 3, "%d runs", pl.n_runs);
+    for (int i = 0; i < pl.n_runs && i < 3; i++)
+        CHECK_MSG(memcmp(&pl.runs[i], &runs[i], sizeof runs[i]) == 0, "run %d: %lld %lld %lld", i,
+                  (long long)pl.runs[i].table_offset, (long long)pl.runs[i].placed_offset, (long long)pl.runs[i].count);
+    param_placement_free(&pl);
+    CHECK(param_placement(&t, 4, 250, &pl) == VFM_ERR_INTERNAL); /* not a multiple of the element */
+    param_table_free(&t);
+
+    /* every preset: aligned, the runs cover the table in order, little padding; dit-7b is one piece */
+    for (const char *const *p = config_preset_names(); *p; p++) {
+        char ov[64];
+        snprintf(ov, sizeof ov, "model.preset=%s", *p);
+        const char *o[1] = {ov};
+        Config *cfg;
+        REQUIRE_OK(config_load(&cfg, NULL, o, 1));
+        DiTConfig c;
+        REQUIRE_OK(dit_config_from(&c, cfg));
+        DiT m;
+        dit_describe(&m, &c);
+        REQUIRE_OK(param_placement(&m.table, 2, 256, &pl));
+        int bad = 0;
+        for (int i = 0; i < m.table.count; i++) bad += pl.at[i] % 128 != 0;
+        int64_t covered = 0;
+        for (int i = 0; i < pl.n_runs; i++) {
+            bad += pl.runs[i].table_offset != covered;
+            covered += pl.runs[i].count;
+        }
+        CHECK_MSG(bad == 0 && covered == m.table.total, "%s: %d misplaced entries or runs", *p, bad);
+        CHECK_MSG(pl.total - m.table.total < 128 * (int64_t)m.table.count, "%s: %lld elements of padding", *p,
+                  (long long)(pl.total - m.table.total));
+        if (strcmp(*p, "dit-7b") == 0) CHECK_MSG(pl.n_runs == 1, "dit-7b: %d runs", pl.n_runs);
+        param_placement_free(&pl);
+        dit_destroy(&m);
+        config_free(cfg);
+    }
+}

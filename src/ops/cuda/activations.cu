@@ -27,54 +27,81 @@ __device__ __forceinline__ float gelu_slope(float x, int kind) {
 
 __device__ __forceinline__ float sigmoid_f(float x) { return 1.f / (1.f + expf(-x)); }
 
-template <typename T> __global__ void gelu_forward_kernel(T *y, const T *x, int64_t n, int kind) {
-    GRID_STRIDE(i, n) y[i] = from_f32<T>(gelu_value(to_f32(x[i]), kind));
+// The pointwise kernels run over chunks of VEC(T) elements (cuda_common.h, "16-byte vector access"):
+// 16-byte accesses where the tensors are aligned, the short last chunk element by element.
+template <typename T> __global__ void gelu_forward_kernel(T *y, const T *x, int64_t n, int kind, int vec) {
+    GRID_STRIDE(c, chunks_of<VEC(T)>(n)) map1_chunk(y, x, c, n, vec, [=](float v) { return gelu_value(v, kind); });
 }
 
-// dx may alias dy (the linear backward turns dy into dpre in place): same index read then written.
-template <typename T> __global__ void gelu_backward_kernel(T *dx, const T *dy, const T *x, int64_t n, int kind) {
-    GRID_STRIDE(i, n) dx[i] = from_f32<T>(to_f32(dy[i]) * gelu_slope(to_f32(x[i]), kind));
+// dx may alias dy (the linear backward turns dy into dpre in place): same chunk read then written.
+template <typename T> __global__ void gelu_backward_kernel(T *dx, const T *dy, const T *x, int64_t n, int kind, int vec) {
+    GRID_STRIDE(c, chunks_of<VEC(T)>(n))
+        map2_chunk(dx, dy, x, c, n, vec, [=](float g, float v) { return g * gelu_slope(v, kind); });
 }
 
-template <typename T> __global__ void silu_forward_kernel(T *y, const T *x, int64_t n) {
-    GRID_STRIDE(i, n) {
-        float v = to_f32(x[i]);
-        y[i] = from_f32<T>(v * sigmoid_f(v));
+template <typename T> __global__ void silu_forward_kernel(T *y, const T *x, int64_t n, int vec) {
+    GRID_STRIDE(c, chunks_of<VEC(T)>(n)) map1_chunk(y, x, c, n, vec, [](float v) { return v * sigmoid_f(v); });
+}
+
+template <typename T> __global__ void silu_backward_kernel(T *dx, const T *dy, const T *x, int64_t n, int vec) {
+    GRID_STRIDE(c, chunks_of<VEC(T)>(n)) map2_chunk(dx, dy, x, c, n, vec, [](float g, float v) {
+        float s = sigmoid_f(v);
+        return g * s * (1.f + v * (1.f - s));
+    });
+}
+
+// y[N,F] = silu(x[:, :F]) · x[:, F:], one warp per row (no division per element).
+template <typename T> __global__ void swiglu_forward_kernel(T *y, const T *x, int64_t rows, int64_t F, int vec) {
+    constexpr int W = VEC(T);
+    const int64_t chunks = chunks_of<W>(F);
+    ROW_STRIDE(r, rows) {
+        const T *a_row = x + r * 2 * F, *v_row = a_row + F;
+        LANE_CHUNKS(c, chunks) {
+            T a[W], v[W];
+            chunk_read<W>(a, a_row, c, F, vec);
+            chunk_read<W>(v, v_row, c, F, vec);
+            for (int k = 0; k < W; k++) {
+                float af = to_f32(a[k]);
+                a[k] = from_f32<T>(af * sigmoid_f(af) * to_f32(v[k]));
+            }
+            chunk_write<W>(y + r * F, a, c, F, vec);
+        }
     }
 }
 
-template <typename T> __global__ void silu_backward_kernel(T *dx, const T *dy, const T *x, int64_t n) {
-    GRID_STRIDE(i, n) {
-        float v = to_f32(x[i]), s = sigmoid_f(v);
-        dx[i] = from_f32<T>(to_f32(dy[i]) * s * (1.f + v * (1.f - s)));
+template <typename T>
+__global__ void swiglu_backward_kernel(T *dx, const T *dy, const T *x, int64_t rows, int64_t F, int vec) {
+    constexpr int W = VEC(T);
+    const int64_t chunks = chunks_of<W>(F);
+    ROW_STRIDE(r, rows) {
+        const T *a_row = x + r * 2 * F, *v_row = a_row + F;
+        LANE_CHUNKS(c, chunks) {
+            T a[W], v[W], g[W];
+            chunk_read<W>(a, a_row, c, F, vec);
+            chunk_read<W>(v, v_row, c, F, vec);
+            chunk_read<W>(g, dy + r * F, c, F, vec);
+            for (int k = 0; k < W; k++) {
+                float af = to_f32(a[k]), vf = to_f32(v[k]), gf = to_f32(g[k]);
+                float s = sigmoid_f(af);
+                a[k] = from_f32<T>(gf * vf * s * (1.f + af * (1.f - s)));
+                v[k] = from_f32<T>(gf * af * s);
+            }
+            chunk_write<W>(dx + r * 2 * F, a, c, F, vec);
+            chunk_write<W>(dx + r * 2 * F + F, v, c, F, vec);
+        }
     }
 }
 
-// y[N,F] = silu(x[:, :F]) · x[:, F:]
-template <typename T> __global__ void swiglu_forward_kernel(T *y, const T *x, int64_t rows, int64_t F) {
-    GRID_STRIDE(i, rows * F) {
-        int64_t r = i / F, j = i % F;
-        float a = to_f32(x[r * 2 * F + j]), v = to_f32(x[r * 2 * F + F + j]);
-        y[i] = from_f32<T>(a * sigmoid_f(a) * v);
-    }
-}
-
-template <typename T> __global__ void swiglu_backward_kernel(T *dx, const T *dy, const T *x, int64_t rows, int64_t F) {
-    GRID_STRIDE(i, rows * F) {
-        int64_t r = i / F, j = i % F;
-        float a = to_f32(x[r * 2 * F + j]), v = to_f32(x[r * 2 * F + F + j]), g = to_f32(dy[i]);
-        float s = sigmoid_f(a);
-        dx[r * 2 * F + j] = from_f32<T>(g * v * s * (1.f + a * (1.f - s)));
-        dx[r * 2 * F + F + j] = from_f32<T>(g * a * s);
-    }
-}
+// A pointwise kernel over n elements: grid-stride over its chunks.
+#define LAUNCH_CHUNKS(kernel, T, n, ...) \
+    CUDA_LAUNCH(kernel<T>, cuda_blocks(chunks_of<VEC(T)>(n)), CUDA_THREADS, 0, __VA_ARGS__)
 
 extern "C" vfm_status cuda_gelu_forward(Tensor *y, const Tensor *x, Activation kind) {
     int64_t n = tensor_numel(x);
     if (n == 0) return VFM_OK;
     FLOAT_DISPATCH("gelu_forward", "x", x, T,
-                   CUDA_LAUNCH(gelu_forward_kernel<T>, cuda_blocks(n), CUDA_THREADS, 0, (T *)y->data,
-                               (const T *)x->data, n, (int)kind));
+                   LAUNCH_CHUNKS(gelu_forward_kernel, T, n, (T *)y->data, (const T *)x->data, n, (int)kind,
+                                 vec_ok(y->data, x->data)));
     return VFM_OK;
 }
 
@@ -82,8 +109,8 @@ extern "C" vfm_status cuda_gelu_backward(Tensor *dx, const Tensor *dy, const Ten
     int64_t n = tensor_numel(x);
     if (n == 0) return VFM_OK;
     FLOAT_DISPATCH("gelu_backward", "x", x, T,
-                   CUDA_LAUNCH(gelu_backward_kernel<T>, cuda_blocks(n), CUDA_THREADS, 0, (T *)dx->data,
-                               (const T *)dy->data, (const T *)x->data, n, (int)kind));
+                   LAUNCH_CHUNKS(gelu_backward_kernel, T, n, (T *)dx->data, (const T *)dy->data, (const T *)x->data, n,
+                                 (int)kind, vec_ok(dx->data, dy->data, x->data)));
     return VFM_OK;
 }
 
@@ -91,8 +118,8 @@ extern "C" vfm_status cuda_silu_forward(Tensor *y, const Tensor *x) {
     int64_t n = tensor_numel(x);
     if (n == 0) return VFM_OK;
     FLOAT_DISPATCH("silu_forward", "x", x, T,
-                   CUDA_LAUNCH(silu_forward_kernel<T>, cuda_blocks(n), CUDA_THREADS, 0, (T *)y->data,
-                               (const T *)x->data, n));
+                   LAUNCH_CHUNKS(silu_forward_kernel, T, n, (T *)y->data, (const T *)x->data, n,
+                                 vec_ok(y->data, x->data)));
     return VFM_OK;
 }
 
@@ -100,8 +127,8 @@ extern "C" vfm_status cuda_silu_backward(Tensor *dx, const Tensor *dy, const Ten
     int64_t n = tensor_numel(x);
     if (n == 0) return VFM_OK;
     FLOAT_DISPATCH("silu_backward", "x", x, T,
-                   CUDA_LAUNCH(silu_backward_kernel<T>, cuda_blocks(n), CUDA_THREADS, 0, (T *)dx->data,
-                               (const T *)dy->data, (const T *)x->data, n));
+                   LAUNCH_CHUNKS(silu_backward_kernel, T, n, (T *)dx->data, (const T *)dy->data, (const T *)x->data, n,
+                                 vec_ok(dx->data, dy->data, x->data)));
     return VFM_OK;
 }
 
@@ -109,8 +136,8 @@ extern "C" vfm_status cuda_swiglu_forward(Tensor *y, const Tensor *x) {
     int64_t rows = tensor_rows(y), F = tensor_dim(y, -1);
     if (rows * F == 0) return VFM_OK;
     FLOAT_DISPATCH("swiglu_forward", "x", x, T,
-                   CUDA_LAUNCH(swiglu_forward_kernel<T>, cuda_blocks(rows * F), CUDA_THREADS, 0, (T *)y->data,
-                               (const T *)x->data, rows, F));
+                   CUDA_LAUNCH(swiglu_forward_kernel<T>, row_warp_grid(rows), row_warp_block(), 0, (T *)y->data,
+                               (const T *)x->data, rows, F, vec_rows_ok<T>(F, y->data, x->data)));
     return VFM_OK;
 }
 
@@ -118,7 +145,8 @@ extern "C" vfm_status cuda_swiglu_backward(Tensor *dx, const Tensor *dy, const T
     int64_t rows = tensor_rows(dy), F = tensor_dim(dy, -1);
     if (rows * F == 0) return VFM_OK;
     FLOAT_DISPATCH("swiglu_backward", "x", x, T,
-                   CUDA_LAUNCH(swiglu_backward_kernel<T>, cuda_blocks(rows * F), CUDA_THREADS, 0, (T *)dx->data,
-                               (const T *)dy->data, (const T *)x->data, rows, F));
+                   CUDA_LAUNCH(swiglu_backward_kernel<T>, row_warp_grid(rows), row_warp_block(), 0, (T *)dx->data,
+                               (const T *)dy->data, (const T *)x->data, rows, F,
+                               vec_rows_ok<T>(F, dx->data, dy->data, x->data)));
     return VFM_OK;
 }

@@ -241,14 +241,15 @@ static vfm_status cudnn_run(const AttnDims &a, int backward, const Tensor *q, co
     VFM_TRY(cudnn_attention_prepare(&c, &ws_bytes));
     log_bucket_once(a, backward, q->dtype, c.implementation ? c.implementation : "(unnamed)", NULL);
     // meta: three int64 offset arrays [B+1], the two int32 length arrays [B], then (backward) the
-    // finite copy of the statistics [Sq, H]
+    // finite copy of the statistics [Sq, H], each at a 256-byte boundary: cuDNN's tensors are
+    // declared 16-byte aligned (cudnn-frontend's default), and [B+1] int64 would break that
     size_t n64 = (size_t)c.B + 1, stats_n = backward ? (size_t)a.Sq * a.H : 0;
-    size_t meta_bytes = 3 * n64 * sizeof(int64_t) + 2 * (size_t)c.B * sizeof(int32_t);
-    meta_bytes = (meta_bytes + 255) & ~(size_t)255;
+    size_t at64 = ALIGN256(n64 * sizeof(int64_t)), at32 = ALIGN256((size_t)c.B * sizeof(int32_t));
+    size_t meta_bytes = 3 * at64 + 2 * at32;
     char *meta = NULL;
     VFM_TRY(cuda_scratch(SCRATCH_ATTN_META, meta_bytes + stats_n * sizeof(float), (void **)&meta));
-    int64_t *off_q = (int64_t *)meta, *off_kv = off_q + n64, *off_lse = off_kv + n64;
-    int32_t *seq_q = (int32_t *)(off_lse + n64), *seq_kv = seq_q + c.B;
+    int64_t *off_q = (int64_t *)meta, *off_kv = (int64_t *)(meta + at64), *off_lse = (int64_t *)(meta + 2 * at64);
+    int32_t *seq_q = (int32_t *)(meta + 3 * at64), *seq_kv = (int32_t *)(meta + 3 * at64 + at32);
     CUDA_LAUNCH(attn_cudnn_meta_kernel, cuda_blocks(c.B + 1), CUDA_THREADS, 0, a, c.B, seq_q, seq_kv, off_q, off_kv,
                 off_lse);
     float *stats = (float *)lse->data;

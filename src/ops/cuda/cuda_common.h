@@ -50,6 +50,9 @@ typedef enum {
     SCRATCH_SLOTS
 } ScratchSlot;
 vfm_status cuda_scratch(ScratchSlot slot, size_t bytes, void **out);
+// bytes rounded up to 256: pieces carved one after another from a scratch buffer (which is
+// 256-byte aligned, as every cudaMalloc) stay 256-byte aligned.
+#define ALIGN256(bytes) (((size_t)(bytes) + 255) & ~(size_t)255)
 
 // ---- element access ---------------------------------------------------------------------------
 
@@ -73,6 +76,124 @@ template <> __device__ __forceinline__ bf16 from_f32<bf16>(float v) { return __f
         }                                                                         \
     } while (0)
 
+// ---- 16-byte vector access ----------------------------------------------------------------------
+// Kernels that stream activations move 16 bytes per memory access where the data allow. They work
+// in chunks of VEC(T) consecutive elements (8 bf16, 4 f32): chunk c of an array of n elements is
+// elements [c·N, c·N + N) ∩ [0, n). chunk_read/chunk_write move a chunk with 16-byte accesses when
+// the launch's arrays are 16-byte aligned (vec, decided on the host by vec_ok) and the chunk lies
+// wholly inside the array, and element by element otherwise (unaligned arrays, a short last chunk).
+// Only the width of the access differs: every element gets the same operations in the same order
+// on either path, so the two give the same bits (tests/unit/test_cuda_ops.c compares them). Index
+// arithmetic is per row and per chunk (ROW_STRIDE, GRID_STRIDE over chunks), never a 64-bit
+// division per element. New kernels that stream bf16 should use these helpers.
+
+#define VEC(T) ((int)(16 / sizeof(T)))
+
+// Full unrolling of a loop with a constant trip count, so that arrays indexed by its counter stay
+// in registers (nvcc; the host build of the harness ignores it).
+#ifdef __CUDACC__
+#define UNROLL _Pragma("unroll")
+#else
+#define UNROLL
+#endif
+
+template <typename T> struct alignas(16) Vec16 {
+    T v[16 / sizeof(T)];
+};
+
+// Where a 16-byte access is about to happen. The CPU harness (tests/harness/device.h) faults a
+// misaligned address there, as the GPU does (cudaErrorMisalignedAddress), and counts the accesses.
+#ifndef VFM_VECTOR_ACCESS
+#define VFM_VECTOR_ACCESS(p) ((void)0)
+#endif
+
+// Host: whether every pointer is 16-byte aligned (NULL counts as aligned: an absent operand).
+static inline bool aligned16(const void *p) { return ((uintptr_t)p & 15) == 0; }
+template <typename... P> static inline int vec_ok(const P *...p) { return (aligned16(p) && ...); }
+// Host: vec_ok for row kernels, whose rows of D elements of T start at p + r·D: also D·sizeof(T) a
+// multiple of 16, so that every row starts aligned.
+template <typename T, typename... P> static inline int vec_rows_ok(int64_t D, const P *...p) {
+    return (D * (int64_t)sizeof(T)) % 16 == 0 && vec_ok(p...);
+}
+
+template <int N> __host__ __device__ __forceinline__ int64_t chunks_of(int64_t n) { return (n + N - 1) / N; }
+
+// Elements [c·N, c·N + N) of p[n] into v (past n: zero). N·sizeof(T) is a multiple of 16.
+template <int N, typename T> __device__ __forceinline__ void chunk_read(T *v, const T *p, int64_t c, int64_t n, int vec) {
+    constexpr int P = 16 / sizeof(T);
+    int64_t i = c * N;
+#if VFM_HARNESS_BREAK == BREAK_VECTOR_TAIL  // the must-fail build reads a short last chunk with 16 bytes
+    if (vec && i < n) {
+#else
+    if (vec && i + N <= n) {
+#endif
+        UNROLL
+        for (int a = 0; a < N; a += P) {
+            VFM_VECTOR_ACCESS(p + i + a);
+            Vec16<T> x = *reinterpret_cast<const Vec16<T> *>(p + i + a);
+            UNROLL
+            for (int k = 0; k < P; k++) v[a + k] = x.v[k];
+        }
+        return;
+    }
+    UNROLL
+    for (int k = 0; k < N; k++) v[k] = i + k < n ? p[i + k] : from_f32<T>(0.f);
+}
+
+// v into elements [c·N, c·N + N) ∩ [0, n) of p.
+template <int N, typename T> __device__ __forceinline__ void chunk_write(T *p, const T *v, int64_t c, int64_t n, int vec) {
+    constexpr int P = 16 / sizeof(T);
+    int64_t i = c * N;
+    if (vec && i + N <= n) {
+        UNROLL
+        for (int a = 0; a < N; a += P) {
+            Vec16<T> x;
+            UNROLL
+            for (int k = 0; k < P; k++) x.v[k] = v[a + k];
+            VFM_VECTOR_ACCESS(p + i + a);
+            *reinterpret_cast<Vec16<T> *>(p + i + a) = x;
+        }
+        return;
+    }
+    UNROLL
+    for (int k = 0; k < N; k++)
+        if (i + k < n) p[i + k] = v[k];
+}
+
+// How many elements of chunk c of an array of n lie inside it (N for all but a short last chunk).
+template <int N> __device__ __forceinline__ int chunk_len(int64_t c, int64_t n) {
+    int64_t left = n - c * N;
+    return left < N ? (int)left : N;
+}
+
+// The pointwise kernels' chunk: out = f(a) (map1_chunk) or f(a, b) (map2_chunk) element by element
+// in f32, rounded once on the store, on chunk c of n elements. out may alias a or b.
+template <typename T, class F>
+__device__ __forceinline__ void map1_chunk(T *out, const T *a, int64_t c, int64_t n, int vec, F f) {
+    constexpr int W = VEC(T);
+    T x[W];
+    chunk_read<W>(x, a, c, n, vec);
+    UNROLL
+    for (int k = 0; k < W; k++) x[k] = from_f32<T>(f(to_f32(x[k])));
+    chunk_write<W>(out, x, c, n, vec);
+}
+template <typename T, class F>
+__device__ __forceinline__ void map2_chunk(T *out, const T *a, const T *b, int64_t c, int64_t n, int vec, F f) {
+    constexpr int W = VEC(T);
+    T x[W], y[W];
+    chunk_read<W>(x, a, c, n, vec);
+    chunk_read<W>(y, b, c, n, vec);
+    UNROLL
+    for (int k = 0; k < W; k++) x[k] = from_f32<T>(f(to_f32(x[k]), to_f32(y[k])));
+    chunk_write<W>(out, x, c, n, vec);
+}
+
+// d·ema + one_minus·param, the CPU's expression with explicitly rounded operations (op_ema_update
+// and the step-gated EMA of step.cu).
+__device__ __forceinline__ float ema_value(float e, float p, float d, float one_minus) {
+    return __fadd_rn(__fmul_rn(d, e), __fmul_rn(one_minus, p));
+}
+
 // ---- launch geometry --------------------------------------------------------------------------
 
 #define CUDA_THREADS 256
@@ -85,6 +206,15 @@ static inline unsigned cuda_blocks(int64_t n, int threads = CUDA_THREADS) {
 }
 #define GRID_STRIDE(i, n)                                                                       \
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (int64_t)gridDim.x * blockDim.x)
+
+// Rows of a [rows, D] tensor, one warp per row: blocks of dim3(32, ROW_WARPS) threads, ROW_STRIDE
+// gives each warp its rows (threadIdx.y), and its lanes take the chunks of the row (LANE_CHUNKS).
+#define ROW_WARPS 8
+static inline dim3 row_warp_block(void) { return dim3(32, ROW_WARPS); }
+static inline unsigned row_warp_grid(int64_t rows) { return cuda_blocks(rows, ROW_WARPS); }
+#define ROW_STRIDE(r, rows)                                                                              \
+    for (int64_t r = (int64_t)blockIdx.x * blockDim.y + threadIdx.y; r < (rows); r += (int64_t)gridDim.x * blockDim.y)
+#define LANE_CHUNKS(c, chunks) for (int64_t c = threadIdx.x; c < (chunks); c += 32)
 
 // ---- fixed-order reductions -------------------------------------------------------------------
 // Every thread contributes one value; the result (valid in every thread) is the same for the same
@@ -200,15 +330,14 @@ __global__ void column_sums_partial_kernel(Terms terms, int64_t rows, const int3
     }
 }
 
-// out[b, c] += Σ_k partial[j][k][b][c], k in order.
+// out[b, c] += Σ_k partial[j][k][b][c], k in order: grid (column tiles, samples).
 template <typename O>
 __global__ void column_sums_finish_kernel(const float *partial, int j, int K, int B, int64_t D, O *out) {
-    GRID_STRIDE(i, (int64_t)B * D) {
-        int64_t b = i / D, c = i % D;
-        float s = 0.f;
-        for (int k = 0; k < K; k++) s += partial[(((int64_t)j * K + k) * B + b) * D + c];
-        out[i] = from_f32<O>(to_f32(out[i]) + s);
-    }
+    int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, b = blockIdx.y;
+    if (c >= D) return;
+    float s = 0.f;
+    for (int k = 0; k < K; k++) s += partial[(((int64_t)j * K + k) * B + b) * D + c];
+    out[b * D + c] = from_f32<O>(to_f32(out[b * D + c]) + s);
 }
 
 // Launches the sums: out0 (and out1 when NOUT == 2) [B, D] += column sums of the terms over the
@@ -235,8 +364,8 @@ vfm_status column_sums_launch(const Terms &terms, int64_t rows, const int32_t *t
     O *outs[2] = {out0, out1};
     for (int j = 0; j < NOUT; j++)
         if (outs[j])
-            CUDA_LAUNCH(column_sums_finish_kernel<O>, cuda_blocks((int64_t)B * D), CUDA_THREADS, 0, partial, j, K, B, D,
-                        outs[j]);
+            CUDA_LAUNCH(column_sums_finish_kernel<O>, dim3((unsigned)((D + CUDA_THREADS - 1) / CUDA_THREADS), (unsigned)B),
+                        CUDA_THREADS, 0, partial, j, K, B, D, outs[j]);
     return VFM_OK;
 }
 

@@ -17,6 +17,8 @@
 #define BREAK_NO_BARRIER 2    // cuda_common.h: block_sum without the barrier before warp 0 adds
 #define BREAK_GEMM_LD 3       // linear.cu: the forward GEMM's A told a leading dimension one short
 #define BREAK_RAGGED_BYTES 4  // attention.cu: cuDNN's ragged offsets in bytes instead of elements
+#define BREAK_VECTOR_TAIL 5   // cuda_common.h chunk_read (built into activations.cu): a short last chunk read
+                              // with a 16-byte access, past the end of the array
 #ifndef VFM_HARNESS_BREAK
 #define VFM_HARNESS_BREAK 0
 #endif

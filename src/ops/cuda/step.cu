@@ -23,9 +23,10 @@ __global__ void f64_div_kernel(double *x, double divisor) { *x = *x / divisor; }
 __global__ void step_decide_kernel(double *S, StepDecideHyper h) { step_decide(S, &h); }
 
 template <typename T>
-__global__ void ema_if_kernel(T *E, const T *P, int64_t n, float d, float one_minus, const double *state) {
+__global__ void ema_if_kernel(T *E, const T *P, int64_t n, float d, float one_minus, const double *state, int vec) {
     if (state[STEP_OK] == 0) return;
-    GRID_STRIDE(i, n) E[i] = from_f32<T>(__fadd_rn(__fmul_rn(d, to_f32(E[i])), __fmul_rn(one_minus, to_f32(P[i]))));
+    GRID_STRIDE(c, chunks_of<VEC(T)>(n))
+        map2_chunk(E, E, P, c, n, vec, [=](float e, float p) { return ema_value(e, p, d, one_minus); });
 }
 
 extern "C" vfm_status cuda_f64_accumulate(Tensor *acc, int64_t at, const Tensor *x, int n) {
@@ -54,7 +55,8 @@ extern "C" vfm_status cuda_ema_update_if(Tensor *ema, const Tensor *param, doubl
     if (n == 0) return VFM_OK;
     float d = (float)decay, one_minus = (float)(1.0 - decay);
     FLOAT_DISPATCH("ema_update_if", "ema", ema, T,
-                   CUDA_LAUNCH(ema_if_kernel<T>, cuda_blocks(n), CUDA_THREADS, 0, (T *)ema->data,
-                               (const T *)param->data, n, d, one_minus, (const double *)step_state->data));
+                   CUDA_LAUNCH(ema_if_kernel<T>, cuda_blocks(chunks_of<VEC(T)>(n)), CUDA_THREADS, 0, (T *)ema->data,
+                               (const T *)param->data, n, d, one_minus, (const double *)step_state->data,
+                               vec_ok(ema->data, param->data)));
     return VFM_OK;
 }

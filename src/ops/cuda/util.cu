@@ -3,53 +3,84 @@
 // tensors get the same bits as the CPU backend; bf16 tensors compute in f32 and round once.
 #include "cuda_common.h"
 
-template <typename T> __global__ void fill_kernel(T *x, int64_t n, float v) {
-    GRID_STRIDE(i, n) x[i] = from_f32<T>(v);
+// Pointwise kernels run over chunks (cuda_common.h, "16-byte vector access"); the column blocks
+// one warp per row.
+
+template <typename T> __global__ void fill_kernel(T *x, int64_t n, float value, int vec) {
+    constexpr int W = VEC(T);
+    T v[W];
+    for (int k = 0; k < W; k++) v[k] = from_f32<T>(value);
+    GRID_STRIDE(c, chunks_of<W>(n)) chunk_write<W>(x, v, c, n, vec);
 }
 
-__global__ void f32_to_bf16_kernel(bf16 *dst, const float *src, int64_t n) {
-    GRID_STRIDE(i, n) dst[i] = __float2bfloat16_rn(src[i]);
-}
-
-__global__ void bf16_to_f32_kernel(float *dst, const bf16 *src, int64_t n) {
-    GRID_STRIDE(i, n) dst[i] = __bfloat162float(src[i]);
-}
-
-template <typename T> __global__ void add_kernel(T *out, const T *a, const T *b, int64_t n) {
-    GRID_STRIDE(i, n) out[i] = from_f32<T>(__fadd_rn(to_f32(a[i]), to_f32(b[i])));
-}
-
-template <typename T> __global__ void scale_kernel(T *x, int64_t n, float alpha) {
-    GRID_STRIDE(i, n) x[i] = from_f32<T>(__fmul_rn(to_f32(x[i]), alpha));
-}
-
-// y += alpha·x
-template <typename T> __global__ void axpy_kernel(T *y, const T *x, int64_t n, float alpha) {
-    GRID_STRIDE(i, n) y[i] = from_f32<T>(__fadd_rn(to_f32(y[i]), __fmul_rn(alpha, to_f32(x[i]))));
-}
-
-// ema = decay·ema + (1-decay)·param
-template <typename T> __global__ void ema_kernel(T *ema, const T *param, int64_t n, float d, float one_minus) {
-    GRID_STRIDE(i, n) ema[i] = from_f32<T>(__fadd_rn(__fmul_rn(d, to_f32(ema[i])), __fmul_rn(one_minus, to_f32(param[i]))));
-}
-
-// out[R,d] = in[R, col0 : col0+d] (add = 0) or out[R, col0 : col0+d] += in[R,d] (add = 1); wide[R,D]
-template <typename T> __global__ void columns_kernel(T *narrow, T *wide, int64_t rows, int64_t d, int64_t D, int64_t col0, int add) {
-    GRID_STRIDE(i, rows * d) {
-        int64_t r = i / d, j = i % d;
-        T *w = wide + r * D + col0 + j;
-        if (add) *w = from_f32<T>(__fadd_rn(to_f32(*w), to_f32(narrow[i])));
-        else narrow[i] = *w;
+// f32 <-> bf16 in chunks of 8 elements: 16 bytes of bf16, two 16-byte accesses of f32.
+template <typename S, typename D> __global__ void convert_kernel(D *dst, const S *src, int64_t n, int vec) {
+    GRID_STRIDE(c, chunks_of<8>(n)) {
+        S s[8];
+        D d[8];
+        chunk_read<8>(s, src, c, n, vec);
+        for (int k = 0; k < 8; k++) d[k] = from_f32<D>(to_f32(s[k]));
+        chunk_write<8>(dst, d, c, n, vec);
     }
 }
 
-// A grid-stride kernel over n items.
-#define LAUNCH_N(kernel, n, ...) CUDA_LAUNCH(kernel, cuda_blocks(n), CUDA_THREADS, 0, __VA_ARGS__)
+template <typename T> __global__ void add_kernel(T *out, const T *a, const T *b, int64_t n, int vec) {
+    GRID_STRIDE(c, chunks_of<VEC(T)>(n)) map2_chunk(out, a, b, c, n, vec, [](float x, float y) { return __fadd_rn(x, y); });
+}
+
+template <typename T> __global__ void scale_kernel(T *x, int64_t n, float alpha, int vec) {
+    GRID_STRIDE(c, chunks_of<VEC(T)>(n)) map1_chunk(x, x, c, n, vec, [=](float v) { return __fmul_rn(v, alpha); });
+}
+
+// y += alpha·x
+template <typename T> __global__ void axpy_kernel(T *y, const T *x, int64_t n, float alpha, int vec) {
+    GRID_STRIDE(c, chunks_of<VEC(T)>(n))
+        map2_chunk(y, y, x, c, n, vec, [=](float a, float b) { return __fadd_rn(a, __fmul_rn(alpha, b)); });
+}
+
+// ema = decay·ema + (1-decay)·param
+template <typename T> __global__ void ema_kernel(T *ema, const T *param, int64_t n, float d, float one_minus, int vec) {
+    GRID_STRIDE(c, chunks_of<VEC(T)>(n))
+        map2_chunk(ema, ema, param, c, n, vec, [=](float e, float p) { return ema_value(e, p, d, one_minus); });
+}
+
+// out[R,d] = in[R, col0 : col0+d] (add = 0) or out[R, col0 : col0+d] += in[R,d] (add = 1); wide[R,D].
+// One warp per row; vec when both rows and the block's first column are 16-byte aligned.
+template <typename T>
+__global__ void columns_kernel(T *narrow, T *wide, int64_t rows, int64_t d, int64_t D, int64_t col0, int add, int vec) {
+    constexpr int W = VEC(T);
+    const int64_t chunks = chunks_of<W>(d);
+    ROW_STRIDE(r, rows) {
+        T *nr = narrow + r * d, *wr = wide + r * D + col0;
+        LANE_CHUNKS(c, chunks) {
+            T w[W];
+            chunk_read<W>(w, wr, c, d, vec);
+            if (add) {
+                T v[W];
+                chunk_read<W>(v, nr, c, d, vec);
+                for (int k = 0; k < W; k++) w[k] = from_f32<T>(__fadd_rn(to_f32(w[k]), to_f32(v[k])));
+                chunk_write<W>(wr, w, c, d, vec);
+            } else {
+                chunk_write<W>(nr, w, c, d, vec);
+            }
+        }
+    }
+}
+
+// Whether the column block's rows all start 16-byte aligned, in narrow and in wide.
+template <typename T>
+static int columns_vec(const Tensor *narrow, const Tensor *wide, int64_t d, int64_t D, int64_t col0) {
+    return vec_rows_ok<T>(d, narrow->data) && vec_rows_ok<T>(D, wide->data) && vec_rows_ok<T>(col0, wide->data);
+}
+
+// A pointwise kernel over the chunks of n elements of T.
+#define LAUNCH_CHUNKS(kernel, T, n, ...) \
+    CUDA_LAUNCH(kernel, cuda_blocks(chunks_of<VEC(T)>(n)), CUDA_THREADS, 0, __VA_ARGS__)
 
 extern "C" vfm_status cuda_fill(Tensor *x, double value) {
     int64_t n = tensor_numel(x);
     if (n == 0) return VFM_OK;
-    FLOAT_DISPATCH("fill", "x", x, T, LAUNCH_N(fill_kernel<T>, n, (T *)x->data, n, (float)value));
+    FLOAT_DISPATCH("fill", "x", x, T, LAUNCH_CHUNKS(fill_kernel<T>, T, n, (T *)x->data, n, (float)value, vec_ok(x->data)));
     return VFM_OK;
 }
 
@@ -61,9 +92,11 @@ extern "C" vfm_status cuda_convert(Tensor *dst, const Tensor *src) {
                         tensor_describe(src, b, sizeof b));
     }
     if (src->dtype == DT_F32 && dst->dtype == DT_BF16) {
-        if (n) LAUNCH_N(f32_to_bf16_kernel, n, (bf16 *)dst->data, (const float *)src->data, n);
+        if (n) LAUNCH_CHUNKS((convert_kernel<float, bf16>), bf16, n, (bf16 *)dst->data, (const float *)src->data, n,
+                             vec_ok(dst->data, src->data));
     } else if (src->dtype == DT_BF16 && dst->dtype == DT_F32) {
-        if (n) LAUNCH_N(bf16_to_f32_kernel, n, (float *)dst->data, (const bf16 *)src->data, n);
+        if (n) LAUNCH_CHUNKS((convert_kernel<bf16, float>), bf16, n, (float *)dst->data, (const bf16 *)src->data, n,
+                             vec_ok(dst->data, src->data));
     } else {
         return vfm_fail(VFM_ERR_UNSUPPORTED, "convert on cuda: %s to %s (only f32 <-> bf16)", dtype_name(src->dtype),
                         dtype_name(dst->dtype));
@@ -75,21 +108,23 @@ extern "C" vfm_status cuda_add(Tensor *out, const Tensor *a, const Tensor *b) {
     int64_t n = tensor_numel(out);
     if (n == 0) return VFM_OK;
     FLOAT_DISPATCH("add", "out", out, T,
-                   LAUNCH_N(add_kernel<T>, n, (T *)out->data, (const T *)a->data, (const T *)b->data, n));
+                   LAUNCH_CHUNKS(add_kernel<T>, T, n, (T *)out->data, (const T *)a->data, (const T *)b->data, n,
+                                 vec_ok(out->data, a->data, b->data)));
     return VFM_OK;
 }
 
 extern "C" vfm_status cuda_scale(Tensor *x, double alpha) {
     int64_t n = tensor_numel(x);
     if (n == 0) return VFM_OK;
-    FLOAT_DISPATCH("scale", "x", x, T, LAUNCH_N(scale_kernel<T>, n, (T *)x->data, n, (float)alpha));
+    FLOAT_DISPATCH("scale", "x", x, T, LAUNCH_CHUNKS(scale_kernel<T>, T, n, (T *)x->data, n, (float)alpha, vec_ok(x->data)));
     return VFM_OK;
 }
 
 extern "C" vfm_status cuda_axpy(Tensor *y, double alpha, const Tensor *x) {
     int64_t n = tensor_numel(y);
     if (n == 0) return VFM_OK;
-    FLOAT_DISPATCH("axpy", "y", y, T, LAUNCH_N(axpy_kernel<T>, n, (T *)y->data, (const T *)x->data, n, (float)alpha));
+    FLOAT_DISPATCH("axpy", "y", y, T, LAUNCH_CHUNKS(axpy_kernel<T>, T, n, (T *)y->data, (const T *)x->data, n, (float)alpha,
+                                                    vec_ok(y->data, x->data)));
     return VFM_OK;
 }
 
@@ -98,7 +133,8 @@ extern "C" vfm_status cuda_ema_update(Tensor *ema, const Tensor *param, double d
     if (n == 0) return VFM_OK;
     float d = (float)decay, one_minus = (float)(1.0 - decay);
     FLOAT_DISPATCH("ema_update", "ema", ema, T,
-                   LAUNCH_N(ema_kernel<T>, n, (T *)ema->data, (const T *)param->data, n, d, one_minus));
+                   LAUNCH_CHUNKS(ema_kernel<T>, T, n, (T *)ema->data, (const T *)param->data, n, d, one_minus,
+                                 vec_ok(ema->data, param->data)));
     return VFM_OK;
 }
 
@@ -106,7 +142,8 @@ extern "C" vfm_status cuda_columns_get(Tensor *out, const Tensor *in, int64_t co
     int64_t rows = tensor_rows(out), d = tensor_dim(out, -1), D = tensor_dim(in, -1);
     if (rows * d == 0) return VFM_OK;
     FLOAT_DISPATCH("columns_get", "out", out, T,
-                   LAUNCH_N(columns_kernel<T>, rows * d, (T *)out->data, (T *)in->data, rows, d, D, col0, 0));
+                   CUDA_LAUNCH(columns_kernel<T>, row_warp_grid(rows), row_warp_block(), 0, (T *)out->data,
+                               (T *)in->data, rows, d, D, col0, 0, columns_vec<T>(out, in, d, D, col0)));
     return VFM_OK;
 }
 
@@ -114,6 +151,7 @@ extern "C" vfm_status cuda_columns_add(Tensor *out, const Tensor *in, int64_t co
     int64_t rows = tensor_rows(in), d = tensor_dim(in, -1), D = tensor_dim(out, -1);
     if (rows * d == 0) return VFM_OK;
     FLOAT_DISPATCH("columns_add", "out", out, T,
-                   LAUNCH_N(columns_kernel<T>, rows * d, (T *)in->data, (T *)out->data, rows, d, D, col0, 1));
+                   CUDA_LAUNCH(columns_kernel<T>, row_warp_grid(rows), row_warp_block(), 0, (T *)in->data,
+                               (T *)out->data, rows, d, D, col0, 1, columns_vec<T>(in, out, d, D, col0)));
     return VFM_OK;
 }
