@@ -40,7 +40,7 @@ endif
 
 CORE_SRC  := $(wildcard src/core/*.c) $(wildcard src/ops/*.c) $(wildcard src/model/*.c) \
              $(wildcard src/diffusion/*.c) $(wildcard src/train/*.c) $(wildcard src/data/*/*.c) \
-             $(wildcard src/optim/*.c) \
+             $(wildcard src/optim/*.c) $(wildcard src/plan/*.c) \
              $(wildcard src/parallel/*.c)
 CPU_OPS   := $(wildcard src/ops/cpu/*.c)
 CLI_SRC   := $(wildcard src/cli/*.c)
@@ -78,7 +78,7 @@ endif
 endif
 
 .PHONY: all deps test demo clean goldens gpu-bundle gpu-check gpu-check2 cudnn-frontend fuzz harness
-all: $(BUILD)/vfm $(BUILD)/vfm_tests $(BUILD)/vfm_mpi_tests
+all: $(BUILD)/vfm $(BUILD)/vfm-faults $(BUILD)/vfm_tests $(BUILD)/vfm_mpi_tests
 
 deps:
 	@scripts/deps.sh
@@ -90,10 +90,22 @@ $(BUILD)/libvfm.a: $(LIB_OBJ)
 $(BUILD)/vfm: $(CLI_SRC:%.c=$(BUILD)/%.o) $(BUILD)/libvfm.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-$(BUILD)/vfm_tests: $(TEST_SRC:%.c=$(BUILD)/%.o) $(filter-out $(BUILD)/src/cli/main.o,$(CLI_SRC:%.c=$(BUILD)/%.o)) $(BUILD)/libvfm.a
+# The test build's fault injection (src/train/fault_hooks.h): build/vfm-faults is build/vfm with the
+# VFM_TEST_* hooks live, for the tests that kill runs or break layouts; build/vfm has none. The
+# object comes before libvfm.a, so its fault_hook_env is the one linked.
+FAULTS_OBJ := $(BUILD)/faults/fault_hooks.o
+$(FAULTS_OBJ): src/train/fault_hooks.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -DVFM_FAULT_HOOKS -c $< -o $@
+
+$(BUILD)/vfm-faults: $(CLI_SRC:%.c=$(BUILD)/%.o) $(FAULTS_OBJ) $(BUILD)/libvfm.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-$(BUILD)/vfm_mpi_tests: $(MPI_TEST_SRC:%.c=$(BUILD)/%.o) $(BUILD)/tests/unit/test_util.o $(BUILD)/tests/unit/dit_pack.o $(BUILD)/libvfm.a
+# tests/alloc_wrap.c: the unit tests' allocator that fails on request (tests/unit/alloc_fail.h)
+$(BUILD)/vfm_tests: $(TEST_SRC:%.c=$(BUILD)/%.o) $(filter-out $(BUILD)/src/cli/main.o,$(CLI_SRC:%.c=$(BUILD)/%.o)) $(FAULTS_OBJ) $(BUILD)/tests/alloc_wrap.o $(BUILD)/libvfm.a
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/vfm_mpi_tests: $(MPI_TEST_SRC:%.c=$(BUILD)/%.o) $(BUILD)/tests/unit/test_util.o $(BUILD)/tests/unit/dit_pack.o $(FAULTS_OBJ) $(BUILD)/libvfm.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/%.o: %.c
@@ -196,6 +208,7 @@ goldens:
 	@scripts/deps.sh --goldens
 	/usr/bin/python3 reference/ops_golden.py --out tests/fixtures/golden
 	/usr/bin/python3 reference/model_golden.py --out tests/fixtures/golden
+	/usr/bin/python3 reference/moviegen_golden.py --out tests/fixtures/golden
 
 clean:
 	rm -rf $(BUILD)

@@ -70,13 +70,10 @@ def make_samples(cfg, specs, gen, sigmas):
     return samples
 
 
-def write_case(outdir, name, cfg, specs):
-    gen = torch.Generator().manual_seed(20241122)
-    model = DiT(cfg)
-    randomize(model, gen)
-    samples = make_samples(cfg, specs, gen, SIGMAS)
-    out = {"config.ints": torch.tensor(cfg.c_ints(), dtype=torch.int32),
-           "config.floats": torch.tensor([cfg.ln_eps, cfg.class_dropout_prob], dtype=torch.float32)}
+def record_case(model, samples, pack_loss, key, draw_times, gen, out):
+    """Adds to out the model's state dict, the samples (their time under `key`: "sigma" or "t"), the
+    output, loss and every gradient of pack_loss(model, samples), and the losses of STEPS clipped
+    AdamW steps with fresh times (draw_times(gen)) and noise; returns the losses."""
     for k, v in model.state_dict().items():
         out["param." + k] = v.clone()
     for i, s in enumerate(samples):
@@ -84,12 +81,12 @@ def write_case(outdir, name, cfg, specs):
         out[f"sample{i}.tokens"] = s["latent_tokens"]
         out[f"sample{i}.noise"] = s["noise"]
         out[f"sample{i}.text"] = s["text"]
-        out[f"sample{i}.sigma"] = torch.tensor([s["sigma"]], dtype=torch.float32)
+        out[f"sample{i}.{key}"] = torch.tensor([s[key]], dtype=torch.float32)
         out[f"sample{i}.fps"] = torch.tensor([s["fps"]], dtype=torch.float32)
         out[f"sample{i}.dropped"] = torch.tensor([int(s["dropped"])], dtype=torch.int32)
         if s["class_row"] is not None:
             out[f"sample{i}.class_row"] = torch.tensor([s["class_row"]], dtype=torch.int32)
-    loss, outs, per = edm_pack_loss(model, samples)
+    loss, outs, per = pack_loss(model, samples)
     loss.backward()
     for i, f in enumerate(outs):
         out[f"sample{i}.F"] = f.detach()
@@ -99,26 +96,38 @@ def write_case(outdir, name, cfg, specs):
         assert p.grad is not None and p.grad.abs().max() > 0, k
         out["grad." + k] = p.grad.clone()
 
-    # 10 AdamW steps on the same pack with fresh σ and noise per step
+    # STEPS AdamW steps on the same pack with fresh times and noise per step
     decay = [p for p in model.parameters() if p.ndim >= 2]
     no_decay = [p for p in model.parameters() if p.ndim < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": WD}, {"params": no_decay, "weight_decay": 0.0}],
                             lr=LR, betas=(0.9, 0.95), eps=1e-5)
     losses = []
     for step in range(STEPS):
-        sig = (0.2 + 3.0 * torch.rand(len(samples), generator=gen)).tolist()
+        times = draw_times(gen)
         for i, s in enumerate(samples):
-            s["sigma"] = sig[i]
+            s[key] = times[i]
             s["noise"] = torch.randn(s["noise"].shape, generator=gen)
-            out[f"step{step}.sample{i}.sigma"] = torch.tensor([sig[i]], dtype=torch.float32)
+            out[f"step{step}.sample{i}.{key}"] = torch.tensor([times[i]], dtype=torch.float32)
             out[f"step{step}.sample{i}.noise"] = s["noise"]
         opt.zero_grad()
-        loss, _, _ = edm_pack_loss(model, samples)
+        loss, _, _ = pack_loss(model, samples)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), CLIP)
         opt.step()
         losses.append(loss.item())
     out["trajectory.losses"] = torch.tensor(losses, dtype=torch.float64)
+    return losses
+
+
+def write_case(outdir, name, cfg, specs):
+    gen = torch.Generator().manual_seed(20241122)
+    model = DiT(cfg)
+    randomize(model, gen)
+    samples = make_samples(cfg, specs, gen, SIGMAS)
+    out = {"config.ints": torch.tensor(cfg.c_ints(), dtype=torch.int32),
+           "config.floats": torch.tensor([cfg.ln_eps, cfg.class_dropout_prob], dtype=torch.float32)}
+    losses = record_case(model, samples, edm_pack_loss, "sigma",
+                         lambda g: (0.2 + 3.0 * torch.rand(len(samples), generator=g)).tolist(), gen, out)
     out["trajectory.lr"] = torch.tensor([LR], dtype=torch.float64)
     write_golden(os.path.join(outdir, name + ".bin"), out)
     print(f"{name}: loss {out['loss'].item():.6f}, trajectory {losses[0]:.5f} -> {losses[-1]:.5f}")

@@ -12,7 +12,7 @@
 cd "$(dirname "$0")/.." || exit 1
 BUILD=${BUILD:-build}
 MAX=${GPU_BUNDLE_MAX_MIB:-48}
-bins="$BUILD/vfm $BUILD/vfm_tests $BUILD/vfm_mpi_tests"
+bins="$BUILD/vfm $BUILD/vfm-faults $BUILD/vfm_tests $BUILD/vfm_mpi_tests"
 libs=$BUILD/gpu-libs
 for b in $bins; do [ -x "$b" ] || { echo "gpu-bundle: $b is missing (make all)" >&2; exit 1; }; done
 

@@ -12,6 +12,8 @@
 #   gpu-train           tests/e2e/gpu_train.sh: 50 steps against the CPU's losses, repeatability,
 #                       kill -9 + resume, checkpoints across devices (its logs kept on failure)
 #   bench-dit-xl        vfm bench on bench/dit-xl.yaml with --profile (and the peer's check)
+#   plan-dit-xl         `vfm plan --calibrate` with that profile: its predicted step for the
+#                       benchmarked layout against the measured one (docs/plan.md)
 #   peer-dit-xl         the PyTorch peer on the same config: its figure, or a line saying it gave
 #                       none within its time box
 # Everything goes into $OUT (default out/gpu-check): gpu-check.tgz (every log) and summary.txt (one
@@ -64,6 +66,10 @@ key_peer() {
         echo "NOT RUN: the peer printed no figure within its time box (skipped; torch.compile may need longer)"
     fi
 }
+key_plan() {
+    if grep -q '^plan-vs-bench:' "$1"; then grep -m 1 '^plan-vs-bench:' "$1" | sed 's/^plan-vs-bench: //' | cut -c1-160
+    else gc_key_tail "$1"; fi
+}
 gc_step nvidia-smi 30 key_smi nvidia-smi
 gc_step version 60 key_version $VFM version
 if [ "$GC_DRY" != 1 ]; then
@@ -79,8 +85,9 @@ SAN=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2
 gc_step memcheck 100 key_memcheck scripts/gpu_run.sh "$SAN" --tool memcheck --error-exitcode 99 --print-limit 20 \
     build/vfm train --config configs/tiny-mock.yaml train.train_iters=2 train.device=cuda \
     checkpoint.save="$GC_TMP/memcheck-run"
-gc_step gpu-train 170 gc_key_result env VFM="$VFM" GPU_TEST_LOGS="$GC_LOGS/gpu-train" sh tests/e2e/gpu_train.sh
+gc_step gpu-train 170 gc_key_result env VFM="$VFM" VFM_FAULTS="scripts/gpu_run.sh build/vfm-faults" GPU_TEST_LOGS="$GC_LOGS/gpu-train" sh tests/e2e/gpu_train.sh
 gc_step bench-dit-xl 100 key_bench $VFM bench --config bench/dit-xl.yaml --profile --warmup 2 --steps 3 \
     --check "$CHECK_DIR" train.device=cuda
+gc_step plan-dit-xl 30 key_plan scripts/gpu_check_steps.sh plan bench/dit-xl.yaml "$GC_LOGS/bench-dit-xl.log"
 gc_step peer-dit-xl 120 key_peer scripts/gpu_check_steps.sh peer bench/dit-xl.yaml "$CHECK_DIR"
 gc_finish

@@ -1,7 +1,11 @@
 /* Flag table parsing shared by the subcommands. */
 #include "args.h"
 
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 const ArgFlag *args_flag(const ArgFlag *flags, int nflags, const char *name) {
@@ -68,4 +72,33 @@ void args_print_help(const char *usage, const char *description, const ArgFlag *
         printf("  %-26s %s\n", left, flags[i].help);
     }
     printf("  %-26s %s\n", "-h, --help", "show this help");
+}
+
+vfm_status args_int(const char *command, const ArgFlag *flags, int nflags, const char *name, int64_t fallback,
+                    int64_t lo, int64_t hi, int64_t *out) {
+    const char *text = args_value(flags, nflags, name, NULL);
+    *out = fallback;
+    if (!text) return VFM_OK;
+    char *end;
+    errno = 0;
+    long long v = strtoll(text, &end, 10);
+    if (!text[0] || end == text || *end || errno == ERANGE || v < lo || v > hi)
+        return vfm_fail(VFM_ERR_USAGE, "vfm %s: %s %s: expected an integer in [%" PRId64 ", %" PRId64 "]", command, name,
+                        text[0] ? text : "''", lo, hi);
+    *out = (int64_t)v;
+    return VFM_OK;
+}
+
+vfm_status args_number(const char *command, const ArgFlag *flags, int nflags, const char *name, double fallback,
+                       double lo, double hi, double *out) {
+    const char *text = args_value(flags, nflags, name, NULL);
+    *out = fallback;
+    if (!text) return VFM_OK;
+    char *end;
+    double v = strtod(text, &end);
+    if (!text[0] || end == text || *end || !isfinite(v) || v < lo || v > hi)
+        return vfm_fail(VFM_ERR_USAGE, "vfm %s: %s %s: expected a number in [%g, %g]", command, name,
+                        text[0] ? text : "''", lo, hi);
+    *out = v;
+    return VFM_OK;
 }

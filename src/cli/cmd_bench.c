@@ -1,7 +1,6 @@
 /* vfm bench: parses the command line, runs train/bench.c and prints its figures — a block for
  * people, the per-op table with --profile, and one `bench-json: {...}` line for scripts
  * (bench/run_pair.sh). */
-#include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,16 +10,6 @@
 #include "commands.h"
 #include "ops/ops.h"
 #include "train/bench.h"
-
-static vfm_status parse_int(const char *flag, const char *text, int lo, int hi, int *out) {
-    char *end;
-    errno = 0;
-    long v = strtol(text, &end, 10);
-    if (errno || end == text || *end || v < lo || v > hi)
-        return vfm_fail(VFM_ERR_USAGE, "%s %s: expected an integer in [%d, %d]", flag, text, lo, hi);
-    *out = (int)v;
-    return VFM_OK;
-}
 
 static double mib(size_t b) { return (double)b / (1024.0 * 1024.0); }
 
@@ -80,6 +69,17 @@ static void print_json(const BenchResult *r) {
                           "flops_per_step", r->flops_per_step, "peak_device_bytes", (json_int_t)r->mem.peak,
                           "peak_host_bytes", (json_int_t)r->host_peak);
     if (j && r->attention[0]) json_object_set_new(j, "attention", json_string(r->attention));
+    if (j) json_object_set_new(j, "attn_flops_per_step", json_real(r->attn_flops_per_step));
+    if (j && r->n_profile) { /* --profile: what `vfm plan --calibrate` reads (GEMM and attention rates) */
+        json_t *rows = json_array();
+        for (int i = 0; i < r->n_profile; i++) {
+            const OpsProfileEntry *e = &r->profile[i];
+            json_array_append_new(rows, json_pack("{s:s,s:s,s:f,s:f}", "op", e->name, "device", device_name(e->device),
+                                                  "calls_per_step", (double)e->calls / r->steps, "seconds_per_step",
+                                                  e->seconds / r->steps));
+        }
+        json_object_set_new(j, "profile", rows);
+    }
     char *text = j ? json_dumps(j, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
     if (text) printf("bench-json: %s\n", text);
     free(text);
@@ -143,10 +143,12 @@ int cmd_bench(int argc, char **argv) {
         return 2;
     }
     const char *v;
-    if (s == VFM_OK && (v = args_value(flags, nflags, "--seq", NULL))) s = parse_int("--seq", v, 1, 1 << 30, &o.seq);
-    if (s == VFM_OK && (v = args_value(flags, nflags, "--text", NULL))) s = parse_int("--text", v, 1, 1 << 24, &o.text);
-    if (s == VFM_OK && (v = args_value(flags, nflags, "--warmup", NULL))) s = parse_int("--warmup", v, 0, 1000000, &o.warmup);
-    if (s == VFM_OK && (v = args_value(flags, nflags, "--steps", NULL))) s = parse_int("--steps", v, 1, 1000000, &o.steps);
+    int64_t iv;
+    if (s == VFM_OK && (s = args_int("bench", flags, nflags, "--seq", o.seq, 1, 1 << 30, &iv)) == VFM_OK) o.seq = (int)iv;
+    if (s == VFM_OK && (s = args_int("bench", flags, nflags, "--text", o.text, 1, 1 << 24, &iv)) == VFM_OK) o.text = (int)iv;
+    if (s == VFM_OK && (s = args_int("bench", flags, nflags, "--warmup", o.warmup, 0, 1000000, &iv)) == VFM_OK)
+        o.warmup = (int)iv;
+    if (s == VFM_OK && (s = args_int("bench", flags, nflags, "--steps", o.steps, 1, 1000000, &iv)) == VFM_OK) o.steps = (int)iv;
     if (s == VFM_OK && (v = args_value(flags, nflags, "--peak-tflops", NULL))) {
         char *end;
         o.peak_tflops = strtod(v, &end);

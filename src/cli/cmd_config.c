@@ -65,7 +65,7 @@ static int config_keys(int argc, char **argv) {
     int n = config_registry_count();
     CfgKeyInfo info;
     if (args_flag(flags, nflags, "--markdown")->present) {
-        printf("| key | type | default | allowed | meaning |\n|---|---|---|---|---|\n");
+        printf("| key | type | default | allowed | on resume | meaning |\n|---|---|---|---|---|---|\n");
         for (int i = 0; i < n; i++) {
             config_registry_key(i, &info);
             char name[160], def[160];
@@ -75,6 +75,7 @@ static int config_keys(int argc, char **argv) {
             markdown_cell(info.type_name);
             markdown_cell(def);
             markdown_cell(info.allowed);
+            markdown_cell(config_resume_class_name(info.resume));
             markdown_cell(info.help);
             printf("|\n");
         }

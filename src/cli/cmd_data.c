@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "args.h"
 #include "commands.h"
@@ -12,12 +13,14 @@
 #include "core/fileutil.h"
 #include "data/loader/encode.h"
 #include "data/energon/energon_meta.h"
+#include "data/energon/metadataset.h"
 #include "data/energon/energon_write.h"
 #include "data/loader/inspect.h"
 #include "data/loader/length_index.h"
 #include "data/loader/loader.h"
 #include "data/loader/plan.h"
 #include "data/loader/source.h"
+#include "data/prepare/prepare_output.h"
 
 static const char *const k_data_usage = "data index PATH [--split T,V,S] [--force] [--threads N]\n"
                                         "       vfm data inspect PATH [--config FILE] [--quick] [--all] [a.b.c=value ...]\n"
@@ -142,10 +145,18 @@ static int data_index(int argc, char **argv) {
     printf("Energon metadata (format of megatron-energon %s): %s/%s/.info.json, index.sqlite, index.uuid "
            "(%d shards, %lld samples; %d .tar.idx rewritten)\n", ENERGON_FORMAT_VERSION, path, ENERGON_META_DIR,
            rep.n_shards, rep.n_samples, rep.idx_rewritten);
-    if (rep.split_written)
+    if (rep.split_written) {
         printf("wrote split.yaml: train %lld, val %lld, test %lld shards\n", rep.split_shards[0], rep.split_shards[1],
                rep.split_shards[2]);
-    else
+        /* a part the ratio asks for that got no shard: a run on it (validation on val) would fail */
+        static const char *const part[3] = {"train", "val", "test"};
+        for (int k = 0; k < 3; k++)
+            if (opt.has_split && opt.split[k] > 0 && rep.split_shards[k] == 0)
+                fprintf(stderr, "warning: --split %s: the %s part is empty: %d shard%s cannot be cut %s ways by shard "
+                        "(write more, smaller shards: vfm prepare --samples-per-shard, or drop the part from the ratio)\n",
+                        args_value(flags, nflags, "--split", ""), part[k], rep.n_shards, rep.n_shards == 1 ? "" : "s",
+                        opt.split[0] > 0 && opt.split[1] > 0 && opt.split[2] > 0 ? "three" : "that many");
+    } else
         printf("kept the existing split file (--split R --force replaces it)\n");
     printf(rep.dataset_written ? "wrote dataset.yaml (CrudeWebdataset)\n"
                                : "kept the existing dataset.yaml (--force replaces it with CrudeWebdataset)\n");
@@ -282,7 +293,11 @@ static void print_parts(const InspectReport *r, int all) {
         const int limit = all ? p->n_shapes : p->n_shapes < 6 ? p->n_shapes : 6;
         for (int k = 0; k < limit; k++) printf("%s%s x%lld", k ? ", " : "  shapes ", p->shapes[k].text, (long long)p->shapes[k].count);
         if (limit < p->n_shapes) printf(", ... %d more", p->n_shapes - limit);
-        if (p->unreadable) printf("  (%lld unreadable)", (long long)p->unreadable);
+        if (p->unreadable) {
+            printf("  (%lld unreadable", (long long)p->unreadable);
+            if (p->refused) printf(", %lld refused: a pickle naming a global off the allow-list, see below", (long long)p->refused);
+            printf(")");
+        }
         printf("\n");
     }
 }
@@ -322,6 +337,13 @@ static void print_token_histogram(const int32_t *sorted, int64_t n) {
     }
 }
 
+static int inspect_path(const char *path, const char *config_file, const char **user_ov, int n_user, int quick, int all);
+
+static int is_dir(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
 static int data_inspect(int argc, char **argv) {
     ArgFlag flags[] = {{"--config", "FILE", "YAML config: the model and dataset keys decide tokens and skips", NULL, 0},
                        {"--quick", NULL, "use the length index only: no whole-sample read (no parts table, no value checks)", NULL, 0},
@@ -347,8 +369,34 @@ static int data_inspect(int argc, char **argv) {
     int n, rc = path_and_overrides("inspect", &pos, &path, ov, &n, 1);
     if (rc) return rc;
     const int quick = args_flag(flags, nflags, "--quick")->present, all = args_flag(flags, nflags, "--all")->present;
+    const char *config_file = args_value(flags, nflags, "--config", NULL);
+    if (is_dir(path)) return inspect_path(path, config_file, ov, n, quick, all);
+    /* a metadataset YAML, as vfm train and vfm data bench take it: each dataset it names, in turn */
+    DatasetSpec *spec;
+    if ((s = dataset_spec_resolve(&spec, path, "train")) != VFM_OK) return cli_report(s);
+    printf("metadataset %s: %d dataset%s\n", path, spec->n_leaves, spec->n_leaves == 1 ? "" : "s");
+    for (int i = 0; i < spec->n_leaves; i++) {
+        int seen = 0; /* one dataset named twice (two splits, two subsets) is inspected once */
+        for (int k = 0; k < i; k++) seen |= strcmp(spec->leaves[k].path, spec->leaves[i].path) == 0;
+        if (seen) continue;
+        int r = inspect_path(spec->leaves[i].path, config_file, ov, n, quick, all);
+        if (r > rc) rc = r;
+    }
+    dataset_spec_free(spec);
+    return rc;
+}
+
+/* vfm data inspect of one dataset directory (see data_inspect). */
+static int inspect_path(const char *path, const char *config_file, const char **user_ov, int n_user, int quick, int all) {
+    /* without a config the set is judged by its own description (vfm prepare writes it), not by
+     * the default model's 16 channels */
+    char own[16][160];
+    const char *ov[280];
+    int n_own = config_file ? 0 : prepare_read_train_keys(path, own, 16), n = 0;
+    for (int i = 0; i < n_own; i++) ov[n++] = own[i];
+    for (int i = 0; i < n_user && n < 280; i++) ov[n++] = user_ov[i];
     Config *cfg;
-    s = load_config(&cfg, args_value(flags, nflags, "--config", NULL), path, ov, n);
+    vfm_status s = load_config(&cfg, config_file, path, ov, n);
     if (s != VFM_OK) return cli_report(s);
     EncodeConfig ec;
     LengthIndex *li = NULL;
@@ -374,6 +422,15 @@ static int data_inspect(int argc, char **argv) {
     ShapeCount *shapes = calloc((size_t)(ns ? ns : 1), sizeof *shapes);
     int64_t n_shapes = 0;
     printf("dataset %s (%s)\n", path, ec.dataset);
+    if (config_file) {
+        printf("  judged by %s\n", config_file);
+    } else if (n_own) {
+        printf("  judged by the dataset's own description (vfm_dataset.json, \"train\"):");
+        for (int i = 0; i < n_own; i++) printf(" %s", own[i]);
+        printf("\n");
+    } else {
+        printf("  judged by vfm's default keys (no --config, no vfm_dataset.json)\n");
+    }
     print_shards(li, all);
     const int split_problem = print_split(path, cfg, li);
     if (!quick) print_parts(&rep, all);

@@ -14,22 +14,24 @@
 #include "checkpoint_dir.h"
 #include "train/checkpoint.h"
 
-/* The weights of src (laid out by the model's table) and pos_embed [1, grid², D] into `to`. */
-static vfm_status export_with_pos_embed(const char *dir, const char *src, const char *to, int input_size) {
+/* The weights of src (laid out by the model's table) into `to` as a PyTorch state dict — metadata
+ * "format": "pt", which Hugging Face-style loaders require — and with input_size > 0 also pos_embed
+ * [1, grid², D]. */
+static vfm_status export_tensors(const char *dir, const char *src, const char *to, int input_size) {
     Config *cfg;
     DiTConfig c;
     VFM_TRY(cli_checkpoint_config(dir, &cfg, &c));
     config_free(cfg);
-    if (c.variant != DIT_VARIANT_ADALN_ZERO)
+    if (input_size && c.variant != DIT_VARIANT_ADALN_ZERO)
         return vfm_fail_at(VFM_ERR_USAGE, NULL, "--input-size", "", "only model.variant=adaln-zero has the reference's "
                            "pos_embed buffer (this checkpoint is %s)", dit_variant_name(c.variant));
-    if (input_size < 1 || input_size % c.patch_spatial || c.patch_temporal != 1) {
+    if (input_size && (input_size < 1 || input_size % c.patch_spatial || c.patch_temporal != 1)) {
         char v[32];
         snprintf(v, sizeof v, "%d", input_size);
         return vfm_fail_at(VFM_ERR_USAGE, NULL, "--input-size", v, "must be a positive multiple of the patch size %d "
                            "(2-D models only)", c.patch_spatial);
     }
-    int grid = input_size / c.patch_spatial;
+    int grid = input_size ? input_size / c.patch_spatial : 0;
     DiT m;
     dit_describe(&m, &c);
     const ParamTable *t = &m.table;
@@ -38,7 +40,7 @@ static vfm_status export_with_pos_embed(const char *dir, const char *src, const 
     SafetensorsEntry *e = calloc((size_t)t->count + 1, sizeof *e);
     vfm_status s = buf && e ? VFM_OK : vfm_fail(VFM_ERR_NOMEM, "export: %lld floats", (long long)(t->total + n_pos));
     if (s == VFM_OK) s = load_named_tensors(src, t, "", buf);
-    if (s == VFM_OK) s = dit_reference_pos_embed(&c, grid, buf + t->total);
+    if (s == VFM_OK && input_size) s = dit_reference_pos_embed(&c, grid, buf + t->total);
     if (s == VFM_OK) {
         for (int i = 0; i < t->count; i++) {
             const ParamEntry *p = &t->entries[i];
@@ -47,11 +49,13 @@ static vfm_status export_with_pos_embed(const char *dir, const char *src, const 
         }
         e[t->count] = (SafetensorsEntry){"pos_embed", DT_F32, 3, {1, (int64_t)grid * grid, c.hidden}, buf + t->total};
         const char *meta[] = {"format", "pt", NULL};
-        s = safetensors_write(to, e, t->count + 1, meta);
+        s = safetensors_write(to, e, t->count + (input_size ? 1 : 0), meta);
     }
-    if (s == VFM_OK)
+    if (s == VFM_OK && input_size)
         printf("wrote %s: %d tensors from %s and pos_embed [1, %d, %d] for input size %d\n", to, t->count, src,
                grid * grid, c.hidden, input_size);
+    else if (s == VFM_OK)
+        printf("wrote %s: %d tensors from %s\n", to, t->count, src);
     free(buf);
     free(e);
     dit_destroy(&m);
@@ -97,24 +101,21 @@ int cmd_export(int argc, char **argv) {
     char dir[1200], src[1400];
     if ((s = cli_checkpoint_dir(ckpt, "--checkpoint", dir, sizeof dir)) != VFM_OK) return cli_report(s);
     path_join(src, sizeof src, dir, args_flag(flags, nflags, "--ema")->present ? "ema.safetensors" : "model.safetensors");
-    if (size_text) return cli_report(export_with_pos_embed(dir, src, to, (int)input_size));
     const char *format = args_value(flags, nflags, "--format", "safetensors");
+    if (strcmp(format, "diffusers") != 0 && strcmp(format, "safetensors") != 0) {
+        fprintf(stderr, "vfm export: --format '%s': expected safetensors or diffusers\n", format);
+        return 2;
+    }
     if (strcmp(format, "diffusers") == 0) {
+        if (size_text) {
+            fprintf(stderr, "vfm export: --input-size is for the DiT reference's safetensors file, not --format diffusers\n");
+            return 2;
+        }
         Config *cfg;
         DiTConfig c;
         if ((s = cli_checkpoint_config(dir, &cfg, &c)) != VFM_OK) return cli_report(s);
         config_free(cfg);
         return cli_report(diffusers_wan_export(&c, src, to));
     }
-    if (strcmp(format, "safetensors") != 0) {
-        fprintf(stderr, "vfm export: --format '%s': expected safetensors or diffusers\n", format);
-        return 2;
-    }
-    char *data;
-    size_t size;
-    if ((s = read_file_all(src, &data, &size)) != VFM_OK) return cli_report(s);
-    s = write_file_atomic(to, data, size);
-    free(data);
-    if (s == VFM_OK) printf("wrote %s (%zu bytes) from %s\n", to, size, src);
-    return cli_report(s);
+    return cli_report(export_tensors(dir, src, to, (int)input_size));
 }

@@ -14,6 +14,7 @@
 #include "data/formats/safetensors.h"
 #include "diffusers_io.h"
 #include "data/formats/torch_tensor.h"
+#include "model/arch.h"
 #include "model/dit_interop.h"
 #include "train/checkpoint.h"
 
@@ -223,8 +224,8 @@ int cmd_import(int argc, char **argv) {
         {"--from", "FILE|DIR", "the state dict: a .safetensors file, a torch.save file (.pt, .pth, .bin), or a "
          "diffusers folder of Wan 2.1's transformer (config.json and its safetensors)", NULL, 0},
         {"--prefix", "P", "take the tensors named P.* (a checkpoint holding {\"model\": ..., \"ema\": ...}: ema)", NULL, 0},
-        {"--variant", "NAME", "the model it holds: adaln-zero (the DiT reference), dfm or nemo-adaln (a folder: wan)",
-         NULL, 0},
+        {"--variant", "NAME", "the model it holds: adaln-zero (the DiT reference), or a model.variant of vfm's own names "
+         "(a folder: wan)", NULL, 0},
         {"--out", "DIR", "the run directory to create (its checkpoint iter_0000000)", NULL, 0},
         {"--preset", "NAME", "a model preset (for what the shapes do not say)", NULL, 0},
         {"--config", "FILE", "a config file (its model.* keys, and the run's other settings)", NULL, 0},
@@ -240,7 +241,7 @@ int cmd_import(int argc, char **argv) {
                         "of the DiT reference (facebookresearch/DiT models.py) loads without renaming: width, depth,\n"
                         "channels, patch, classes, learned sigma and cross-attention come from its shapes, the head\n"
                         "count from a preset of the same size (or model.num_attention_heads=H), and pos_embed is\n"
-                        "skipped. dfm and nemo-adaln take their model.* keys from --preset/--config/overrides.\n"
+                        "skipped. The other variants take their model.* keys from --preset/--config/overrides.\n"
                         "A diffusers folder of WanTransformer3DModel (save_pretrained: config.json and\n"
                         "diffusion_pytorch_model*.safetensors, sharded or not) imports as model.variant=wan with\n"
                         "the sizes of its config.json (a field vfm cannot honour is refused by name).\n"
@@ -257,10 +258,10 @@ int cmd_import(int argc, char **argv) {
         fprintf(stderr, "vfm import: --from FILE, --variant NAME and --out DIR are required (see vfm import --help)\n");
         return 2;
     }
-    if (folder ? strcmp(variant, "wan") != 0
-               : strcmp(variant, "adaln-zero") != 0 && strcmp(variant, "dfm") != 0 && strcmp(variant, "nemo-adaln") != 0) {
+    char names[160];
+    if (folder ? strcmp(variant, "wan") != 0 : !dit_arch_named(variant, names, sizeof names)) {
         fprintf(stderr, "vfm import: --variant '%s': expected %s\n", variant,
-                folder ? "wan (a diffusers folder holds WanTransformer3DModel)" : "adaln-zero, dfm or nemo-adaln");
+                folder ? "wan (a diffusers folder holds WanTransformer3DModel)" : names);
         return 2;
     }
     int found = 0;

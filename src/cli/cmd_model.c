@@ -34,19 +34,25 @@ static void print_info(const Config *cfg, const DiTConfig *c, const ParamTable *
            dit_variant_name(c->variant), preset[0] ? preset : "none", c->hidden, c->layers, c->heads, c->head_dim,
            c->kv_heads, c->ffn, c->patch_temporal, c->patch_spatial, c->patch_spatial, c->in_channels, c->out_channels,
            c->learn_sigma ? " (+ as many for the learned variance)" : "");
-    printf("blocks: adaLN %s, %d chunks%s; %s self-attention%s; %s; MLP %s GELU%s\n",
-           f->mod_table ? "shared projection + per-block table" : f->adaln_full ? "full-rank" : "LoRA", f->n_chunks,
-           f->adaln_bias ? " with bias" : "",
-           f->fused_qkv ? "fused-qkv" : "q/k/v", f->self_qk_norm ? " with QK-norm" : "",
-           f->cross_attn ? "cross-attention to the text" : "no cross-attention",
-           f->mlp_act == ACT_GELU_TANH ? "tanh" : "erf", f->linear_bias ? "; linears with biases" : "");
+    printf("blocks: %s, adaLN %s, %d chunks%s; %s self-attention%s; %s; MLP %s%s\n",
+           f->block_rms ? "RMSNorm with a learnable weight" : "LayerNorm",
+           f->mod_table ? "shared projection + per-block table" : f->adaln_full ? "full-rank" : "LoRA",
+           f->n_chunks, f->adaln_bias ? " with bias" : "", f->fused_qkv ? "fused-qkv" : "q/k/v",
+           f->self_qk_norm ? " with QK-norm" : "",
+           !f->cross_attn         ? "no cross-attention"
+           : f->cross_feeds_mlp   ? "cross-attention to the text without norm or residual, feeding the MLP"
+                                  : "cross-attention to the text",
+           f->swiglu ? "SwiGLU" : f->mlp_act == ACT_GELU_TANH ? "tanh GELU" : "erf GELU",
+           f->linear_bias ? "; linears with biases" : "");
     if (f->cross_attn) printf("text width %d%s\n", c->d_text, f->cross_qk_norm ? ", cross-attention QK-norm" : "");
     if (c->num_classes > 0)
         printf("classes: %d%s\n", c->num_classes, c->class_dropout_prob > 0 ? " + the null class" : "");
-    printf("position: %s; final layer: %s\n",
-           f->pos == DIT_POS_ROPE_3D ? "3-D RoPE on q and k (QK-norm over all heads)"
-           : f->pos == DIT_POS_SINCOS_2D ? "2-D sin-cos" : "3-D sin-cos",
-           f->final_adaln ? "LayerNorm + shift/scale + Linear" : "Linear");
+    if (f->pos == DIT_POS_LEARNED_3D)
+        printf("position: learned, factorized t/h/w tables of %d/%d/%d rows, added before every block; ",
+               c->pos_rows[0], c->pos_rows[1], c->pos_rows[2]);
+    else if (f->pos == DIT_POS_ROPE_3D) printf("position: 3-D RoPE on q and k (QK-norm over all heads); ");
+    else printf("position: %s sin-cos; ", f->pos == DIT_POS_SINCOS_2D ? "2-D" : "3-D");
+    printf("final layer: %s\n", f->final_adaln ? "LayerNorm + shift/scale + Linear" : "Linear");
     int64_t trainable = param_table_trainable(t);
     printf("parameters: %lld (%.1f M), trainable %lld (%.1f M)\n", (long long)t->total, t->total / 1e6,
            (long long)trainable, trainable / 1e6);
@@ -189,13 +195,14 @@ static void print_count(int64_t n, int markdown) {
 
 static int cmd_model_presets(int markdown) {
     static const char *const variant_ov[3] = {"model.variant=dfm", "model.variant=nemo-adaln", "model.variant=adaln-zero"};
+    static const char *const moviegen_ov[1] = {"model.variant=moviegen"};
     static const char *const wan_ov[1] = {"model.variant=wan"};
     if (markdown) {
-        printf("| preset | D | L | H | dfm | nemo-adaln | adaln-zero | adaln-zero, DiT paper setting | wan |\n");
-        printf("|---|---|---|---|---|---|---|---|---|\n");
+        printf("| preset | D | L | H | dfm | nemo-adaln | adaln-zero | adaln-zero, DiT paper setting | moviegen | wan |\n");
+        printf("|---|---|---|---|---|---|---|---|---|---|\n");
     } else {
-        printf("%-12s %5s %3s %3s %14s %14s %14s %14s %14s\n", "preset", "D", "L", "H", "dfm", "nemo-adaln", "adaln-zero",
-               "adaln-zero-DiT", "wan");
+        printf("%-12s %5s %3s %3s %14s %14s %14s %14s %14s %14s\n", "preset", "D", "L", "H", "dfm", "nemo-adaln",
+               "adaln-zero", "adaln-zero-DiT", "moviegen", "wan");
     }
     for (const char *const *p = config_preset_names(); *p; p++) {
         char ov[64];
@@ -210,6 +217,7 @@ static int cmd_model_presets(int markdown) {
         else printf("%-12s %5d %3d %3d", *p, D, L, H);
         for (int v = 0; v < 3; v++) print_count(preset_count(*p, &variant_ov[v], 1), markdown);
         print_count(preset_count(*p, DIT_PAPER, N_DIT_PAPER), markdown);
+        print_count(preset_count(*p, moviegen_ov, 1), markdown);
         print_count(preset_count(*p, wan_ov, 1), markdown);
         printf("\n");
     }

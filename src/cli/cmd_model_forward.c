@@ -49,7 +49,7 @@ static vfm_status build_pack(ForwardJob *j) {
     e.tokens = tokens;
     e.info.text_tokens = j->text.data ? (int32_t)j->text.shape[0] : 1;
     e.text = j->text.data ? j->text.data : zero;
-    pack_init(&j->pack, dit_token_dim(c), d_text, 1, 1);
+    if (s == VFM_OK) s = pack_init(&j->pack, dit_token_dim(c), d_text, 1, 1);
     if (s == VFM_OK) s = pack_append(&j->pack, &e);
     free(zero);
     free(tokens);

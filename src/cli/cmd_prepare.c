@@ -42,6 +42,16 @@ static vfm_status parse_int(const char *cmd, const char *flag, const char *text,
     return VFM_OK;
 }
 
+/* The keys vfm train needs for what was written (vfm_dataset.json "train"): one line to copy. */
+static void print_train_line(const char *out_dir) {
+    char keys[16][160];
+    int n = prepare_read_train_keys(out_dir, keys, 16);
+    if (!n) return;
+    printf("train on it with: vfm train --config configs/demo.yaml dataset.path=%s", out_dir);
+    for (int i = 0; i < n; i++) printf(" %s", keys[i]);
+    printf("\n(these keys, in vfm_dataset.json's \"train\", are also what vfm data inspect judges the set by)\n");
+}
+
 static void print_progress(void *ctx, const PrepareProgress *p) {
     char extra[64];
     snprintf(extra, sizeof extra, "%d shard%s", p->shards_done, p->shards_done == 1 ? "" : "s");
@@ -119,6 +129,7 @@ static int prepare_synthetic_command(int argc, char **argv) {
     printf("prepared %" PRId64 " samples (%" PRId64 " images, %" PRId64 " videos) in %d shard%s, %" PRId64 " bytes, %.2f s: %s\n",
            done.samples_done, o.images, o.videos, done.shards_done, done.shards_done == 1 ? "" : "s", done.bytes_written,
            done.seconds, o.out_dir);
+    print_train_line(o.out_dir);
     return 0;
 }
 
@@ -253,6 +264,7 @@ static int prepare_media_command(MediaKind kind, int argc, char **argv) {
     if (r.other_files)
         printf("%" PRId64 " other file%s under %s ignored (not %s)\n", r.other_files, r.other_files == 1 ? "" : "s", o.in_dir,
                video ? MEDIA_VIDEO_EXTENSIONS : MEDIA_IMAGE_EXTENSIONS);
+    print_train_line(o.out_dir);
     return 0;
 }
 

@@ -26,6 +26,7 @@
 #include "data/formats/tar.h"
 #include "diffusion/generate.h"
 #include "diffusion/sample_picture.h"
+#include "diffusion/sample_settings.h"
 #include "model/dit.h"
 #include "ops/ops.h"
 #include "train/checkpoint.h"
@@ -98,7 +99,7 @@ static vfm_status load_checkpoint(SampleJob *j, int use_ema, Device dev) {
     VFM_TRY(s);
     DiTConfig mc;
     VFM_TRY(dit_config_from(&mc, j->cfg));
-    VFM_TRY(objective_from_config(&j->objective, j->cfg));
+    VFM_TRY(objective_from_config(&j->objective, j->cfg, &mc));
     VFM_TRY(dit_create(&j->model, &mc, dev));
     char path[1400];
     path_join(path, sizeof path, dir, use_ema ? "ema.safetensors" : "model.safetensors");
@@ -240,8 +241,29 @@ int cmd_sample(int argc, char **argv) {
     }
     snprintf(j.ckpt, sizeof j.ckpt, "%s", ckpt);
     snprintf(j.out, sizeof j.out, "%s", out);
-    const char *threads = args_value(flags, nflags, "--threads", NULL);
-    ops_set_threads(threads ? atoi(threads) : (int)sysconf(_SC_NPROCESSORS_ONLN));
+    /* the numbers first: a bad one is named before the checkpoint is read */
+    int64_t threads, num64, frames, height, width, steps, class64, seed;
+    double guidance, s_churn, fps_flag;
+    struct {
+        const char *flag;
+        int64_t lo, hi, *dst;
+    } ints[] = {{"--threads", 1, 4096, &threads},   {"--num", 1, 100000, &num64},          {"--frames", 1, 100000, &frames},
+                {"--height", 1, 100000, &height},   {"--width", 1, 100000, &width},      {"--steps", 1, 100000, &steps},
+                {"--class", 0, 10000000, &class64}, {"--seed", 0, INT64_MAX, &seed}};
+    int64_t fallback[] = {0, 1, 0, 0, 0, 0, -1, 1};
+    for (size_t i = 0; s == VFM_OK && i < sizeof ints / sizeof ints[0]; i++)
+        s = args_int("sample", flags, nflags, ints[i].flag, fallback[i], ints[i].lo, ints[i].hi, ints[i].dst);
+    if (s == VFM_OK) s = args_number("sample", flags, nflags, "--guidance", -1, 0, 1000, &guidance);
+    if (s == VFM_OK) s = args_number("sample", flags, nflags, "--s-churn", -1, 0, 1000, &s_churn);
+    if (s == VFM_OK) s = args_number("sample", flags, nflags, "--fps", 0, 1e-3, 1e6, &fps_flag);
+    if (s != VFM_OK) return cli_report(s);
+    const char *solver = args_value(flags, nflags, "--solver", NULL); /* default: the run's sampler.flow_solver */
+    if (solver && strcmp(solver, "unipc") != 0 && strcmp(solver, "euler") != 0) {
+        fprintf(stderr, "vfm sample: --solver '%s': expected euler or unipc\n", solver);
+        return 2;
+    }
+    int num = (int)num64, class_label = (int)class64;
+    ops_set_threads(threads > 0 ? (int)threads : (int)sysconf(_SC_NPROCESSORS_ONLN));
     Device dev;
     s = sample_device(args_value(flags, nflags, "--device", "auto"), &dev);
     if (s == VFM_OK) s = load_checkpoint(&j, args_flag(flags, nflags, "--ema")->present, dev);
@@ -277,42 +299,29 @@ int cmd_sample(int argc, char **argv) {
     }
 
     /* latent shape and sampler settings */
-    int32_t shape[4] = {j.shape[0], j.shape[1], j.shape[2], j.shape[3]};
-    const char *v;
-    if ((v = args_value(flags, nflags, "--frames", NULL))) shape[1] = atoi(v);
-    if ((v = args_value(flags, nflags, "--height", NULL))) shape[2] = atoi(v);
-    if ((v = args_value(flags, nflags, "--width", NULL))) shape[3] = atoi(v);
-    if (shape[1] < 1 || shape[2] < 1 || shape[3] < 1) {
-        fprintf(stderr, "vfm sample: --frames, --height and --width must be positive\n");
-        return 2;
-    }
-    int num = atoi(args_value(flags, nflags, "--num", "1"));
-    if (num < 1) num = 1;
+    int32_t shape[4] = {j.shape[0], frames ? (int32_t)frames : j.shape[1], height ? (int32_t)height : j.shape[2],
+                        width ? (int32_t)width : j.shape[3]};
     GenerateOptions go;
     memset(&go, 0, sizeof go);
-    sampler_config_default(&go.sampler);
-    go.sampler.num_steps = (int)cfg_int(j.cfg, "sampler.num_steps");
-    go.sampler.sigma_min = cfg_float(j.cfg, "sampler.sigma_min");
-    go.sampler.sigma_max = cfg_float(j.cfg, "sampler.sigma_max");
-    go.sampler.rho = cfg_float(j.cfg, "sampler.rho");
-    go.sampler.s_churn = (v = args_value(flags, nflags, "--s-churn", NULL)) ? atof(v) : cfg_float(j.cfg, "sampler.s_churn");
+    SampleSettings defaults; /* the run's sampler keys for its objective */
+    if ((s = sample_settings_from_config(&defaults, j.cfg, j.objective.kind, 0)) != VFM_OK) return cli_report(s);
+    sample_settings_apply(&defaults, &go);
+    if (s_churn >= 0) go.sampler.s_churn = s_churn;
     go.sampler.dfm_heun_parity = args_flag(flags, nflags, "--dfm-heun")->present;
     go.objective = &j.objective;
-    go.ddim = args_flag(flags, nflags, "--ddim")->present || cfg_bool(j.cfg, "sampler.ddim");
-    go.flow_linear = strcmp(cfg_str(j.cfg, "sampler.flow_schedule"), "linear") == 0;
-    const char *solver = args_value(flags, nflags, "--solver", cfg_str(j.cfg, "sampler.flow_solver"));
-    if (strcmp(solver, "unipc") != 0 && strcmp(solver, "euler") != 0) {
-        fprintf(stderr, "vfm sample: --solver '%s': expected euler or unipc\n", solver);
-        return 2;
-    }
-    go.flow_unipc = strcmp(solver, "unipc") == 0;
-    go.unipc_order = (int)cfg_int(j.cfg, "sampler.unipc_order");
-    if ((v = args_value(flags, nflags, "--steps", NULL))) go.sampler.num_steps = atoi(v);
-    go.guidance = (v = args_value(flags, nflags, "--guidance", NULL)) ? atof(v) : cfg_float(j.cfg, "sampler.guidance");
-    const char *cls = args_value(flags, nflags, "--class", NULL);
-    int class_label = cls ? atoi(cls) : -1;
-    if (cls && (mc->num_classes <= 0 || class_label < 0 || class_label >= mc->num_classes)) {
-        fprintf(stderr, "vfm sample: --class %s: the checkpoint's model has %d classes\n", cls, mc->num_classes);
+    if (args_flag(flags, nflags, "--ddim")->present) go.ddim = 1;
+    if (solver && j.objective.kind == OBJECTIVE_FLOW) go.flow_unipc = strcmp(solver, "unipc") == 0;
+    if (go.flow_unipc && !go.unipc_order) go.unipc_order = (int)cfg_int(j.cfg, "sampler.unipc_order"); /* --solver unipc */
+    if (solver && j.objective.kind != OBJECTIVE_FLOW)
+        fprintf(stderr, "vfm sample: --solver applies to flow; this checkpoint is %s (ignored)\n",
+                objective_name(j.objective.kind));
+    if (steps) go.sampler.num_steps = (int)steps;
+    if (go.objective->kind == OBJECTIVE_DDPM && go.sampler.num_steps < 2)
+        return cli_report(vfm_fail(VFM_ERR_USAGE, "vfm sample: --steps %d: ddpm sampling needs at least 2",
+                                   go.sampler.num_steps));
+    if (guidance >= 0) go.guidance = guidance;
+    if (class_label >= 0 && (mc->num_classes <= 0 || class_label >= mc->num_classes)) {
+        fprintf(stderr, "vfm sample: --class %d: the checkpoint's model has %d classes\n", class_label, mc->num_classes);
         return 2;
     }
     if (j.n_prompts == 0 && !emb_file && class_label < 0) go.guidance = 0; /* unconditional: nothing to guide towards */
@@ -321,15 +330,9 @@ int cmd_sample(int argc, char **argv) {
                 objective_name(j.objective.kind));
     if (go.ddim && j.objective.kind != OBJECTIVE_DDPM)
         fprintf(stderr, "vfm sample: --ddim applies to ddpm; this checkpoint is %s (ignored)\n", objective_name(j.objective.kind));
-    go.sigma_data = (float)cfg_float(j.cfg, "model.sigma_data");
-    go.seed = (uint64_t)atoll(args_value(flags, nflags, "--seed", "1"));
+    go.seed = (uint64_t)seed;
     go.progress = progress_bar;
-    const char *fps_text = args_value(flags, nflags, "--fps", NULL);
-    float fps = fps_text ? (float)atof(fps_text) : (float)j.data_fps;
-    if (!(fps > 0 && fps < 1e6)) {
-        fprintf(stderr, "vfm sample: --fps %s: want a number > 0\n", fps_text ? fps_text : "?");
-        return 2;
-    }
+    float fps = fps_flag > 0 ? (float)fps_flag : (float)j.data_fps;
 
     int pad = encode_text_pad_rows(j.cfg); /* Wan: the prompt zero-padded to 512 rows, as it trained */
     for (int p = 0; p < n_cond && pad > 0; p++) {

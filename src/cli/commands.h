@@ -23,6 +23,7 @@ int cmd_data(int argc, char **argv);
 int cmd_model(int argc, char **argv);
 int cmd_model_forward(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
+int cmd_plan(int argc, char **argv);
 int cmd_export(int argc, char **argv);
 int cmd_import(int argc, char **argv);
 int cmd_checkpoint(int argc, char **argv);

@@ -20,6 +20,7 @@ static const Command g_commands[] = {
     {"prepare", "build WebDataset shards (synthetic | images | videos)", cmd_prepare},
     {"data", "dataset tools: index, inspect, bench", cmd_data},
     {"model", "model information: parameters and FLOPs (vfm model info)", cmd_model},
+    {"plan", "the parallel layout for a model and a number of GPUs: memory and step time per layout", cmd_plan},
     {"bench", "measure training throughput (tokens/s, TFLOP/s, MFU, memory)", cmd_bench},
     {"export", "export checkpoint weights to one safetensors file", cmd_export},
     {"import", "make a checkpoint from a state dict (the DiT reference's, safetensors)", cmd_import},

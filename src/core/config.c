@@ -281,6 +281,7 @@ void config_free(Config *cfg) {
     free(cfg->values);
     free(cfg->source);
     free(cfg->warned);
+    free(cfg->read);
     free(cfg);
 }
 
@@ -290,8 +291,9 @@ static vfm_status config_alloc(Config **out) {
         c->values = calloc((size_t)cfg_key_count, sizeof(CfgValue));
         c->source = calloc((size_t)cfg_key_count, 1);
         c->warned = calloc((size_t)cfg_key_count, 1);
+        c->read = calloc((size_t)cfg_key_count, 1);
     }
-    if (!c || !c->values || !c->source || !c->warned) {
+    if (!c || !c->values || !c->source || !c->warned || !c->read) {
         config_free(c);
         return vfm_fail(VFM_ERR_NOMEM, "out of memory for the config");
     }
@@ -335,6 +337,7 @@ vfm_status config_copy(Config **out, const Config *cfg) {
     }
     memcpy((*out)->source, cfg->source, (size_t)cfg_key_count);
     memcpy((*out)->warned, cfg->warned, (size_t)cfg_key_count);
+    memcpy((*out)->read, cfg->read, (size_t)cfg_key_count);
     return VFM_OK;
 }
 
@@ -368,6 +371,9 @@ vfm_status cfg_apply_value(Config *cfg, const char *key, const PValue *value, co
     const CfgKeyDef *def = &cfg_key_defs[idx];
     CfgValue v;
     VFM_TRY(convert_value(def, value, where, &v));
+    /* a file vfm wrote sets every key: a value it did not change from the default (or preset) is
+     * not the user's */
+    if (source == CFG_SRC_SAVED && !values_equal(def->type, &v, &cfg->values[idx])) source = CFG_SRC_FILE;
     value_clear(&cfg->values[idx]);
     cfg->values[idx] = v;
     cfg->source[idx] = (unsigned char)source;
@@ -424,16 +430,19 @@ static const PEntry *last_entry(const PEntries *e, const char *key) {
 
 static const char *const k_command_line = "command line";
 
-/* defaults → preset → file entries → overrides. */
-static vfm_status merge(Config *cfg, const PEntries *file, const char *file_name, const PEntries *overrides) {
+/* defaults → preset → file entries → overrides. file_source: CFG_SRC_FILE, or CFG_SRC_SAVED for a
+ * file vfm wrote. */
+static vfm_status merge(Config *cfg, const PEntries *file, const char *file_name, int file_source,
+                        const PEntries *overrides) {
     char where[1100];
     const PEntry *preset = last_entry(overrides, "model.preset");
     if (preset) {
         VFM_TRY(cfg_apply_value(cfg, preset->key, &preset->value, k_command_line, CFG_SRC_OVERRIDE));
     } else if ((preset = last_entry(file, "model.preset"))) {
         snprintf(where, sizeof where, "%s:%d", file_name, preset->line);
-        VFM_TRY(cfg_apply_value(cfg, preset->key, &preset->value, where, CFG_SRC_FILE));
+        VFM_TRY(cfg_apply_value(cfg, preset->key, &preset->value, where, file_source));
     }
+    cfg->read[cfg_find_key("model.preset")] = 1; /* the merge is what reads it */
     const char *name = cfg_str(cfg, "model.preset");
     const char *const *settings = cfg_preset_settings(name);
     snprintf(where, sizeof where, "preset '%s'", name);
@@ -443,7 +452,7 @@ static vfm_status merge(Config *cfg, const PEntries *file, const char *file_name
     }
     for (int i = 0; i < file->n; i++) {
         snprintf(where, sizeof where, "%s:%d", file_name, file->items[i].line);
-        VFM_TRY(cfg_apply_value(cfg, file->items[i].key, &file->items[i].value, where, CFG_SRC_FILE));
+        VFM_TRY(cfg_apply_value(cfg, file->items[i].key, &file->items[i].value, where, file_source));
     }
     for (int i = 0; i < overrides->n; i++)
         VFM_TRY(cfg_apply_value(cfg, overrides->items[i].key, &overrides->items[i].value, k_command_line,
@@ -467,7 +476,8 @@ static vfm_status load_text(Config **out, const char *text, size_t len, const ch
     }
     Config *cfg = NULL;
     if (s == VFM_OK) s = config_defaults(&cfg);
-    if (s == VFM_OK) s = merge(cfg, &file, source_name, &over);
+    int saved = text && strncmp(text, CFG_SAVED_HEADER, strlen(CFG_SAVED_HEADER)) == 0;
+    if (s == VFM_OK) s = merge(cfg, &file, source_name, saved ? CFG_SRC_SAVED : CFG_SRC_FILE, &over);
     pentries_free(&file);
     pentries_free(&over);
     if (s != VFM_OK) {
@@ -530,14 +540,24 @@ static int key_or_die(const char *fn, const char *key, int want) {
     return idx;
 }
 
-int64_t cfg_int(const Config *cfg, const char *key) { return cfg->values[key_or_die("cfg_int", key, CFG_INT)].i; }
-double cfg_float(const Config *cfg, const char *key) { return cfg->values[key_or_die("cfg_float", key, CFG_FLOAT)].f; }
-int cfg_bool(const Config *cfg, const char *key) { return cfg->values[key_or_die("cfg_bool", key, CFG_BOOL)].b; }
-const char *cfg_str(const Config *cfg, const char *key) { return cfg->values[key_or_die("cfg_str", key, CFG_STRING)].s; }
+/* An accessor's lookup: the key's index, marked read. */
+static int read_key(const Config *cfg, const char *fn, const char *key, int want) {
+    int idx = key_or_die(fn, key, want);
+    cfg->read[idx] = 1;
+    return idx;
+}
+
+int64_t cfg_int(const Config *cfg, const char *key) { return cfg->values[read_key(cfg, "cfg_int", key, CFG_INT)].i; }
+double cfg_float(const Config *cfg, const char *key) { return cfg->values[read_key(cfg, "cfg_float", key, CFG_FLOAT)].f; }
+int cfg_bool(const Config *cfg, const char *key) { return cfg->values[read_key(cfg, "cfg_bool", key, CFG_BOOL)].b; }
+const char *cfg_str(const Config *cfg, const char *key) { return cfg->values[read_key(cfg, "cfg_str", key, CFG_STRING)].s; }
 int cfg_is_set(const Config *cfg, const char *key) { return cfg->source[key_or_die("cfg_is_set", key, -1)] != CFG_SRC_DEFAULT; }
+int cfg_user_set(const Config *cfg, const char *key) { return cfg->source[key_or_die("cfg_user_set", key, -1)] >= CFG_SRC_FILE; }
+int cfg_was_read(const Config *cfg, const char *key) { return cfg->read[key_or_die("cfg_was_read", key, -1)]; }
+void cfg_mark_read(const Config *cfg, const char *key) { cfg->read[key_or_die("cfg_mark_read", key, -1)] = 1; }
 
 int cfg_list_len(const Config *cfg, const char *key) {
-    int idx = key_or_die("cfg_list_len", key, -1);
+    int idx = read_key(cfg, "cfg_list_len", key, -1);
     if (!is_list(cfg_key_defs[idx].type)) {
         log_error("config: cfg_list_len(\"%s\"): the key's type is %s", key, cfg_type_name(cfg_key_defs[idx].type));
         abort();
@@ -546,7 +566,7 @@ int cfg_list_len(const Config *cfg, const char *key) {
 }
 
 static const CfgValue *list_item_or_die(const Config *cfg, const char *fn, const char *key, int type, int index) {
-    const CfgValue *v = &cfg->values[key_or_die(fn, key, type)];
+    const CfgValue *v = &cfg->values[read_key(cfg, fn, key, type)];
     if (index < 0 || index >= v->n) {
         log_error("config: %s(\"%s\", %d): index out of range (the list has %d items)", fn, key, index, v->n);
         abort();
@@ -562,6 +582,46 @@ double cfg_list_float(const Config *cfg, const char *key, int index) {
 }
 const char *cfg_list_str(const Config *cfg, const char *key, int index) {
     return list_item_or_die(cfg, "cfg_list_str", key, CFG_STRING_LIST, index)->strs[index];
+}
+
+int cfg_warn_unused(const Config *cfg, const char *key, const char *fmt, ...) {
+    int idx = key_or_die("cfg_warn_unused", key, -1);
+    if (cfg->source[idx] < CFG_SRC_FILE) return 0;
+    cfg->read[idx] = 1;
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    log_warn("config: %s", msg);
+    return 1;
+}
+
+vfm_status config_check_unread(const Config *cfg, int warn) {
+    ByteBuf refused = {0};
+    int n_refused = 0;
+    for (int i = 0; i < cfg_key_count; i++) {
+        const CfgKeyDef *def = &cfg_key_defs[i];
+        /* keys vfm never uses warned when they were set (cfg_apply_value) */
+        if (def->unused || cfg->read[i] || cfg->source[i] < CFG_SRC_FILE) continue;
+        char value[160];
+        char *text = cfg_value_format(def, &cfg->values[i]);
+        snprintf(value, sizeof value, "%s", text ? text : "?");
+        free(text);
+        if (def->shape) {
+            bytebuf_printf(&refused, "%s%s=%s (%s)", n_refused ? "; " : "", def->name, value, def->help);
+            n_refused++;
+        } else if (warn) {
+            log_warn("config: %s=%s is set but this run does not use it (ignored): %s", def->name, value, def->help);
+        }
+        cfg->read[i] = 1; /* said once */
+    }
+    if (!n_refused) return VFM_OK;
+    vfm_status s = vfm_fail(VFM_ERR_USAGE, "%s: set, but this model does not use %s (it would be built without %s); "
+                            "unset %s", bytebuf_str(&refused), n_refused > 1 ? "them" : "it",
+                            n_refused > 1 ? "them" : "it", n_refused > 1 ? "them" : "it");
+    free(refused.data);
+    return s;
 }
 
 /* ---- YAML output ---- */
@@ -701,7 +761,7 @@ static int group_has_live_key(const Config *cfg, int from, const char *prefix, s
 }
 
 static void write_yaml(const Config *cfg, ByteBuf *b) {
-    bytebuf_puts(b, "# vfm configuration: every key (`vfm config keys` describes them). Keys vfm does not use\n"
+    bytebuf_puts(b, CFG_SAVED_HEADER " (`vfm config keys` describes them). Keys vfm does not use\n"
                "# are commented out unless they were set.\n");
     const char *prev = "";
     for (int i = 0; i < cfg_key_count; i++) {

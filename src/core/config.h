@@ -22,6 +22,15 @@ typedef enum {
 
 typedef struct Config Config;
 
+/* What `vfm train --resume` (or checkpoint.load) does when the run's value of a key differs from the
+ * value saved with the checkpoint (docs/checkpoints.md "Resuming with another config"). */
+typedef enum {
+    CFG_RESUME_NONE = 0, /* not given: a registry bug (a test fails) */
+    CFG_RESUME_REFUSE,   /* another model or objective: exit 2 naming the key and both values */
+    CFG_RESUME_NOTE,     /* allowed, one info line (schedule, intervals, layout, data stream) */
+    CFG_RESUME_FREE,     /* allowed silently (paths, logging, threads, keys vfm does not use) */
+} CfgResumeClass;
+
 /* Merges defaults → preset (model.preset as the file or the overrides finally set it) → the YAML
  * file (NULL: none) → overrides[0..n) ("a.b.c=value", applied in order). Errors are VFM_ERR_USAGE
  * naming the file and line (or "command line"), the key and the value; an unreadable file is
@@ -50,6 +59,28 @@ double cfg_list_float(const Config *cfg, const char *key, int index);
 const char *cfg_list_str(const Config *cfg, const char *key, int index);
 /* 1 when a preset, the file, an override or config_set gave the key a value (even the default's). */
 int cfg_is_set(const Config *cfg, const char *key);
+/* 1 when the user gave the key its value: the command line, config_set, or a config file of their
+ * own. A file vfm wrote (a run's config.yaml, checkpoint meta, `vfm config show`; it starts with
+ * the writer's header line) sets every key: of its values only those that differ from the default
+ * (or preset) count. Warnings that a key does not apply ask this, not cfg_is_set. */
+int cfg_user_set(const Config *cfg, const char *key);
+
+/* ---- keys a run does not use (docs/config.md "Keys a run does not use") ----
+ * Every accessor above except cfg_is_set, cfg_user_set and cfg_value_text marks its key as read.
+ * A run's set-up reads exactly the keys that apply to it (a key of another model variant,
+ * objective or data source is not read); config_check_unread then names every key the user set
+ * that the set-up never read. */
+int cfg_was_read(const Config *cfg, const char *key);
+/* Marks a key as dealt with without reading it (config_load does so for model.preset). */
+void cfg_mark_read(const Config *cfg, const char *key);
+/* When the user set key: log_warn("config: <message>") and mark the key dealt with (so the
+ * generic warning does not repeat it); returns 1 when it warned. For keys that do not apply in this
+ * mode and deserve a more precise word than the generic one. */
+int cfg_warn_unused(const Config *cfg, const char *key, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* After a run's set-up: for every key the user set that nothing read, one warning (when `warn`;
+ * rank 0 speaks for a job) — or, for keys that give the model its shape, VFM_ERR_USAGE naming each
+ * such key (ignoring one would build another model than the user asked for). */
+vfm_status config_check_unread(const Config *cfg, int warn);
 /* The value as it is written in YAML (`256`, `9e-05`, `true`, `"a: b"`, `[1, 2]`); returns the
  * length it needs (snprintf-like). Unknown key: log_error + abort. */
 int cfg_value_text(const Config *cfg, const char *key, char *buf, size_t size);
@@ -69,6 +100,8 @@ typedef struct {
     char allowed[256];    /* "integer in [8, 65536]", "one of cosine, constant, linear", ... */
     const char *help;
     int unused;           /* 1: accepted but not used by vfm (warns when set) */
+    CfgResumeClass resume;
+    int shape;            /* 1: refused when set but not read by a run's set-up */
 } CfgKeyInfo;
 
 int config_registry_count(void);
@@ -76,6 +109,7 @@ int config_registry_count(void);
 void config_registry_key(int i, CfgKeyInfo *info);
 /* Registry index of a key, or -1. */
 int config_registry_find(const char *key);
+const char *config_resume_class_name(CfgResumeClass c); /* "refuse", "note", "free", "none" */
 /* Names of the presets model.preset accepts (NULL-terminated, "" excluded). */
 const char *const *config_preset_names(void);
 

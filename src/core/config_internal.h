@@ -16,6 +16,8 @@ typedef struct {
     const char *const *choices; /* string keys: NULL-terminated; NULL: any string */
     int unused;                 /* accepted, warned about when set, otherwise ignored */
     const char *help;
+    CfgResumeClass resume;      /* what a resume does when the checkpoint's value differs (0: none given, a bug) */
+    int shape;                  /* set but never read by a run's set-up: refused (exit 2), not only warned */
 } CfgKeyDef;
 
 extern const CfgKeyDef cfg_key_defs[];
@@ -35,12 +37,20 @@ typedef struct {
     char **strs;
 } CfgValue;
 
-enum { CFG_SRC_DEFAULT = 0, CFG_SRC_PRESET, CFG_SRC_FILE, CFG_SRC_OVERRIDE };
+/* Where a key's value came from. CFG_SRC_SAVED: a config file vfm wrote (a run's config.yaml,
+ * checkpoint meta, `vfm config show`) that gives the value defaults and preset gave anyway; such a
+ * file sets every key, and only its differing values count as the user's (cfg_user_set). */
+enum { CFG_SRC_DEFAULT = 0, CFG_SRC_PRESET, CFG_SRC_SAVED, CFG_SRC_FILE, CFG_SRC_OVERRIDE };
+
+/* The first line config_write_yaml writes: a file that starts with it was written by vfm. */
+#define CFG_SAVED_HEADER "# vfm configuration: every key"
 
 struct Config {
     CfgValue *values;       /* [cfg_key_count], registry order */
     unsigned char *source;  /* CFG_SRC_* per key */
     unsigned char *warned;  /* the "not used by vfm" warning was printed for this key */
+    unsigned char *read;    /* an accessor read the key (or a warning said it does not apply): written
+                             * through const Config * too, since reading is what it records */
 };
 
 /* A value as written, before the key's type reads it. */
@@ -96,7 +106,8 @@ vfm_status cfg_value_from_text(const CfgKeyDef *def, const char *text, const cha
 char *cfg_value_format(const CfgKeyDef *def, const CfgValue *value);
 void cfg_value_clear(CfgValue *value);
 
-/* Sets key from a parsed value: `where` prefixes messages ("f.yaml:3", "command line", NULL). */
+/* Sets key from a parsed value: `where` prefixes messages ("f.yaml:3", "command line", NULL).
+ * source CFG_SRC_SAVED becomes CFG_SRC_FILE when the value differs from the one the key held. */
 vfm_status cfg_apply_value(Config *cfg, const char *key, const PValue *value, const char *where, int source);
 /* Sets key from "key=value" text (override syntax). */
 vfm_status cfg_apply_assignment(Config *cfg, const char *assignment, const char *where, int source);

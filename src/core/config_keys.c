@@ -10,226 +10,246 @@
 #include "config_internal.h"
 
 #define CHOICES(...) ((const char *const[]){__VA_ARGS__, NULL})
-#define KINT(n, d, r, h) {.name = n, .type = CFG_INT, .def = d, .range = r, .help = h}
-#define KFLT(n, d, r, h) {.name = n, .type = CFG_FLOAT, .def = d, .range = r, .help = h}
-#define KBOOL(n, d, h) {.name = n, .type = CFG_BOOL, .def = d, .help = h}
-#define KSTR(n, d, h) {.name = n, .type = CFG_STRING, .def = d, .help = h}
-#define KCHOICE(n, d, c, h) {.name = n, .type = CFG_STRING, .def = d, .choices = c, .help = h}
-#define KLIST(n, t, d, h) {.name = n, .type = t, .def = d, .help = h}
-/* Accepted so DFM configs run; a warning when set; no effect. */
-#define XINT(n, d, r, h) {.name = n, .type = CFG_INT, .def = d, .range = r, .unused = 1, .help = h}
-#define XFLT(n, d, r, h) {.name = n, .type = CFG_FLOAT, .def = d, .range = r, .unused = 1, .help = h}
-#define XBOOL(n, d, h) {.name = n, .type = CFG_BOOL, .def = d, .unused = 1, .help = h}
-#define XSTR(n, d, h) {.name = n, .type = CFG_STRING, .def = d, .unused = 1, .help = h}
-#define XANY(n, h) {.name = n, .type = CFG_IGNORED, .def = "null", .unused = 1, .help = h}
+/* Each key ends with its resume class (REFUSE, NOTE or FREE: docs/checkpoints.md "Resuming with
+ * another config") and, for keys that give the model its shape, SHAPE (set but not read by a
+ * run's set-up: refused, not only warned; docs/config.md "Keys a run does not use"). */
+#define REFUSE .resume = CFG_RESUME_REFUSE
+#define NOTE .resume = CFG_RESUME_NOTE
+#define FREE .resume = CFG_RESUME_FREE
+#define SHAPE .shape = 1
+#define KINT(n, d, r, h, ...) {.name = n, .type = CFG_INT, .def = d, .range = r, .help = h, __VA_ARGS__}
+#define KFLT(n, d, r, h, ...) {.name = n, .type = CFG_FLOAT, .def = d, .range = r, .help = h, __VA_ARGS__}
+#define KBOOL(n, d, h, ...) {.name = n, .type = CFG_BOOL, .def = d, .help = h, __VA_ARGS__}
+#define KSTR(n, d, h, ...) {.name = n, .type = CFG_STRING, .def = d, .help = h, __VA_ARGS__}
+#define KCHOICE(n, d, c, h, ...) {.name = n, .type = CFG_STRING, .def = d, .choices = c, .help = h, __VA_ARGS__}
+#define KLIST(n, t, d, h, ...) {.name = n, .type = t, .def = d, .help = h, __VA_ARGS__}
+/* Accepted so DFM configs run; a warning when set; no effect (so free on resume). */
+#define XINT(n, d, r, h) {.name = n, .type = CFG_INT, .def = d, .range = r, .unused = 1, .help = h, FREE}
+#define XFLT(n, d, r, h) {.name = n, .type = CFG_FLOAT, .def = d, .range = r, .unused = 1, .help = h, FREE}
+#define XBOOL(n, d, h) {.name = n, .type = CFG_BOOL, .def = d, .unused = 1, .help = h, FREE}
+#define XSTR(n, d, h) {.name = n, .type = CFG_STRING, .def = d, .unused = 1, .help = h, FREE}
+#define XANY(n, h) {.name = n, .type = CFG_IGNORED, .def = "null", .unused = 1, .help = h, FREE}
 
 const CfgKeyDef cfg_key_defs[] = {
     /* model */
-    KCHOICE("model.variant", "dfm", CHOICES("dfm", "nemo-adaln", "adaln-zero", "wan"),
+    KCHOICE("model.variant", "dfm", CHOICES("dfm", "nemo-adaln", "adaln-zero", "moviegen", "wan"),
             "DiT variant: dfm (DFM, adaLN-LoRA), nemo-adaln (NeMo, full-rank adaLN), adaln-zero (original DiT), "
-            "wan (Wan 2.1)"),
+            "moviegen (NeMo's MovieGen/DiT-Llama), wan (Wan 2.1)", REFUSE),
     KCHOICE("model.preset", "\"\"",
             CHOICES("", "tiny", "tiny-demo", "dit-s", "dit-b", "dit-l", "dit-xl", "dit-7b", "dit-7b-nemo", "dit-28b",
-                    "wan2.1-1.3b", "wan2.1-14b"),
-            "model size preset, applied before the file and overrides (\"\" = none)"),
-    KINT("model.hidden_size", "384", "[8, 65536]", "transformer width D"),
-    KINT("model.num_layers", "12", "[1, 1024]", "number of DiT blocks"),
-    KINT("model.num_attention_heads", "6", "[1, 1024]", "attention heads (head dim = hidden_size / heads)"),
-    KINT("model.num_query_groups", "0", "[0, 1024]", "key/value head groups (0 = same as heads)"),
-    KINT("model.ffn_hidden_size", "0", "[0, 1048576]", "MLP width (0 = 4 * hidden_size)"),
-    KINT("model.in_channels", "16", "[1, 1024]", "latent channels in"),
-    KINT("model.out_channels", "16", "[1, 1024]", "latent channels out"),
-    KINT("model.patch_spatial", "2", "[1, 64]", "patch size over H and W"),
-    KINT("model.patch_temporal", "1", "[1, 64]", "patch size over T"),
-    KINT("model.crossattn_emb_size", "1024", "[1, 65536]", "text embedding width (cross-attention input)"),
-    KINT("model.adaln_lora_dim", "256", "[1, 65536]", "rank of the adaLN-LoRA modulation"),
+                    "moviegen-1b", "moviegen-5b", "moviegen-30b", "wan2.1-1.3b", "wan2.1-14b"),
+            "model size preset, applied before the file and overrides (\"\" = none)", FREE),
+    KINT("model.hidden_size", "384", "[8, 65536]", "transformer width D", REFUSE),
+    KINT("model.num_layers", "12", "[1, 1024]", "number of DiT blocks", REFUSE),
+    KINT("model.num_attention_heads", "6", "[1, 1024]", "attention heads (head dim = hidden_size / heads)", REFUSE),
+    KINT("model.num_query_groups", "0", "[0, 1024]", "key/value head groups (0 = same as heads)", REFUSE),
+    KINT("model.ffn_hidden_size", "0", "[0, 1048576]", "MLP width (0 = 4 * hidden_size)", REFUSE),
+    KINT("model.in_channels", "16", "[1, 1024]", "latent channels in", REFUSE),
+    KINT("model.out_channels", "16", "[1, 1024]", "latent channels out", REFUSE),
+    KINT("model.patch_spatial", "2", "[1, 64]", "patch size over H and W", REFUSE),
+    KINT("model.patch_temporal", "1", "[1, 64]", "patch size over T", REFUSE),
+    KINT("model.crossattn_emb_size", "1024", "[1, 65536]", "text embedding width (cross-attention input)", REFUSE),
+    KINT("model.adaln_lora_dim", "256", "[1, 65536]", "dfm: rank of the adaLN-LoRA modulation (the other variants have none)", REFUSE, SHAPE),
     KFLT("model.layernorm_epsilon", "1e-5", "(0, 1]",
-         "layer norm epsilon (adaln-zero: QK-norm only; its LayerNorms use DiT's 1e-6)"),
-    KBOOL("model.qk_layernorm", "true", "normalise q and k per head before attention (adaln-zero: cross-attention only)"),
+         "layer norm epsilon (adaln-zero: QK-norm only; its LayerNorms use DiT's 1e-6)", REFUSE),
+    KBOOL("model.qk_layernorm", "true", "normalise q and k per head before attention (adaln-zero: cross-attention only)", REFUSE, SHAPE),
     KCHOICE("model.cross_attention", "auto", CHOICES("auto", "true", "false"),
-            "cross-attention to the text in every block (auto = on for dfm and nemo-adaln, off for adaln-zero)"),
-    KINT("model.num_classes", "0", "[0, 10000000]", "class labels of a class-conditional model (0 = no class input)"),
+            "cross-attention to the text in every block (auto = on for dfm and nemo-adaln, off for adaln-zero)", REFUSE),
+    KINT("model.num_classes", "0", "[0, 10000000]", "class labels of a class-conditional model (0 = no class input)", REFUSE),
     KFLT("model.class_dropout_prob", "0.1", "[0, 1]",
-         "probability a training label becomes the null class (> 0 also gives the class table its null row)"),
-    KBOOL("model.learn_sigma", "false", "predict the variance too: 2x output channels (prediction, then variance)"),
+         "with num_classes > 0: probability a training label becomes the null class (> 0 also gives the class "
+         "table its null row)", REFUSE),
+    KBOOL("model.learn_sigma", "false", "predict the variance too: 2x output channels (prediction, then variance)", REFUSE),
     KCHOICE("model.pos_embedding", "auto", CHOICES("auto", "sincos3d", "sincos2d"),
-            "fixed position embedding: 3-D (t,h,w) or 2-D (h,w) sin-cos (auto = 2-D for adaln-zero, else 3-D)"),
-    KFLT("model.init_method_std", "0.02", "[0, 10]", "std of the normal weight init"),
-    KINT("model.fps_embedding_dim", "256", "[2, 65536]", "width of the sinusoidal fps embedding"),
-    KINT("model.tensor_model_parallel_size", "1", "[1, 4096]", "TP size (heads, kv heads and MLP units split over TP)"),
-    KINT("model.pipeline_model_parallel_size", "1", "[1, 4096]", "PP size"),
-    KINT("model.context_parallel_size", "1", "[1, 4096]", "CP size"),
-    KBOOL("model.sequence_parallel", "false", "sequence parallelism: token rows split over TP between TP regions"),
+            "fixed position embedding: 3-D (t,h,w) or 2-D (h,w) sin-cos (auto = 2-D for adaln-zero, else 3-D)", REFUSE),
+    KFLT("model.init_method_std", "0.02", "[0, 10]", "dfm, nemo-adaln: std of the normal weight init (adaln-zero: DiT's own init)", NOTE),
+    KINT("model.fps_embedding_dim", "256", "[2, 65536]", "dfm, nemo-adaln: width of the sinusoidal fps embedding (adaln-zero has none)", REFUSE, SHAPE),
+    KINT("model.tensor_model_parallel_size", "1", "[1, 4096]", "TP size (heads, kv heads and MLP units split over TP)", NOTE),
+    KINT("model.pipeline_model_parallel_size", "1", "[1, 4096]", "PP size", NOTE),
+    KINT("model.context_parallel_size", "1", "[1, 4096]", "CP size", NOTE),
+    KBOOL("model.sequence_parallel", "false", "sequence parallelism: token rows split over TP between TP regions", NOTE),
     KCHOICE("model.cp_comm_type", "p2p", CHOICES("p2p", "a2a", "a2a+p2p", "all_gather"),
-            "context-parallel attention: p2p ring, a2a (Ulysses), a2a+p2p (hierarchical), all_gather"),
+            "context-parallel attention: p2p ring, a2a (Ulysses), a2a+p2p (hierarchical), all_gather", NOTE),
     KLIST("model.hierarchical_context_parallel_sizes", CFG_INT_LIST, "[]",
-          "a2a+p2p: [all-to-all group size, ring size], product = context_parallel_size"),
-    KINT("model.virtual_pipeline_model_parallel_size", "1", "[1, 1024]", "interleaved PP: model chunks per pipeline stage (needs pipeline_model_parallel_size > 1)"),
+          "a2a+p2p: [all-to-all group size, ring size], product = context_parallel_size", NOTE),
+    KINT("model.virtual_pipeline_model_parallel_size", "1", "[1, 1024]", "interleaved PP: model chunks per pipeline stage (needs pipeline_model_parallel_size > 1)", NOTE),
     KCHOICE("model.recompute_granularity", "null", CHOICES("", "full", "selective"),
             "activation recomputation: full (a group of blocks keeps only its input) or selective (the attention "
-            "output and log-sum-exp); bitwise the same training, less activation memory"),
+            "output and log-sum-exp); bitwise the same training, less activation memory", NOTE),
     KCHOICE("model.recompute_method", "null", CHOICES("", "uniform", "block"),
             "full recomputation of groups of recompute_num_layers blocks (uniform) or of the first ones of each "
-            "pipeline chunk (block)"),
+            "pipeline chunk (block)", NOTE),
     KINT("model.recompute_num_layers", "0", "[0, 1024]",
-         "blocks per recomputed group (uniform) or recomputed per pipeline chunk (block); 0 = unset"),
-    KFLT("model.val_generation_guidance", "7.0", "[0, 100]", "CFG guidance g of the sample each rank generates at validation"),
-    KINT("model.val_generation_num_steps", "35", "[1, 10000]", "sampler steps of the sample each rank generates at validation"),
-    KFLT("model.sigma_data", "0.5", "(0, 100]", "EDM sigma_data"),
+         "blocks per recomputed group (uniform) or recomputed per pipeline chunk (block); 0 = unset", NOTE),
+    KFLT("model.val_generation_guidance", "7.0", "[0, 100]", "CFG guidance g of the sample each rank generates at validation", NOTE),
+    KINT("model.val_generation_num_steps", "35", "[1, 10000]", "sampler steps of the sample each rank generates at validation", NOTE),
+    KFLT("model.sigma_data", "0.5", "(0, 100]", "EDM sigma_data", REFUSE),
     XINT("model.seq_length", "2048", "[1, inf)", "DFM: maximum sequence length (not used by vfm)"),
-    XINT("model.max_img_h", "80", "[1, inf)", "DFM: maximum latent height (not used by vfm)"),
-    XINT("model.max_img_w", "80", "[1, inf)", "DFM: maximum latent width (not used by vfm)"),
-    XINT("model.max_frames", "34", "[1, inf)", "DFM: maximum latent frames (not used by vfm)"),
+    KINT("model.max_img_h", "80", "[1, 1e6]", "moviegen: latent height its learned position covers (/ patch_spatial rows)", REFUSE),
+    KINT("model.max_img_w", "80", "[1, 1e6]", "moviegen: latent width its learned position covers (/ patch_spatial rows)", REFUSE),
+    KINT("model.max_frames", "34", "[1, 1e6]", "moviegen: latent frames its learned position covers (/ patch_temporal rows)", REFUSE),
     XSTR("model.qkv_format", "thd", "DFM: attention layout; vfm always packs (THD) (not used by vfm)"),
     XSTR("model.vae_cache_folder", "\"\"", "DFM: VAE cache for validation decoding (not used by vfm)"),
     XSTR("model.pipeline_dtype", "bf16", "DFM: PP communication dtype (not used by vfm)"),
 
     /* diffusion */
     KCHOICE("diffusion.objective", "edm", CHOICES("edm", "flow", "ddpm"),
-            "training objective: EDM (DFM), flow matching, or DDPM (the DiT paper)"),
-    KFLT("diffusion.p_mean", "0.0", "[-10, 10]", "mean of log sigma (edm) or of logit sigma (flow) at training"),
-    KFLT("diffusion.p_std", "1.0", "(0, 10]", "std of log sigma (edm) or of logit sigma (flow) at training"),
-    KCHOICE("diffusion.sigma_per", "sample", CHOICES("sample", "pack"), "draw sigma per sample, or one per pack (DFM)"),
-    KFLT("diffusion.cfg_dropout", "0.2", "[0, 1]", "probability of dropping the text condition"),
-    KFLT("diffusion.sigma_min", "0", "[0, 1e6)", "clamp the training sigma (edm, flow) from below (0 = no clamp)"),
-    KFLT("diffusion.sigma_max", "0", "[0, 1e6)", "clamp the training sigma (edm, flow) from above (0 = no clamp)"),
-    KFLT("diffusion.flow_shift", "1.0", "(0, 100]", "flow: time shift s, sigma' = s*sigma/(1+(s-1)*sigma) (1 = none; Wan/DFM 3)"),
+            "training objective: EDM (DFM), flow matching, or DDPM (the DiT paper)", REFUSE),
+    KFLT("diffusion.p_mean", "0.0", "[-10, 10]", "mean of log sigma (edm) or of logit sigma (flow) at training", REFUSE),
+    KFLT("diffusion.p_std", "1.0", "(0, 10]", "std of log sigma (edm) or of logit sigma (flow) at training", REFUSE),
+    KCHOICE("diffusion.sigma_per", "sample", CHOICES("sample", "pack"), "draw sigma per sample, or one per pack (DFM)", REFUSE),
+    KFLT("diffusion.cfg_dropout", "0.2", "[0, 1]", "probability of dropping the text condition (models with cross-attention)", REFUSE),
+    KFLT("diffusion.sigma_min", "0", "[0, 1e6)", "clamp the training sigma (edm, flow) from below (0 = no clamp)", REFUSE),
+    KFLT("diffusion.sigma_max", "0", "[0, 1e6)", "clamp the training sigma (edm, flow) from above (0 = no clamp)", REFUSE),
+    KFLT("diffusion.flow_shift", "1.0", "(0, 100]", "flow: time shift s, sigma' = s*sigma/(1+(s-1)*sigma) (1 = none; Wan/DFM 3)", REFUSE),
     KINT("diffusion.flow_shift_base_tokens", "0", "[0, 1e9]",
-         "flow: tokens at which flow_shift holds; other sizes use flow_shift*sqrt(tokens/base) (0 = same shift)"),
+         "flow: tokens at which flow_shift holds; other sizes use flow_shift*sqrt(tokens/base) (0 = same shift)", REFUSE),
+    KFLT("diffusion.flow_sigma_min", "0", "[0, 0.5]",
+         "flow: Movie Gen's sigma_min, x = (1-s)*x0 + (s + sigma_min*(1-s))*eps, target (1-sigma_min)*eps - x0 (Movie Gen 1e-5)", REFUSE),
 
     /* sampler */
-    KINT("sampler.num_steps", "35", "[1, 100000]", "sampler steps"),
-    KFLT("sampler.guidance", "7.0", "[0, 1000]", "CFG guidance g: x = c + g * (c - u)"),
-    KFLT("sampler.rho", "7.0", "(0, 100]", "EDM time-step exponent"),
-    KFLT("sampler.s_churn", "0.0", "[0, 1000]", "EDM stochastic churn"),
-    KFLT("sampler.sigma_min", "0.002", "(0, 1e6)", "smallest EDM sampling sigma"),
-    KFLT("sampler.sigma_max", "80", "(0, 1e6)", "largest EDM sampling sigma"),
+    KINT("sampler.num_steps", "35", "[1, 100000]", "vfm sample: sampler steps (validation uses model.val_generation_num_steps)", NOTE),
+    KFLT("sampler.guidance", "7.0", "[0, 1000]", "vfm sample: CFG guidance g: x = c + g * (c - u) (validation uses model.val_generation_guidance)", NOTE),
+    KFLT("sampler.rho", "7.0", "(0, 100]", "edm: time-step exponent", NOTE),
+    KFLT("sampler.s_churn", "0.0", "[0, 1000]", "edm: stochastic churn", NOTE),
+    KFLT("sampler.sigma_min", "0.002", "(0, 1e6)", "edm: smallest sampling sigma", NOTE),
+    KFLT("sampler.sigma_max", "80", "(0, 1e6)", "edm: largest sampling sigma", NOTE),
     KCHOICE("sampler.flow_schedule", "linear-quadratic", CHOICES("linear-quadratic", "linear"),
-            "flow: time steps of the Euler sampler (MovieGen's linear-quadratic, or uniform)"),
+            "flow: time steps of the Euler sampler (MovieGen's linear-quadratic, or uniform)", NOTE),
     KCHOICE("sampler.flow_solver", "euler", CHOICES("euler", "unipc"),
             "flow: Euler steps on sampler.flow_schedule, or UniPC multistep (Wan 2.1's sampler: diffusers' "
-            "UniPCMultistepScheduler for flow, with its own times)"),
-    KINT("sampler.unipc_order", "2", "[1, 3]", "flow, unipc: the solver order (Wan: 2)"),
-    KBOOL("sampler.ddim", "false", "ddpm: deterministic DDIM (eta 0) instead of ancestral DDPM steps"),
+            "UniPCMultistepScheduler for flow, with its own times)", NOTE),
+    KINT("sampler.unipc_order", "2", "[1, 3]", "flow, unipc: the solver order (Wan: 2)", NOTE),
+    KBOOL("sampler.ddim", "false", "ddpm: deterministic DDIM (eta 0) instead of ancestral DDPM steps", NOTE),
 
     /* train */
-    KINT("train.train_iters", "10000", "[0, 1e12]", "optimizer steps to train"),
-    KINT("train.global_batch_size", "2", "[1, 1e9]", "packs per optimizer step, over all data-parallel ranks"),
-    KINT("train.micro_batch_size", "1", "[1, 1]", "packs per forward pass (a micro-batch is one pack)"),
-    KINT("train.eval_interval", "1000", "[0, inf)", "steps between validations (0 = never)"),
-    KINT("train.eval_iters", "32", "[0, inf)", "global batches of the validation split per validation"),
-    KCHOICE("train.device", "auto", CHOICES("auto", "cpu", "cuda"), "where to train (auto = cuda when present)"),
-    KINT("train.threads", "0", "[0, 1024]", "CPU threads (0 = all cores)"),
+    KINT("train.train_iters", "10000", "[0, 1e12]", "optimizer steps to train", NOTE),
+    KINT("train.global_batch_size", "2", "[1, 1e9]", "packs per optimizer step, over all data-parallel ranks", NOTE),
+    KINT("train.micro_batch_size", "1", "[1, 1]", "packs per forward pass (a micro-batch is one pack)", NOTE),
+    KINT("train.eval_interval", "1000", "[0, inf)", "steps between validations (0 = never)", NOTE),
+    KINT("train.eval_iters", "32", "[0, inf)", "global batches of the validation split per validation", NOTE),
+    KCHOICE("train.device", "auto", CHOICES("auto", "cpu", "cuda"), "where to train (auto = cuda when present)", NOTE),
+    KINT("train.threads", "0", "[0, 1024]", "CPU threads (0 = all cores)", FREE),
     KINT("train.max_nonfinite_steps", "5", "[1, 1e6]",
-         "NaN/Inf steps in a row that stop the run (with a checkpoint), checked when the step counters are read: up to one log interval later"),
-    KINT("train.fixed_pack_length", "0", "[0, 1e9]", "pad every pack to this many tokens, padding masked (0 = as packed; under pipeline parallelism the pack budget)"),
+         "NaN/Inf steps in a row that stop the run (with a checkpoint), checked when the step counters are read: up to one log interval later", NOTE),
+    KINT("train.fixed_pack_length", "0", "[0, 1e9]", "pad every pack to this many tokens, padding masked (0 = as packed; under pipeline parallelism the pack budget)", NOTE),
     XBOOL("train.manual_gc", "true", "DFM: Python garbage collection (not used by vfm)"),
     XINT("train.manual_gc_interval", "100", "[0, inf)", "DFM: Python garbage collection (not used by vfm)"),
     XINT("train.manual_gc_eval", "100", "[0, inf)", "DFM: Python garbage collection (not used by vfm)"),
 
     /* optimizer */
-    KCHOICE("optimizer.optimizer", "adam", CHOICES("adam"), "optimizer (Adam with decoupled weight decay)"),
-    KFLT("optimizer.lr", "9e-5", "[0, 10]", "peak learning rate"),
-    KFLT("optimizer.min_lr", "9e-6", "[0, 10]", "learning rate at the end of the decay"),
-    KFLT("optimizer.weight_decay", "0.033", "[0, 10]", "decoupled weight decay"),
-    KFLT("optimizer.adam_beta1", "0.9", "[0, 1)", "Adam beta1"),
-    KFLT("optimizer.adam_beta2", "0.95", "[0, 1)", "Adam beta2"),
-    KFLT("optimizer.adam_eps", "1e-5", "(0, 1)", "Adam epsilon"),
-    KFLT("optimizer.clip_grad", "1.0", "[0, 1e9]", "global gradient-norm clip (0 = no clipping)"),
+    KCHOICE("optimizer.optimizer", "adam", CHOICES("adam"), "optimizer (Adam with decoupled weight decay)", REFUSE),
+    KFLT("optimizer.lr", "9e-5", "[0, 10]", "peak learning rate", NOTE),
+    KFLT("optimizer.min_lr", "9e-6", "[0, 10]", "learning rate at the end of the decay (not with lr_decay_style constant)", NOTE),
+    KFLT("optimizer.weight_decay", "0.033", "[0, 10]", "decoupled weight decay", NOTE),
+    KFLT("optimizer.adam_beta1", "0.9", "[0, 1)", "Adam beta1", NOTE),
+    KFLT("optimizer.adam_beta2", "0.95", "[0, 1)", "Adam beta2", NOTE),
+    KFLT("optimizer.adam_eps", "1e-5", "(0, 1)", "Adam epsilon", NOTE),
+    KFLT("optimizer.clip_grad", "1.0", "[0, 1e9]", "global gradient-norm clip (0 = no clipping)", NOTE),
     XBOOL("optimizer.bf16", "true", "DFM: bf16 parameters (not used by vfm)"),
     XBOOL("optimizer.fp16", "false", "DFM: fp16 parameters (not used by vfm)"),
     XBOOL("optimizer.use_precision_aware_optimizer", "false", "DFM: Transformer Engine optimizer (not used by vfm)"),
 
     /* scheduler */
-    KINT("scheduler.lr_warmup_iters", "2000", "[0, inf)", "linear warmup steps"),
-    KFLT("scheduler.lr_warmup_init", "0.0", "[0, 10]", "learning rate at step 0"),
-    KINT("scheduler.lr_decay_iters", "0", "[0, inf)", "steps of the decay (0 = train.train_iters)"),
+    KINT("scheduler.lr_warmup_iters", "2000", "[0, inf)", "linear warmup steps", NOTE),
+    KFLT("scheduler.lr_warmup_init", "0.0", "[0, 10]", "learning rate at step 0 (with lr_warmup_iters > 0)", NOTE),
+    KINT("scheduler.lr_decay_iters", "0", "[0, inf)", "steps of the decay (0 = train.train_iters; not with lr_decay_style constant)", NOTE),
     KCHOICE("scheduler.lr_decay_style", "cosine", CHOICES("cosine", "constant", "linear", "WSD"),
-            "decay after warmup (WSD: warmup-stable-decay)"),
+            "decay after warmup (WSD: warmup-stable-decay)", NOTE),
     KCHOICE("scheduler.lr_wsd_decay_style", "exponential", CHOICES("exponential", "linear", "cosine", "minus_sqrt"),
-            "WSD: shape of the final annealing"),
-    KINT("scheduler.lr_wsd_decay_iters", "0", "[0, inf)", "WSD: steps of the final annealing (required with WSD)"),
+            "WSD: shape of the final annealing", NOTE),
+    KINT("scheduler.lr_wsd_decay_iters", "0", "[0, inf)", "WSD: steps of the final annealing (required with WSD)", NOTE),
     XFLT("scheduler.start_weight_decay", "0.033", "[0, 10]", "DFM: weight decay schedule (not used by vfm)"),
     XFLT("scheduler.end_weight_decay", "0.033", "[0, 10]", "DFM: weight decay schedule (not used by vfm)"),
     XSTR("scheduler.weight_decay_incr_style", "constant", "DFM: weight decay schedule (not used by vfm)"),
     XBOOL("scheduler.override_opt_param_scheduler", "true", "DFM: scheduler state on load (not used by vfm)"),
 
     /* dataset */
-    KSTR("dataset.path", "\"\"", "dataset folder (WebDataset shards, Energon metadata) or metadataset .yaml"),
-    KBOOL("dataset.mock", "false", "train on random mock samples instead of dataset.path"),
-    KINT("dataset.mock_samples", "0", "[0, 1e9]", "mock set size (0 = fresh random samples every time)"),
-    KLIST("dataset.mock_shapes", CFG_STRING_LIST, "[]", "mock latent shapes \"CxTxHxW\" (empty = one from *_latents)"),
-    KINT("dataset.F_latents", "1", "[1, 100000]", "mock latent frames"),
-    KINT("dataset.H_latents", "32", "[1, 100000]", "mock latent height"),
-    KINT("dataset.W_latents", "32", "[1, 100000]", "mock latent width"),
-    KINT("dataset.context_seq_len", "16", "[1, 100000]", "mock text length"),
-    KINT("dataset.context_embeddings_dim", "1024", "[1, 65536]", "mock text embedding width"),
-    KINT("dataset.number_packed_samples", "1", "[1, 1e6]", "mock samples per pack"),
-    KINT("dataset.task_encoder_seq_length", "8000", "[1, 1e9]", "token budget of one pack"),
-    KINT("dataset.packing_buffer_size", "40", "[1, 1e7]", "samples the packer chooses from"),
-    KINT("dataset.num_workers", "4", "[0, 1024]", "reader threads"),
-    KINT("dataset.pad_multiple", "64", "[1, 1e6]", "pad each sample's tokens to a multiple of lcm(this, TP*CP)"),
-    KINT("dataset.max_text_len", "512", "[1, 1e6]", "longest text embedding kept"),
-    KBOOL("dataset.keep_text_padding", "false", "keep the zero-padded text rows (DFM parity)"),
+    KSTR("dataset.path", "\"\"", "dataset folder (WebDataset shards, Energon metadata) or metadataset .yaml", NOTE),
+    KBOOL("dataset.mock", "false", "train on random mock samples instead of dataset.path", NOTE),
+    KINT("dataset.mock_samples", "0", "[0, 1e9]", "mock set size (0 = fresh random samples every time)", NOTE),
+    KLIST("dataset.mock_shapes", CFG_STRING_LIST, "[]", "mock latent shapes \"CxTxHxW\" (empty = one from *_latents)", NOTE),
+    KINT("dataset.F_latents", "1", "[1, 100000]", "mock latent frames", NOTE),
+    KINT("dataset.H_latents", "32", "[1, 100000]", "mock latent height", NOTE),
+    KINT("dataset.W_latents", "32", "[1, 100000]", "mock latent width", NOTE),
+    KINT("dataset.context_seq_len", "16", "[1, 100000]", "mock text length", NOTE),
+    KINT("dataset.context_embeddings_dim", "1024", "[1, 65536]", "text embedding width; must equal model.crossattn_emb_size (DFM's key)", NOTE),
+    KINT("dataset.number_packed_samples", "1", "[1, 1e6]", "mock samples per pack", NOTE),
+    KINT("dataset.task_encoder_seq_length", "8000", "[1, 1e9]", "token budget of one pack", NOTE),
+    KINT("dataset.packing_buffer_size", "40", "[1, 1e7]", "real data: samples the packer chooses from", NOTE),
+    KINT("dataset.num_workers", "4", "[0, 1024]", "real data: reader threads", FREE),
+    KINT("dataset.pad_multiple", "64", "[1, 1e6]", "pad each sample's tokens to a multiple of lcm(this, TP*CP)", NOTE),
+    KINT("dataset.max_text_len", "512", "[1, 1e6]", "real data: longest text embedding kept", NOTE),
+    KBOOL("dataset.keep_text_padding", "false", "real data: keep the zero-padded text rows (DFM parity)", NOTE),
     KINT("dataset.pad_text_to", "-1", "[-1, 1e6]",
-         "zero-pad (or cut) every sample's text to this many rows; -1 = the model's: 512 for model.variant=wan (Wan "
-         "attends to its padded umT5 rows without a mask), none otherwise; 0 = none"),
-    KINT("dataset.max_frames", "0", "[0, 1e6]", "crop videos to this many latent frames (0 = no crop)"),
-    KFLT("dataset.default_fps", "30", "(0, 1e6)", "fps of samples whose metadata has none"),
-    KBOOL("dataset.shuffle", "true", "shuffle the training stream"),
-    KSTR("dataset.split", "train", "split to train on (Energon split.yaml part; no split file: train only)"),
-    KBOOL("dataset.use_train_split_for_val", "false", "validation reads the train split (DFM) instead of the val split"),
+         "real data and vfm sample's prompts: zero-pad (or cut) every text to this many rows; -1 = the model's: 512 "
+         "for model.variant=wan (Wan attends to its padded umT5 rows without a mask), none otherwise; 0 = none", NOTE),
+    KINT("dataset.max_frames", "0", "[0, 1e6]", "real data: crop videos to this many latent frames (0 = no crop)", NOTE),
+    KFLT("dataset.default_fps", "30", "(0, 1e6)", "real data, models with an fps embedding: fps of samples whose metadata has none", NOTE),
+    KBOOL("dataset.shuffle", "true", "real data: shuffle the training stream", NOTE),
+    KSTR("dataset.split", "train", "split to train on (Energon split.yaml part; no split file: train only)", NOTE),
+    KBOOL("dataset.use_train_split_for_val", "false", "validation reads the train split (DFM) instead of the val split", NOTE),
+    KFLT("dataset.max_skip_fraction", "0.1", "[0, 1]",
+         "real data: stop (exit 2) when more than this share of the samples read is skipped when read, counted from "
+         "100 read on (1 = only a whole pass without a usable sample stops)", NOTE),
     XINT("dataset.seq_length", "2048", "[1, inf)", "DFM: data module sequence length (not used by vfm)"),
     XINT("dataset.micro_batch_size", "1", "[1, inf)", "DFM: set from train.micro_batch_size (not used by vfm)"),
     XINT("dataset.global_batch_size", "2", "[1, inf)", "DFM: set from train.global_batch_size (not used by vfm)"),
 
     /* checkpoint */
-    KSTR("checkpoint.save", "runs/default", "run directory: checkpoints, metrics, TensorBoard (null = save nothing, DFM)"),
-    KSTR("checkpoint.load", "\"\"", "checkpoint or run directory to start from (\"\" = none)"),
-    KBOOL("checkpoint.load_optim", "true", "also load optimizer state and schedule position"),
-    KINT("checkpoint.save_interval", "1000", "[0, inf)", "steps between checkpoints (0 = only at the end)"),
-    KINT("checkpoint.keep", "3", "[1, 1e6]", "checkpoints kept in the run directory"),
-    KBOOL("checkpoint.finetune", "false", "load weights only and start a new run at step 0"),
+    KSTR("checkpoint.save", "runs/default", "run directory: checkpoints, metrics, TensorBoard (null = save nothing, DFM)", FREE),
+    KSTR("checkpoint.load", "\"\"", "checkpoint or run directory to start from (\"\" = none)", FREE),
+    KBOOL("checkpoint.load_optim", "true", "with checkpoint.load (not finetune): also load the Adam moments (false: fresh moments; the step, "
+          "learning rate, samples seen and data position are restored either way)", FREE),
+    KINT("checkpoint.save_interval", "1000", "[0, inf)", "steps between checkpoints (0 = only at the end)", NOTE),
+    KINT("checkpoint.keep", "3", "[1, 1e6]", "checkpoints kept in the run directory", NOTE),
+    KBOOL("checkpoint.finetune", "false", "load weights only and start a new run at step 0", FREE),
     XSTR("checkpoint.ckpt_format", "torch_dist", "DFM: checkpoint format (not used by vfm)"),
     XBOOL("checkpoint.fully_parallel_save", "true", "DFM: checkpoint writing (not used by vfm)"),
 
     /* ema */
-    KBOOL("ema.enabled", "false", "keep an exponential moving average of the weights"),
-    KFLT("ema.decay", "0.9999", "[0, 1]", "EMA decay per step"),
+    KBOOL("ema.enabled", "false", "keep an exponential moving average of the weights", NOTE),
+    KFLT("ema.decay", "0.9999", "[0, 1]", "EMA decay per step (with ema.enabled)", NOTE),
 
     /* logger */
-    KINT("logger.log_interval", "10", "[1, inf)", "steps between log lines"),
-    KCHOICE("logger.level", "info", CHOICES("error", "warn", "info", "debug"), "log level"),
-    KSTR("logger.tensorboard_dir", "\"\"", "TensorBoard directory (\"\" = <checkpoint.save>/tb_logs)"),
+    KINT("logger.log_interval", "10", "[1, inf)", "steps between log lines", FREE),
+    KCHOICE("logger.level", "info", CHOICES("error", "warn", "info", "debug"), "log level", FREE),
+    KSTR("logger.tensorboard_dir", "\"\"", "TensorBoard directory (\"\" = <checkpoint.save>/tb_logs)", FREE),
     XBOOL("logger.log_timers_to_tensorboard", "true", "DFM: timers in TensorBoard (not used by vfm)"),
     XSTR("logger.wandb_project", "\"\"", "DFM: Weights & Biases (not used by vfm)"),
     XSTR("logger.wandb_exp_name", "\"\"", "DFM: Weights & Biases (not used by vfm)"),
     XSTR("logger.wandb_entity", "\"\"", "DFM: Weights & Biases (not used by vfm)"),
 
     /* rng */
-    KINT("rng.seed", "1234", "[0, inf)", "seed of every random stream"),
+    KINT("rng.seed", "1234", "[0, inf)", "seed of every random stream", NOTE),
 
     /* ddp */
-    KBOOL("ddp.use_distributed_optimizer", "true", "shard optimizer state over data-parallel ranks (ZeRO-1)"),
-    KBOOL("ddp.overlap_grad_reduce", "false", "issue gradient buckets during backward as they complete (else after it)"),
-    KFLT("ddp.bucket_size_mb", "40", "(0, 1e6)", "gradient bucket size in MiB"),
-    KBOOL("ddp.check_for_nan_in_grad", "true", "check gradients for NaN/Inf before the update (vfm always does)"),
+    KBOOL("ddp.use_distributed_optimizer", "true", "shard optimizer state over data-parallel ranks (ZeRO-1)", NOTE),
+    KBOOL("ddp.overlap_grad_reduce", "false", "issue gradient buckets during backward as they complete (else after it)", NOTE),
+    KFLT("ddp.bucket_size_mb", "40", "(0, 1e6)", "gradient bucket size in MiB", NOTE),
+    KBOOL("ddp.check_for_nan_in_grad", "true", "check gradients for NaN/Inf before the update (vfm always does)", NOTE),
     XBOOL("ddp.grad_reduce_in_fp32", "true", "DFM: gradients reduce in fp32 in vfm anyway (not used by vfm)"),
     XBOOL("ddp.overlap_param_gather", "false", "DFM: parameter all-gather overlap (not used by vfm)"),
     XBOOL("ddp.average_in_collective", "true", "DFM: averaging inside the collective (not used by vfm)"),
     KBOOL("ddp.use_megatron_fsdp", "false",
-          "Megatron FSDP: shard by ddp.data_parallel_sharding_strategy (default optim_grads_params)"),
+          "Megatron FSDP: shard by ddp.data_parallel_sharding_strategy (default optim_grads_params)", NOTE),
     KCHOICE("ddp.data_parallel_sharding_strategy", "null",
             CHOICES("", "no_shard", "optim", "optim_grads", "optim_grads_params", "MODEL_AND_OPTIMIZER_STATES"),
             "what data parallelism shards: no_shard, optim (ZeRO-1), optim_grads (ZeRO-2), optim_grads_params (ZeRO-3; "
-            "alias MODEL_AND_OPTIMIZER_STATES); unset: from use_distributed_optimizer / use_megatron_fsdp"),
+            "alias MODEL_AND_OPTIMIZER_STATES); unset: from use_distributed_optimizer / use_megatron_fsdp", NOTE),
     KBOOL("ddp.fsdp_unsharded_accumulation", "false",
           "ZeRO-2/3 with several micro-batches: accumulate each unit's gradient unsharded and reduce it once per step "
-          "(ZeRO-1's bits, ZeRO-1's gradient memory), else reduce-scatter every micro-batch (1/n gradient memory)"),
+          "(ZeRO-1's bits, ZeRO-1's gradient memory), else reduce-scatter every micro-batch (1/n gradient memory)", NOTE),
     XSTR("mixed_precision", "bf16_mixed", "DFM: precision recipe (not used by vfm)"),
     XSTR("tokenizer.tokenizer_type", "NullTokenizer", "DFM: tokenizer (not used by vfm)"),
     XINT("tokenizer.vocab_size", "0", "[0, inf)", "DFM: tokenizer (not used by vfm)"),
     XANY("comm_overlap", "DFM: TP communication overlap settings, any value (not used by vfm)"),
+
+    /* plan (read by vfm plan only; docs/plan.md) */
+    KFLT("plan.intra_node_bandwidth", "0", "[0, 1e6]",
+         "vfm plan: NVLink bandwidth per GPU and direction inside a node, GB/s (0: the --gpu system's; DGX H100: 450)", FREE),
+    KFLT("plan.inter_node_bandwidth", "0", "[0, 1e6]",
+         "vfm plan: network bandwidth per GPU and direction between nodes, GB/s (0: the --gpu system's; DGX H100: 50)", FREE),
 };
 const int cfg_key_count = (int)(sizeof cfg_key_defs / sizeof cfg_key_defs[0]);
 
@@ -326,15 +346,32 @@ static const char *leaf_of(const char *name) {
     return dot ? dot + 1 : name;
 }
 
+/* The last name part as Megatron and NeMo users spell it, and vfm's (DFM's) part for it. */
+static const char *const leaf_aliases[][2] = {
+    {"learning_rate", "lr"},          {"max_steps", "train_iters"},        {"max_iters", "train_iters"},
+    {"warmup_steps", "lr_warmup_iters"}, {"warmup_iters", "lr_warmup_iters"}, {"batch_size", "global_batch_size"},
+    {"val_check_interval", "eval_interval"}, {"limit_val_batches", "eval_iters"}, {"gradient_clip_val", "clip_grad"},
+    {"betas", "adam_beta1"},          {"eps", "adam_eps"},                 {"name", "optimizer"},
+    {"log_every_n_steps", "log_interval"}, {"every_n_train_steps", "save_interval"}, {"save_top_k", "keep"},
+};
+
 /* Nearest by edit distance over the full dotted name (first in registry order on ties). When
- * nothing is within 2 edits, a key with the same last part wins (lr → optimizer.lr). */
+ * nothing is within 2 edits, a key with the same last part wins (lr → optimizer.lr), its last part
+ * also read through the spellings of Megatron and NeMo (learning_rate → lr, max_steps →
+ * train_iters, micro_batch_size → train.micro_batch_size): among those, a key vfm uses, then the
+ * nearest. */
 const char *cfg_suggest_key(const char *name) {
+    const char *leaf = leaf_of(name);
+    for (size_t a = 0; a < sizeof leaf_aliases / sizeof leaf_aliases[0]; a++)
+        if (strcmp(leaf, leaf_aliases[a][0]) == 0) leaf = leaf_aliases[a][1];
     int best = -1, best_d = 1 << 30, same_leaf = -1, same_leaf_d = 1 << 30;
     for (int i = 0; i < cfg_key_count; i++) {
         int d = edit_distance(name, cfg_key_defs[i].name);
         if (d < best_d) { best_d = d; best = i; }
-        if (strcmp(leaf_of(name), leaf_of(cfg_key_defs[i].name)) == 0 && d < same_leaf_d) {
-            same_leaf_d = d;
+        if (strcmp(leaf, leaf_of(cfg_key_defs[i].name)) != 0) continue;
+        int rank = d + (cfg_key_defs[i].unused ? 1000 : 0); /* a key that does nothing is a poor suggestion */
+        if (rank < same_leaf_d) {
+            same_leaf_d = rank;
             same_leaf = i;
         }
     }
@@ -355,4 +392,10 @@ void config_registry_key(int i, CfgKeyInfo *info) {
     cfg_allowed_text(def, info->allowed, sizeof info->allowed);
     info->help = def->help;
     info->unused = def->unused;
+    info->resume = def->resume;
+    info->shape = def->shape;
+}
+
+const char *config_resume_class_name(CfgResumeClass c) {
+    return c == CFG_RESUME_REFUSE ? "refuse" : c == CFG_RESUME_NOTE ? "note" : c == CFG_RESUME_FREE ? "free" : "none";
 }

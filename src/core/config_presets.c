@@ -12,6 +12,11 @@ typedef struct {
 #define SETTINGS(...) ((const char *const[]){__VA_ARGS__, NULL})
 #define DIT_SIZE(hidden, layers, heads) \
     SETTINGS("model.hidden_size=" #hidden, "model.num_layers=" #layers, "model.num_attention_heads=" #heads)
+#define MOVIEGEN(hidden, layers, heads, ffn)                                                                      \
+    SETTINGS("model.variant=moviegen", "model.hidden_size=" #hidden, "model.num_layers=" #layers,                 \
+             "model.num_attention_heads=" #heads, "model.num_query_groups=8", "model.ffn_hidden_size=" #ffn,      \
+             "model.crossattn_emb_size=" #hidden, "model.init_method_std=0.01", "model.max_frames=128",           \
+             "model.max_img_h=240", "model.max_img_w=240", "model.patch_spatial=2")
 
 #define WAN_SIZE(hidden, ffn, layers, heads)                                                                     \
     SETTINGS("model.variant=wan", "model.hidden_size=" #hidden, "model.ffn_hidden_size=" #ffn,                        \
@@ -35,6 +40,12 @@ static const CfgPreset g_presets[] = {
     {"dit-7b-nemo", DIT_SIZE(3072, 32, 24)},
     /* NeMo benchmarks a "DiT 28B" but publishes no config: MovieGen-30B's width and depth */
     {"dit-28b", DIT_SIZE(6144, 48, 48)},
+    /* MovieGen as NeMo configures it (DiTLlama{1B,5B,30B}Config; research/pp-fsdp-moe-moviegen.md §4):
+     * 8 kv groups, SwiGLU width, init std 0.01, learned position over 128 x 240 x 240 latents; the
+     * text is D wide (NeMo's cross-attention reads D-wide context; Movie Gen projects its text to D) */
+    {"moviegen-1b", MOVIEGEN(2048, 16, 32, 8192)},
+    {"moviegen-5b", MOVIEGEN(3072, 32, 24, 8192)},
+    {"moviegen-30b", MOVIEGEN(6144, 48, 48, 16384)},
     /* Wan 2.1 text-to-video (diffusers' Wan2.1-T2V-*-Diffusers configs; docs/models.md "Wan 2.1") */
     {"wan2.1-1.3b", WAN_SIZE(1536, 8960, 30, 12)},
     {"wan2.1-14b", WAN_SIZE(5120, 13824, 40, 40)},

@@ -56,6 +56,7 @@ const char *vfm_status_name(vfm_status s) {
     case VFM_ERR_UNSUPPORTED: return "unsupported";
     case VFM_ERR_NUMERIC: return "numeric error";
     case VFM_ERR_INTERNAL: return "internal error";
+    case VFM_ERR_REFUSED: return "refused";
     }
     return "error";
 }

@@ -17,6 +17,8 @@ typedef enum {
     VFM_ERR_UNSUPPORTED, /* valid request this build or device cannot do */
     VFM_ERR_NUMERIC,     /* NaN/Inf where a finite value is required */
     VFM_ERR_INTERNAL,    /* a bug: an invariant did not hold */
+    VFM_ERR_REFUSED,     /* input asked for what vfm never does (a pickle naming a global off the
+                          * unpickler's allow-list): refused, nothing run; a security event */
 } vfm_status;
 
 /* Sets the thread's message and returns code. */

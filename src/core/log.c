@@ -34,3 +34,9 @@ void log_msg(LogLevel level, const char *fmt, ...) {
     fprintf(out, "%s\n", line);
     fflush(out);
 }
+
+const char *log_rate_text(double v, char *out, size_t n) {
+    if (!(v < 100)) snprintf(out, n, "%.0f", v);
+    else snprintf(out, n, "%.3g", v);
+    return out;
+}

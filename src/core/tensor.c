@@ -166,3 +166,9 @@ float f32_from_bf16(uint16_t h) {
     memcpy(&f, &u, 4);
     return f;
 }
+
+void tensor_shape_text(const int64_t *shape, int ndim, char *out, size_t n) {
+    size_t k = (size_t)snprintf(out, n, "[");
+    for (int d = 0; d < ndim && k < n; d++) k += (size_t)snprintf(out + k, n - k, "%s%lld", d ? "," : "", (long long)shape[d]);
+    if (k < n) snprintf(out + k, n - k, "]");
+}

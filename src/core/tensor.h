@@ -30,6 +30,8 @@ const char *dtype_name(DType t);
 const char *device_name(Device d);
 
 Tensor tensor_make(void *data, DType dtype, Device device, int ndim, const int64_t *shape);
+/* "[64,32]" (as jansson writes a JSON array), for messages. */
+void tensor_shape_text(const int64_t *shape, int ndim, char *out, size_t n);
 int64_t tensor_numel(const Tensor *t);
 size_t tensor_bytes(const Tensor *t);
 /* Size of dimension d, counting negative d from the end. */

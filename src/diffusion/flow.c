@@ -23,7 +23,7 @@ typedef struct FlowTensors {
     Tensor x_t, F, dF;      /* [S, C] activation dtype: the network's input, output and its gradient */
     Tensor F32, dF32;       /* [S, C] f32 twins of F and dF (the same tensors in f32) */
     Tensor target;          /* [S, C] f32 */
-    Tensor per;             /* [5B] f32: a, s, c_noise, weight, minus_one */
+    Tensor per;             /* [6B] f32: a, s, c_noise, weight, minus_one, noise coefficient of the target */
     Tensor stats;           /* [1 + 2B] f32: the loss, sample_sum [B], sample_count [B] */
 } FlowTensors;
 
@@ -35,7 +35,7 @@ static void flow_layout(Carver *k, void *ctx) {
     f->F32 = objective_carve_f32_twin(k, &f->F);
     f->dF32 = objective_carve_f32_twin(k, &f->dF);
     f->target = CARVE(k, DT_F32, f->S, f->C);
-    f->per = CARVE(k, DT_F32, 5 * (int64_t)f->B);
+    f->per = CARVE(k, DT_F32, 6 * (int64_t)f->B);
     f->stats = CARVE(k, DT_F32, 1 + 2 * (int64_t)f->B);
 }
 
@@ -49,28 +49,29 @@ static vfm_status flow_tensors(DiT *model, ObjectiveBatch *b, FlowTensors *f) {
 }
 
 static vfm_status flow_prepare(DiT *model, const Objective *o, ObjectiveBatch *b) {
-    (void)o;
     FlowTensors f;
     VFM_TRY(flow_tensors(model, b, &f));
     int B = f.B;
     void *hv;
-    VFM_TRY(objective_work_host(b->work, (size_t)(5 * B + 1) * sizeof(float), &hv));
-    float *A = hv, *Sg = A + B, *CN = Sg + B, *W = CN + B, *M1 = W + B;
+    VFM_TRY(objective_work_host(b->work, (size_t)(6 * B + 1) * sizeof(float), &hv));
+    float *A = hv, *Sg = A + B, *CN = Sg + B, *W = CN + B, *M1 = W + B, *NC = M1 + B;
+    double smin = o->flow_sigma_min; /* 0: DFM's path exactly */
     for (int i = 0; i < B; i++) {
         double sigma = b->draws->t[i];
         A[i] = (float)(1.0 - sigma);
-        Sg[i] = (float)sigma;
+        Sg[i] = (float)(sigma + smin * (1.0 - sigma));
         CN[i] = (float)(1000.0 * sigma);
         W[i] = 1.0f;
         M1[i] = -1.0f;
+        NC[i] = (float)(1.0 - smin);
     }
     VFM_TRY(objective_put(&f.per, hv));
     Tensor a = objective_slice(&f.per, 0, B), s = objective_slice(&f.per, B, B);
-    Tensor weight = objective_slice(&f.per, 3 * B, B), minus_one = objective_slice(&f.per, 4 * B, B);
+    Tensor minus_one = objective_slice(&f.per, 4 * B, B), noise_coef = objective_slice(&f.per, 5 * B, B);
     const Tensor *x0 = &b->pt->tokens, *t2s = &b->cond.tok2sample;
-    /* x_σ = (1−σ)·x0 + σ·ε; target ε − x0 */
+    /* x_σ = (1−σ)·x0 + (σ + σ_min(1−σ))·ε; target (1−σ_min)·ε − x0 (Movie Gen's X_t and −V with t = 1−σ) */
     VFM_TRY(op_noise_mix(&f.x_t, x0, &b->noise, &a, &s, t2s));
-    VFM_TRY(op_noise_mix(&f.target, x0, &b->noise, &minus_one, &weight, t2s));
+    VFM_TRY(op_noise_mix(&f.target, x0, &b->noise, &minus_one, &noise_coef, t2s));
     b->in_x = f.x_t;
     b->in_c_noise = objective_slice(&f.per, 2 * B, B);
     b->F = f.F;

@@ -4,7 +4,11 @@
  * Training draws σ = sigmoid(n), n ~ N(p_mean, p_std²) (logit-normal), then the shift
  * σ' = sσ/(1 + (s−1)σ). Sampling integrates from σ = 1 to 0 with Euler steps
  * x ← x + (σ_{i+1} − σ_i)·v on MovieGen's linear-quadratic schedule (or a linear one), shifted the
- * same way. x0 is the data as stored (model.sigma_data is EDM's only). */
+ * same way. x0 is the data as stored (model.sigma_data is EDM's only). With Movie Gen's σ_min
+ * (diffusion.flow_sigma_min, 1e-5 there; 0 by default) the path ends at σ_min·ε instead of 0:
+ * x_σ = (1−σ)·x0 + (σ + σ_min(1−σ))·ε, target (1−σ_min)·ε − x0 — Movie Gen's X_t = t·X1 +
+ * (1 − (1−σ_min)t)·X0 and V = X1 − (1−σ_min)·X0 with t = 1 − σ, X1 the data, X0 the noise, and the
+ * network predicting −V (research/pp-fsdp-moe-moviegen.md §5). */
 #ifndef VFM_FLOW_H
 #define VFM_FLOW_H
 

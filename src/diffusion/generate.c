@@ -127,7 +127,7 @@ static vfm_status ddpm_step_noise(void *ctx, int step, Tensor *z) {
 
 static vfm_status build_pack(GenCtx *g, const GenerateSample *s, int n) {
     const DiTConfig *mc = &g->model->cfg;
-    pack_init(&g->pack, g->C, mc->d_text, 1, 1);
+    VFM_TRY(pack_init(&g->pack, g->C, mc->d_text, 1, 1));
     float *zero_text = calloc((size_t)mc->d_text, sizeof(float));
     float *zero_tokens = NULL;
     vfm_status st = VFM_OK;

@@ -13,19 +13,29 @@
 
 const char *objective_name(ObjectiveKind kind) { return objective_losses[kind]->name; }
 
-vfm_status objective_from_config(Objective *o, const Config *cfg) {
+vfm_status objective_from_config(Objective *o, const Config *cfg, const DiTConfig *mc) {
     memset(o, 0, sizeof *o);
     const char *name = cfg_str(cfg, "diffusion.objective");
     o->kind = OBJECTIVE_EDM;
     for (int k = 0; k < OBJECTIVE_KINDS; k++)
         if (!strcmp(name, objective_losses[k]->name)) o->kind = (ObjectiveKind)k;
     o->seed = (uint64_t)cfg_int(cfg, "rng.seed");
-    o->sigma_data = (float)cfg_float(cfg, "model.sigma_data");
+    /* only the keys of this objective are read (docs/config.md "Keys a run does not use") */
+    if (o->kind == OBJECTIVE_EDM) o->sigma_data = (float)cfg_float(cfg, "model.sigma_data");
+    else cfg_warn_unused(cfg, "model.sigma_data", "model.sigma_data applies to diffusion.objective=edm (ignored with %s)",
+                         objective_name(o->kind));
     o->p_mean = cfg_float(cfg, "diffusion.p_mean");
     o->p_std = cfg_float(cfg, "diffusion.p_std");
     o->flow_shift = cfg_float(cfg, "diffusion.flow_shift");
     o->flow_shift_base = cfg_int(cfg, "diffusion.flow_shift_base_tokens");
-    o->cfg_dropout = (float)cfg_float(cfg, "diffusion.cfg_dropout");
+    o->flow_sigma_min = cfg_float(cfg, "diffusion.flow_sigma_min");
+    /* the text CFG coin drops the text: a model without cross-attention sees no text */
+    if (!mc || mc->f.cross_attn)
+        o->cfg_dropout = (float)cfg_float(cfg, "diffusion.cfg_dropout");
+    else
+        cfg_warn_unused(cfg, "diffusion.cfg_dropout", "diffusion.cfg_dropout drops the text condition; this model has no "
+                        "cross-attention (model.cross_attention), so it is ignored%s", mc->num_classes > 0 ?
+                        " (the class label's CFG drop is model.class_dropout_prob)" : "");
     o->per_pack = strcmp(cfg_str(cfg, "diffusion.sigma_per"), "pack") == 0;
     o->sigma_min = cfg_float(cfg, "diffusion.sigma_min");
     o->sigma_max = cfg_float(cfg, "diffusion.sigma_max");
@@ -42,22 +52,13 @@ vfm_status objective_from_config(Objective *o, const Config *cfg) {
     if (o->flow_shift_base > 0 && o->kind != OBJECTIVE_FLOW)
         return vfm_fail_at(VFM_ERR_USAGE, NULL, "diffusion.flow_shift_base_tokens", NULL,
                            "applies to diffusion.objective=flow only");
+    if (o->flow_sigma_min != 0.0 && o->kind != OBJECTIVE_FLOW)
+        return vfm_fail_at(VFM_ERR_USAGE, NULL, "diffusion.flow_sigma_min", NULL, "applies to diffusion.objective=flow only");
     if (o->flow_shift != 1.0 && o->kind != OBJECTIVE_FLOW)
         return vfm_fail_at(VFM_ERR_USAGE, NULL, "diffusion.flow_shift", NULL, "applies to diffusion.objective=flow only");
     if (o->kind == OBJECTIVE_DDPM && (o->p_mean != 0.0 || o->p_std != 1.0))
-        return vfm_fail(VFM_ERR_USAGE, "diffusion.p_mean/p_std shape the EDM and flow time distributions; ddpm draws "
+        return vfm_fail(VFM_ERR_USAGE, "diffusion.p_mean and diffusion.p_std shape the EDM and flow time distributions; ddpm draws "
                         "t uniformly (unset them)");
-    /* settings of another objective's sampler: said once, not silently ignored */
-    static const char *edm_only[] = {"model.sigma_data", "sampler.rho", "sampler.s_churn", "sampler.sigma_min",
-                                     "sampler.sigma_max"};
-    for (int i = 0; i < 5 && o->kind != OBJECTIVE_EDM; i++)
-        if (cfg_is_set(cfg, edm_only[i]))
-            log_warn("config: %s applies to diffusion.objective=edm (ignored with %s)", edm_only[i], objective_name(o->kind));
-    if (o->kind != OBJECTIVE_DDPM && cfg_is_set(cfg, "sampler.ddim") && cfg_bool(cfg, "sampler.ddim"))
-        log_warn("config: sampler.ddim applies to diffusion.objective=ddpm (ignored with %s)", objective_name(o->kind));
-    if (o->kind != OBJECTIVE_FLOW && cfg_is_set(cfg, "sampler.flow_schedule"))
-        log_warn("config: sampler.flow_schedule applies to diffusion.objective=flow (ignored with %s)",
-                 objective_name(o->kind));
     return VFM_OK;
 }
 
@@ -66,7 +67,7 @@ vfm_status objective_check_model(const Objective *o, const DiTConfig *mc) {
     if (out == in) return VFM_OK;
     if (o->kind == OBJECTIVE_DDPM && out == 2 * in) return VFM_OK;
     return vfm_fail(VFM_ERR_USAGE, "the model gives %d output channels for %d input channels (model.out_channels / "
-                    "model.learn_sigma): diffusion.objective=%s needs them equal%s", out / (in / mc->in_channels),
+                    "model.learn_sigma, model.in_channels): diffusion.objective=%s needs them equal%s", out / (in / mc->in_channels),
                     mc->in_channels, objective_name(o->kind),
                     o->kind == OBJECTIVE_DDPM ? ", or twice the input channels (learned sigma)" : "");
 }

@@ -41,13 +41,15 @@ typedef struct Objective {
     double sigma_min, sigma_max;
     double flow_shift;       /* σ' = sσ/(1 + (s−1)σ); 1 = no shift */
     int64_t flow_shift_base; /* > 0: s = flow_shift·√(tokens / flow_shift_base) per sample (resolution-dependent) */
+    double flow_sigma_min;   /* Movie Gen's σ_min: x_σ = (1−σ)·x0 + (σ + σ_min·(1−σ))·ε, target (1−σ_min)·ε − x0 */
     float cfg_dropout;       /* probability a sample's text is dropped */
     int per_pack;            /* DFM parity: one time and one coin per pack (from its first sample) */
 } Objective;
 
-/* From the diffusion.*, model.sigma_data and rng.seed keys. Bad combinations are VFM_ERR_USAGE
- * naming the key. (Classes are the model's: model.num_classes, model.class_dropout_prob.) */
-vfm_status objective_from_config(Objective *o, const Config *cfg);
+/* From the diffusion.*, model.sigma_data (edm) and rng.seed keys. Bad combinations are VFM_ERR_USAGE
+ * naming the key. mc: the model, whose cross-attention decides whether diffusion.cfg_dropout applies
+ * (NULL: read it anyway). (Classes are the model's: model.num_classes, model.class_dropout_prob.) */
+vfm_status objective_from_config(Objective *o, const Config *cfg, const DiTConfig *mc);
 const char *objective_name(ObjectiveKind kind);
 /* The model's output fits the objective: as many values per token as it takes in, or for ddpm also
  * twice that (learned variance). VFM_ERR_USAGE naming model.out_channels otherwise. */

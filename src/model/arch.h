@@ -19,10 +19,12 @@ typedef struct DiTArch {
 } DiTArch;
 
 extern const DiTArch dit_arch_dfm, dit_arch_nemo_adaln, dit_arch_adaln_zero;
-extern const DiTArch dit_arch_wan;
-/* dfm's features and layers (arch_dfm.c), which nemo-adaln shares. */
+extern const DiTArch dit_arch_moviegen, dit_arch_wan;
+/* dfm's features and layers (arch_dfm.c), which nemo-adaln shares; its conditioning (t-, [class,]
+ * fps-embedders, the norm when c->f.cond_norm), which moviegen shares. */
 void dit_dfm_features(DiTConfig *c);
 void dit_dfm_build(DiT *m);
+void dit_dfm_conditioning(DiT *m);
 
 /* The checks of a model with 3-D RoPE (Wan; dit_config.c). */
 vfm_status dit_check_rope(const DiTConfig *c);

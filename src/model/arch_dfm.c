@@ -29,6 +29,21 @@ void dit_dfm_features(DiTConfig *c) {
 
 static void features(DiTConfig *c) { dit_dfm_features(c); }
 
+void dit_dfm_conditioning(DiT *m) {
+    const DiTConfig *c = &m->cfg;
+    ParamTable *t = &m->table;
+    int64_t D = c->hidden;
+    ConditioningLayer *cl = &m->cond;
+    timestep_embedder_add(&cl->t, t, "t_embedder.linear_1", "t_embedder.linear_2", c->f.t_freq_dim, D, 0, 0.0f, NULL);
+    if (c->num_classes > 0)
+        class_table_add(cl, t, "y_embedder.embedding_table.weight", c->num_classes + (c->class_dropout_prob > 0), D,
+                        c->init_std);
+    cl->has_fps = 1; /* diffusers' Timesteps(F, flip_sin_to_cos=False, downscale_freq_shift=1) */
+    timestep_embedder_add(&cl->fps, t, "fps_embedder.linear_1", "fps_embedder.linear_2", c->fps_dim, c->fps_dim, 0,
+                          1.0f, NULL);
+    if (c->f.cond_norm) cond_norm_add(cl, t, "cond_norm.weight", D);
+}
+
 void dit_dfm_build(DiT *m) {
     const DiTConfig *c = &m->cfg;
     const DiTFeatures *f = &c->f;
@@ -38,15 +53,7 @@ void dit_dfm_build(DiT *m) {
 
     patch_embed_add_linear(&m->patch, t, "x_embedder", D, dit_token_dim(c));
     m->patch.pos = f->pos;
-
-    ConditioningLayer *cl = &m->cond;
-    timestep_embedder_add(&cl->t, t, "t_embedder.linear_1", "t_embedder.linear_2", f->t_freq_dim, D, 0, 0.0f, NULL);
-    if (c->num_classes > 0)
-        class_table_add(cl, t, "y_embedder.embedding_table.weight", c->num_classes + (c->class_dropout_prob > 0), D, std);
-    cl->has_fps = 1; /* diffusers' Timesteps(F, flip_sin_to_cos=False, downscale_freq_shift=1) */
-    timestep_embedder_add(&cl->fps, t, "fps_embedder.linear_1", "fps_embedder.linear_2", c->fps_dim, c->fps_dim, 0,
-                          1.0f, NULL);
-    if (f->cond_norm) cond_norm_add(cl, t, "cond_norm.weight", D);
+    dit_dfm_conditioning(m);
 
     AttentionSpec self = {.self = 1, .kv_in = D, .kv_heads = c->kv_heads, .qk_norm = f->self_qk_norm,
                           .norm_eps = c->ln_eps, .in = linear_normal(std, 0), .out = linear_normal(out_std, 0)};

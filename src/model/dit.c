@@ -53,6 +53,7 @@ vfm_status dit_chunk_forward(DiT *m, DiTSaved *sv, const DiTInputs *in, int b0, 
     int B;
     VFM_TRY(check_inputs(m, in, &S, &L, &B));
     VFM_TRY(check_chunk(m, b0, b1, x, y, "x/y"));
+    VFM_TRY(pos_learned_check(&m->pos, in));
     if (!sv) sv = m->saved;
     Acts *a = &sv->a;
     int last = b1 == m->cfg.layers;
@@ -67,6 +68,7 @@ vfm_status dit_chunk_forward(DiT *m, DiTSaved *sv, const DiTInputs *in, int b0, 
     VFM_TRY(dit_place_inputs(m, a, in));
     m->running = sv;
     VFM_TRY(conditioning_forward(m, &m->cond, &a->cond, in));
+    VFM_TRY(pos_learned_forward(m, &m->pos, &a->pos, &a->pl.pos, &a->pl.t2s)); /* every chunk: its blocks add it */
     if (b0 == 0) VFM_TRY(patch_embed_forward(m, &m->patch, &a->x_perm, &a->pl.x, &a->pl.pos, &a->pl.t2s, &a->blocks[0].h[0]));
     else VFM_TRY(op_copy(&a->blocks[b0].h[0], x));
     for (int l = b0; l < b1; l++) {
@@ -115,6 +117,7 @@ vfm_status dit_chunk_backward(DiT *m, DiTSaved *sv, const DiTInputs *in, int b0,
         VFM_TRY(op_copy(&a->d_res, dy));
         VFM_TRY(op_fill(&a->cond.d_silu, 0.0));
     }
+    VFM_TRY(pos_learned_backward_begin(&m->pos, &a->pos));
     for (int l = b1 - 1; l >= b0; l--) {
         VFM_TRY(dit_recompute_backward_begin(m, a, in, l));
         const DiTBlock *p = dit_block(m, l);
@@ -126,6 +129,7 @@ vfm_status dit_chunk_backward(DiT *m, DiTSaved *sv, const DiTInputs *in, int b0,
     VFM_TRY(dit_fsdp_grads_begin(m, 0)); /* the embedders: every chunk adds its conditioning's share */
     if (b0 == 0) VFM_TRY(patch_embed_backward(m, &m->patch, &a->x_perm, &a->pl.x, &a->d_res));
     else VFM_TRY(op_copy(dx, &a->d_res));
+    VFM_TRY(pos_learned_backward(m, &m->pos, &a->pos, &a->pl.pos, &a->pl.t2s));
     VFM_TRY(conditioning_backward(m, &m->cond, &a->cond, in));
     if (b0 == 0) VFM_TRY(dit_fsdp_grads_end(m, 0)); /* the first chunk's backward comes last */
     if (m->on_grads_final && b0 == 0) m->on_grads_final(m->on_grads_final_ctx, 0);

@@ -11,6 +11,10 @@
  *               timestep features, class embedding with a null class, 2-D sin-cos position, conv
  *               patch layout, final LayerNorm + shift/scale + Linear; optionally cross-attention
  *               to the text with QK-norm (9 chunks);
+ *   moviegen    MovieGen as NeMo builds it (dit_llama, research/pp-fsdp-moe-moviegen.md §4): 6 chunks
+ *               from one Linear(D → 6D), RMSNorm blocks with a learnable weight, GQA self-attention,
+ *               cross-attention without norm or residual feeding the SwiGLU MLP, a learned factorized
+ *               3-D position re-added before every block, plain final Linear;
  *   wan         Wan 2.1 (diffusers' WanTransformer3DModel, arch_wan.c): 3-D RoPE, QK-norm over all heads,
  *               a shared modulation projection plus per-block tables, the text MLP, affine cross-attention norm.
  * Parameter names follow reference/model_torch.py (for adaln-zero: the DiT reference's own names).
@@ -24,6 +28,7 @@
 #include "model/embed.h"
 #include "model/head.h"
 #include "model/params.h"
+#include "model/pos_learned.h"
 #include "ops/ops.h"
 #include "parallel/cp_attention.h"
 #include "parallel/recompute.h"
@@ -33,7 +38,13 @@ typedef struct Config Config;
 /* The activations one chunk forward keeps for its backward (opaque; dit_saved_create). */
 typedef struct DiTSaved DiTSaved;
 
-typedef enum { DIT_VARIANT_DFM, DIT_VARIANT_NEMO_ADALN, DIT_VARIANT_ADALN_ZERO, DIT_VARIANT_WAN } DiTVariant;
+typedef enum {
+    DIT_VARIANT_DFM,
+    DIT_VARIANT_NEMO_ADALN,
+    DIT_VARIANT_ADALN_ZERO,
+    DIT_VARIANT_MOVIEGEN,
+    DIT_VARIANT_WAN
+} DiTVariant;
 enum { DIT_AUTO = 0, DIT_ON = 1, DIT_OFF = 2 }; /* DiTConfig.cross_attention */
 
 /* What a variant is made of: its architecture (arch.h) derives it from the options, and builds
@@ -54,8 +65,13 @@ typedef struct DiTFeatures {
     int cond_norm;        /* learnable RMSNorm (eps 1e-6) on the conditioning (NeMo's affline_norm) */
     int final_adaln;      /* final LayerNorm + shift/scale from Linear(D → 2D) before the output Linear */
     int conv_patch;       /* x_embedder is a conv weight [D, C, (pt,) p, p]: token columns are permuted */
-    DiTPosEmbedding pos;  /* resolved: 3-D or 2-D sin-cos, or 3-D RoPE (Wan) */
-    int mod_table;        /* Wan: one modulation projection shared by the blocks plus each block's table */
+    DiTPosEmbedding pos;  /* resolved: 3-D or 2-D sin-cos, learned 3-D (before every block), or 3-D RoPE (Wan) */
+    /* MovieGen's (arch_moviegen.c) */
+    int swiglu;           /* SwiGLU MLP (fc1 [2F, D]: gate, value) instead of GELU */
+    int block_rms;        /* block norms: RMSNorm with one learnable weight per block, not LayerNorm */
+    int cross_feeds_mlp;  /* cross-attention without norm, modulation or residual: the MLP normalises its output */
+    /* Wan's (arch_wan.c) */
+    int mod_table;        /* one modulation projection shared by the blocks plus each block's table */
 } DiTFeatures;
 
 typedef struct DiTConfig {
@@ -79,7 +95,9 @@ typedef struct DiTConfig {
     float class_dropout_prob;  /* > 0: the class table has a null row, index num_classes (DiT's rule) */
     int learn_sigma;           /* output 2·out_channels per element: channels [0, C) the prediction,
                                 * [C, 2C) the variance (token layout (ph pw pt 2C), C fastest) */
-    DiTPosEmbedding pos_embedding; /* DIT_POS_AUTO: 2-D for adaln-zero, 3-D otherwise */
+    DiTPosEmbedding pos_embedding; /* DIT_POS_AUTO: 2-D for adaln-zero, learned for moviegen, 3-D otherwise */
+    int pos_rows[3];           /* rows of the learned position's t, h, w tables (0: 34, 40, 40, DFM's
+                                * max_frames 34 / pt 1, max_img 80 / p 2) */
     DiTFeatures f;             /* derived by dit_config_resolve */
 } DiTConfig;
 
@@ -164,6 +182,7 @@ typedef struct DiT {
                              * PP it shards the stage's table and maps its entries into full_table */
     /* The layers (their handles index `table`; under PP a layer on another stage has -1) */
     PatchEmbedLayer patch;
+    PosLearnedLayer pos;     /* the learned position (moviegen; pos.on = 0 otherwise) */
     ConditioningLayer cond;
     struct DiTBlock *blocks; /* [n_blocks] (block.h): this rank's blocks (all L without PP), in global order */
     FinalLayer head;
@@ -175,6 +194,8 @@ typedef struct DiT {
     /* Activation recomputation (dit_set_recompute; none by default), and the scratch arena that
      * every slot's chunks share for what they recompute (sized by dit_reserve) */
     RecomputeConfig recompute;
+    int64_t rc_replays; /* blocks replayed in a backward (full) or whose attention was recomputed
+                         * (selective), since the model was made: the log line's proof it ran */
     Arena rc_scratch;
     size_t rc_scratch_bytes;
     DiTSaved *saved;    /* the activations of the last dit_forward (the default slot) */
@@ -216,6 +237,12 @@ vfm_status dit_describe_parallel(DiT *m, const DiTConfig *cfg, const DiTParallel
  * backward over a pack of `tokens` rows, `text` text rows and `samples` samples use (f32), with the
  * model's recomputation plan (dit_set_recompute). */
 size_t dit_activation_bytes(const DiT *m, int64_t tokens, int64_t text, int samples);
+/* The same, laid out by the code that carves the arena, for packs as the encoder makes them (every
+ * sample padded to the slot multiple, so nothing is re-padded; `rows` rounded up to it) in the
+ * model's device and act_dtype (a described model may be given DEV_CUDA and DT_BF16: nothing is
+ * allocated): *slot one slot's bytes (dit_reserve's, dit_saved_create's), *scratch the
+ * recomputation scratch. What `vfm plan` counts (src/plan/plan_memory.c). */
+vfm_status dit_activation_plan(const DiT *m, int64_t rows, int64_t text, int samples, size_t *slot, size_t *scratch);
 
 /* What one rank sends per micro-batch (a pack of `tokens` rows, `text` text rows), in bytes with
  * activations of `elem` bytes (lse in f32), as the implementation moves them, for the rank's blocks
@@ -331,5 +358,11 @@ vfm_status dit_fsdp_create(DiT *m, struct Fsdp *f, const struct FsdpConfig *cfg,
  * from the cumulative real token and text lengths cu_q[n+1], cu_text[n+1] (padding rows are not
  * counted), plus the per-sample conditioning (embedders, modulation). */
 double dit_forward_flops(const DiTConfig *c, int n, const int32_t *cu_q, const int32_t *cu_text);
+/* One rank's share of a forward over a pack of `samples` samples of tokens/samples rows each (all of
+ * the pack's `tokens` rows, `text` text rows over the samples), for a model made or described at its
+ * layout (dit_describe_parallel): its TP widths, its CP chunk (S/CP query rows against every key), its
+ * pipeline stage's blocks. *attention: the self- and cross-attention scores and values (4 per query-key
+ * pair and head dimension); *matmul: every linear layer (2 per multiply-add). */
+void dit_rank_forward_flops(const DiT *m, int64_t tokens, int64_t text, int samples, double *matmul, double *attention);
 
 #endif

@@ -151,6 +151,7 @@ vfm_status dit_carve_acts(const DiT *m, Arena *arena, size_t *bytes, Acts *a, in
     VFM_TRY(carve_parallel(m, &cv, a));
     if (m->patch.conv) VFM_TRY(carve_act(&cv, &a->x_perm, Rl, dit_token_dim(c)));
     VFM_TRY(conditioning_carve(&m->cond, &cv, &a->cond, D, B, L));
+    VFM_TRY(pos_learned_carve(&m->pos, &cv, &a->pos, Rl, D));
     VFM_TRY(carve_blocks(m, &cv, a));
     VFM_TRY(carve_act(&cv, &a->h_final, Rl, D));
     VFM_TRY(head_carve(&m->head, &cv, &a->head, D, Rl, B));
@@ -169,9 +170,10 @@ vfm_status dit_carve_acts(const DiT *m, Arena *arena, size_t *bytes, Acts *a, in
 }
 
 /* Bytes of one slot and of the recomputation scratch for packs of up to these sizes: those of the
- * largest of this rank's chunks (a slot holds any chunk's forward). */
-static vfm_status slot_bytes(const DiT *m, int64_t max_tokens, int64_t max_text, int max_samples, size_t *bytes,
-                             size_t *scratch) {
+ * largest of this rank's chunks (a slot holds any chunk's forward). packed: the pack comes from the
+ * encoder (its slots divide: dit_place_packed) rather than any caller (dit_place_bounds). */
+static vfm_status slot_bytes(const DiT *m, int64_t max_tokens, int64_t max_text, int max_samples, int packed,
+                             size_t *bytes, size_t *scratch) {
     Acts probe;
     memset(&probe, 0, sizeof probe);
     probe.blocks = calloc((size_t)m->cfg.layers, sizeof *probe.blocks);
@@ -183,7 +185,8 @@ static vfm_status slot_bytes(const DiT *m, int64_t max_tokens, int64_t max_text,
         int b0, b1;
         size_t n = 0, rc = 0;
         dit_chunk_blocks(m, v, &b0, &b1);
-        dit_place_bounds(m, max_tokens, max_samples, &probe.pl);
+        if (packed) dit_place_packed(m, max_tokens, &probe.pl);
+        else dit_place_bounds(m, max_tokens, max_samples, &probe.pl);
         s = dit_carve_acts(m, NULL, &n, &probe, max_text, max_samples, b0, b1);
         if (s == VFM_OK) s = scratch_bytes(m, &probe, &rc);
         if (n > *bytes) *bytes = n;
@@ -230,7 +233,7 @@ void dit_saved_destroy(DiT *m, DiTSaved *sv) {
 
 vfm_status dit_reserve(DiT *m, int64_t max_tokens, int64_t max_text, int max_samples) {
     size_t bytes, scratch;
-    VFM_TRY(slot_bytes(m, max_tokens, max_text, max_samples, &bytes, &scratch));
+    VFM_TRY(slot_bytes(m, max_tokens, max_text, max_samples, 0, &bytes, &scratch));
     if (bytes > m->slot_bytes) m->slot_bytes = bytes;
     if (scratch > m->rc_scratch.size) { /* zeroed as a slot's */
         if (m->rc_scratch.base) arena_destroy(&m->rc_scratch);
@@ -243,9 +246,13 @@ vfm_status dit_reserve(DiT *m, int64_t max_tokens, int64_t max_text, int max_sam
 
 size_t dit_activation_bytes(const DiT *m, int64_t tokens, int64_t text, int samples) {
     size_t bytes = 0, scratch = 0;
-    if (slot_bytes(m, tokens, m->cfg.f.cross_attn ? text : 0, samples, &bytes, &scratch) != VFM_OK)
+    if (slot_bytes(m, tokens, m->cfg.f.cross_attn ? text : 0, samples, 0, &bytes, &scratch) != VFM_OK)
         return 0;
     return bytes + scratch;
+}
+
+vfm_status dit_activation_plan(const DiT *m, int64_t rows, int64_t text, int samples, size_t *slot, size_t *scratch) {
+    return slot_bytes(m, rows, m->cfg.f.cross_attn ? text : 0, samples, 1, slot, scratch);
 }
 
 size_t dit_activation_peak(const DiT *m) { return (m->saved ? m->saved->arena.peak : 0) + m->rc_scratch.peak; }

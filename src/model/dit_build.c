@@ -24,6 +24,7 @@ static void build_table(DiT *m) {
 /* Every parameter handle of the model's layers outside the blocks, then of blocks [0, n). */
 static void visit_layers(DiT *m, int n, const HandleVisitor *v) {
     patch_embed_handles(&m->patch, v);
+    pos_learned_handles(&m->pos, v);
     conditioning_handles(&m->cond, v);
     head_handles(&m->head, v);
     for (int k = 0; k < n; k++) block_handles(&m->blocks[k], v);

@@ -40,7 +40,7 @@ vfm_status dit_config_resolve(DiTConfig *c) {
     if (f->fps_embedder && (c->fps_dim > c->hidden || c->fps_dim < 2 || c->fps_dim % 2))
         return vfm_fail(VFM_ERR_USAGE, "model.fps_embedding_dim (%d) must be even and at most model.hidden_size (%d)",
                         c->fps_dim, c->hidden);
-    if (!f->adaln_full && c->adaln_lora <= 0)
+    if (!f->adaln_full && !f->mod_table && c->adaln_lora <= 0) /* dfm: adaLN-LoRA */
         return vfm_fail(VFM_ERR_USAGE, "model.adaln_lora_dim (%d) must be positive", c->adaln_lora);
     if (c->num_classes < 0 || c->class_dropout_prob < 0 || c->class_dropout_prob > 1)
         return vfm_fail(VFM_ERR_USAGE, "model.num_classes (%d) must be >= 0 and model.class_dropout_prob (%g) in [0, 1]",
@@ -48,6 +48,14 @@ vfm_status dit_config_resolve(DiTConfig *c) {
     if (f->pos == DIT_POS_ROPE_3D) VFM_TRY(dit_check_rope(c));
     if (f->cross_attn && c->d_text <= 0)
         return vfm_fail(VFM_ERR_USAGE, "model.crossattn_emb_size (%d) must be positive with cross-attention", c->d_text);
+    static const int DEFAULT_ROWS[3] = {34, 40, 40}; /* DFM's max_frames 34 / pt 1, max_img 80 / p 2 */
+    for (int k = 0; k < 3; k++) {
+        if (c->pos_rows[k] == 0) c->pos_rows[k] = DEFAULT_ROWS[k];
+        if (f->pos == DIT_POS_LEARNED_3D && c->pos_rows[k] < 1)
+            return vfm_fail(VFM_ERR_USAGE, "model.max_frames, model.max_img_h, model.max_img_w must be at least one "
+                            "patch (the learned position's %s table has %d rows)", k == 0 ? "t" : k == 1 ? "h" : "w",
+                            c->pos_rows[k]);
+    }
     return VFM_OK;
 }
 
@@ -65,6 +73,12 @@ vfm_status dit_check_rope(const DiTConfig *c) {
     if (c->kv_heads != c->heads)
         return vfm_fail(VFM_ERR_USAGE, "model.num_query_groups (%d): model.variant=%s has no grouped-query attention "
                         "(use 0)", c->kv_heads, dit_variant_name(c->variant));
+    if (c->cross_attention == DIT_OFF)
+        return vfm_fail(VFM_ERR_USAGE, "model.cross_attention=false: model.variant=%s always attends to the text "
+                        "(use auto)", dit_variant_name(c->variant));
+    if (c->pos_embedding != DIT_POS_AUTO)
+        return vfm_fail(VFM_ERR_USAGE, "model.pos_embedding: model.variant=%s places tokens by 3-D RoPE (use auto)",
+                        dit_variant_name(c->variant));
     return VFM_OK;
 }
 
@@ -91,17 +105,33 @@ vfm_status dit_config_from(DiTConfig *c, const Config *cfg) {
     c->patch_spatial = (int)cfg_int(cfg, "model.patch_spatial");
     c->patch_temporal = (int)cfg_int(cfg, "model.patch_temporal");
     c->d_text = (int)cfg_int(cfg, "model.crossattn_emb_size");
-    c->adaln_lora = (int)cfg_int(cfg, "model.adaln_lora_dim");
-    c->fps_dim = (int)cfg_int(cfg, "model.fps_embedding_dim");
-    c->qk_norm = cfg_bool(cfg, "model.qk_layernorm");
-    c->ln_eps = (float)cfg_float(cfg, "model.layernorm_epsilon");
-    c->init_std = (float)cfg_float(cfg, "model.init_method_std");
     c->cross_attention = auto_bool(cfg_str(cfg, "model.cross_attention"));
     c->num_classes = (int)cfg_int(cfg, "model.num_classes");
-    c->class_dropout_prob = (float)cfg_float(cfg, "model.class_dropout_prob");
     c->learn_sigma = cfg_bool(cfg, "model.learn_sigma");
     const char *pos = cfg_str(cfg, "model.pos_embedding");
     c->pos_embedding = strcmp(pos, "sincos3d") == 0 ? DIT_POS_SINCOS_3D
                        : strcmp(pos, "sincos2d") == 0 ? DIT_POS_SINCOS_2D : DIT_POS_AUTO;
+    /* The keys only some variants have are read only for them, so a key the model does not use is
+     * never read (docs/config.md "Keys a run does not use"); the fields stay 0. */
+    int dit = c->variant == DIT_VARIANT_ADALN_ZERO, wan = c->variant == DIT_VARIANT_WAN;
+    int cross = c->cross_attention == DIT_AUTO ? !dit : c->cross_attention == DIT_ON;
+    if (c->variant == DIT_VARIANT_DFM) c->adaln_lora = (int)cfg_int(cfg, "model.adaln_lora_dim");
+    if (!dit && !wan) c->fps_dim = (int)cfg_int(cfg, "model.fps_embedding_dim"); /* wan: no fps embedding */
+    if (!dit && !wan) /* adaln-zero: DiT's own init; wan: diffusers' */
+        c->init_std = (float)cfg_float(cfg, "model.init_method_std");
+    /* adaln-zero: cross-attention only; moviegen: none; wan: always, over all heads */
+    if (c->variant != DIT_VARIANT_MOVIEGEN && !wan && (!dit || cross))
+        c->qk_norm = cfg_bool(cfg, "model.qk_layernorm");
+    if (!dit || (cross && c->qk_norm)) c->ln_eps = (float)cfg_float(cfg, "model.layernorm_epsilon");
+    if (c->num_classes > 0) c->class_dropout_prob = (float)cfg_float(cfg, "model.class_dropout_prob");
+    /* the learned position's tables (moviegen only), in patches as NeMo's FactorizedLearnable3DEmbedding */
+    if (c->variant == DIT_VARIANT_MOVIEGEN && c->pos_embedding == DIT_POS_AUTO) {
+        int pt = c->patch_temporal > 0 ? c->patch_temporal : 1, p = c->patch_spatial > 0 ? c->patch_spatial : 1;
+        c->pos_rows[0] = (int)cfg_int(cfg, "model.max_frames") / pt;
+        c->pos_rows[1] = (int)cfg_int(cfg, "model.max_img_h") / p;
+        c->pos_rows[2] = (int)cfg_int(cfg, "model.max_img_w") / p;
+        for (int k = 0; k < 3; k++)
+            if (c->pos_rows[k] == 0) c->pos_rows[k] = -1; /* less than one patch: refused by the resolve */
+    }
     return dit_config_resolve(c);
 }

@@ -26,3 +26,21 @@ double dit_forward_flops(const DiTConfig *c, int n, const int32_t *cu_q, const i
     dit_destroy(&m);
     return f;
 }
+
+/* This rank's layers (its TP widths, its stage's blocks and ends) over its rows: R = S/CP query rows
+ * of each sample against all S keys (self) and the L text rows (cross). Attention's share is the
+ * same sum with only the score pairs (every linear counts rows, the scores count pairs). */
+void dit_rank_forward_flops(const DiT *m, int64_t tokens, int64_t text, int samples, double *matmul, double *attention) {
+    double S = (double)tokens, P = m->par.cp > 1 ? m->par.cp : 1, L = m->cfg.f.cross_attn ? (double)text : 0;
+    double per = samples > 0 ? S / samples : 0, R = S / P;
+    FlopShape s = {R, L, samples, R * per, R * (samples > 0 ? L / samples : 0)};
+    FlopShape pairs = {0, 0, 0, s.self_pairs, s.cross_pairs};
+    double f = patch_embed_flops(m, &m->patch, &s) + conditioning_flops(m, &m->cond, &s) + head_flops(m, &m->head, &s);
+    double a = 0;
+    for (int l = 0; l < m->n_blocks; l++) {
+        f += block_flops(m, &m->blocks[l], &s);
+        a += block_flops(m, &m->blocks[l], &pairs);
+    }
+    *matmul = f - a;
+    *attention = a;
+}

@@ -56,6 +56,7 @@ typedef struct Acts {
     Tensor xm_full, partial;              /* [R, D] */
     Tensor x_perm;                        /* [Rl, token_dim] tokens in conv column order (embed.h) */
     CondActs cond;
+    PosActs pos;                          /* the learned position and its gradient (moviegen) */
     BlockActs *blocks;                    /* [layers], indexed by global block */
     Tensor h_final;                       /* [Rl,D] output of the last block */
     HeadActs head;
@@ -150,6 +151,9 @@ vfm_status dit_stage_dout(DiT *m, Acts *a, const Tensor **dout);
 vfm_status dit_place_plan(const DiT *m, const DiTInputs *in, Placement *pl);
 /* Upper bounds of S, R, Rl for a pack of up to max_tokens rows and max_samples samples. */
 void dit_place_bounds(const DiT *m, int64_t max_tokens, int max_samples, Placement *pl);
+/* S, R, Rl of a pack as the encoder makes it: `rows` rows (rounded up to the slot multiple, TP·CP
+ * under SP, CP otherwise), every sample already padded to that multiple, so nothing is re-padded. */
+void dit_place_packed(const DiT *m, int64_t rows, Placement *pl);
 void dit_place_free(Placement *pl);
 /* After carving: this rank's x, tok2sample, positions and the layouts. */
 vfm_status dit_place_inputs(DiT *m, Acts *a, const DiTInputs *in);

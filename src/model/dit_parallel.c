@@ -57,6 +57,14 @@ void dit_place_bounds(const DiT *m, int64_t max_tokens, int max_samples, Placeme
     pl->S_in = max_tokens, pl->S = S, pl->R = S / m->par.cp, pl->Rl = sp_on(m) ? pl->R / m->par.tp : pl->R;
 }
 
+void dit_place_packed(const DiT *m, int64_t rows, Placement *pl) {
+    memset(pl, 0, sizeof *pl);
+    int mult = slot_multiple(m);
+    pl->identity = is_identity(m);
+    pl->S_in = pl->S = (rows + mult - 1) / mult * mult; /* the encoder pads every slot to the multiple */
+    pl->R = pl->S / m->par.cp, pl->Rl = sp_on(m) ? pl->R / m->par.tp : pl->R;
+}
+
 static vfm_status host_i32(int32_t **dst, const Tensor *t, int64_t n) {
     *dst = malloc((size_t)(n > 0 ? n : 1) * sizeof(int32_t));
     if (!*dst) return vfm_fail(VFM_ERR_NOMEM, "dit: %lld offsets", (long long)n);

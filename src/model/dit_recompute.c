@@ -31,6 +31,7 @@ vfm_status dit_recompute_forward_begin(DiT *m, Acts *a, int l) {
 
 vfm_status dit_recompute_backward_begin(DiT *m, Acts *a, const DiTInputs *in, int l) {
     RecomputeBlock p = dit_recompute_block(m, a->b0, a->b1, l);
+    if (p.mode == RECOMPUTE_SELECTIVE) m->rc_replays++; /* its attention's backward recomputes it */
     if (p.mode == RECOMPUTE_SELECTIVE && l == a->b1 - 1) return dit_carve_selective(m, a);
     if (p.mode != RECOMPUTE_FULL || p.group_end - 1 != l) return VFM_OK;
     VFM_TRY(dit_carve_group(m, a, p.group_first, p.group_end));
@@ -42,6 +43,7 @@ vfm_status dit_recompute_backward_begin(DiT *m, Acts *a, const DiTInputs *in, in
         s = dit_fsdp_forward_begin(m, j, j + 1 < p.group_end ? j + 1 : -1);
         Tensor *out = j + 1 < p.group_end ? &a->blocks[j + 1].h[0] : &a->rc_sink;
         if (s == VFM_OK) s = block_forward(m, j, dit_block(m, j), &a->blocks[j], a, in, out);
+        if (s == VFM_OK) m->rc_replays++;
         if (s == VFM_OK) s = dit_fsdp_forward_end(m, j);
     }
     m->probe = probe;

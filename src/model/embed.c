@@ -67,7 +67,7 @@ vfm_status patch_embed_forward(const DiT *m, const PatchEmbedLayer *pe, Tensor *
         x = x_perm;
     }
     VFM_TRY(linear_forward(m, h0, NULL, x, &pe->proj, ACT_NONE));
-    if (pe->pos == DIT_POS_ROPE_3D) return VFM_OK;
+    if (pe->pos == DIT_POS_ROPE_3D || pe->pos == DIT_POS_LEARNED_3D) return VFM_OK;
     if (pe->pos == DIT_POS_SINCOS_2D) return op_pos_embed_2d_add(h0, pos, t2s);
     return op_pos_embed_3d_add(h0, pos, t2s);
 }

@@ -10,14 +10,21 @@
 
 #include "model/layer.h"
 
-/* DIT_POS_ROPE_3D: nothing is added here; self-attention rotates q and k (Wan 2.1, attention.h). */
-typedef enum { DIT_POS_AUTO = 0, DIT_POS_SINCOS_3D, DIT_POS_SINCOS_2D, DIT_POS_ROPE_3D } DiTPosEmbedding;
+/* LEARNED_3D: no position here; the blocks add the learned one (pos_learned.h).
+ * ROPE_3D: nothing is added here; self-attention rotates q and k (Wan 2.1, attention.h). */
+typedef enum {
+    DIT_POS_AUTO = 0,
+    DIT_POS_SINCOS_3D,
+    DIT_POS_SINCOS_2D,
+    DIT_POS_LEARNED_3D,
+    DIT_POS_ROPE_3D
+} DiTPosEmbedding;
 
 typedef struct PatchEmbedLayer {
     Linear proj;
     int conv;             /* 1: a conv-layout weight read through perm */
     int32_t *perm;        /* [token_dim] on the model's device (conv): the token column of each weight column */
-    DiTPosEmbedding pos;  /* resolved: 3-D or 2-D sin-cos */
+    DiTPosEmbedding pos;  /* resolved: 3-D or 2-D sin-cos, or learned (added by the blocks) */
 } PatchEmbedLayer;
 
 /* "<name>.weight" [D, token_dim] and "<name>.bias" (nn.Linear's initialisation). */

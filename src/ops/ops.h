@@ -386,6 +386,33 @@ vfm_status op_columns_get(Tensor *out, const Tensor *in, int64_t col0);
 /* out[R, col0 : col0+d] += in[R,d]  (out[R,D]) — the backward of op_columns_get, and zero-padding adds */
 vfm_status op_columns_add(Tensor *out, const Tensor *in, int64_t col0);
 
+/* ---- MovieGen's block norm and position (docs/models.md "moviegen") -------------------- */
+/* RMSNorm with a weight fused with adaLN modulate, per row (NeMo's AdaLN.modulated_layernorm with
+ * TENorm as RMSNorm, MovieGen's block norm):
+ *   y[s] = x[s]·rstd[s] ⊙ w ⊙ (1 + scale[b]) + shift[b],  rstd[s] = 1/√(mean_d x[s]² + eps),  b = tok2sample[s]
+ * x[S,D], w[D] (NULL: no weight), shift[B,D], scale[B,D] (either NULL: none); rstd[S] saved for the
+ * backward; padding rows: y = 0, rstd = 0. rstd [f32]; x, y, w, shift, scale ACT. (Over one row of
+ * D values; a norm over all heads of a TP-split q is another op.) */
+vfm_status op_rmsnorm_modulate_forward(Tensor *y, Tensor *rstd, const Tensor *x, const Tensor *w, const Tensor *shift,
+                                       const Tensor *scale, const Tensor *tok2sample, float eps);
+/* dx[S,D] (+=: it feeds the residual stream), dw[D] += [f32], dshift[B,D] +=, dscale[B,D] += (any of
+ * the four NULL: not wanted). rstd [f32]; the rest ACT. Sums over rows in a fixed order. */
+vfm_status op_rmsnorm_modulate_backward(Tensor *dx, Tensor *dw, Tensor *dshift, Tensor *dscale, const Tensor *dy,
+                                        const Tensor *x, const Tensor *rstd, const Tensor *w, const Tensor *scale,
+                                        const Tensor *tok2sample);
+/* Learned factorized 3-D position (NeMo's FactorizedLearnable3DEmbedding): for rows with
+ * tok2sample >= 0
+ *   out[s] = tab_t[pos[s,0]] + tab_h[pos[s,1]] + tab_w[pos[s,2]]    (added in this order)
+ * and 0 on padding rows. tab_t[T,D], tab_h[H,D], tab_w[W,D], pos[S,3] i32 (t, h, w). A position
+ * outside its table is VFM_ERR_SHAPE on the CPU (nothing written); on CUDA its term is 0 (the model
+ * checks the pack's positions on the host first). out and the tables ACT. */
+vfm_status op_pos_embed_learned_forward(Tensor *out, const Tensor *tab_t, const Tensor *tab_h, const Tensor *tab_w,
+                                        const Tensor *pos, const Tensor *tok2sample);
+/* dtab_k[n] += Σ dout[s] over real rows s with pos[s,k] = n, s ascending (the same bits at any thread
+ * count). dtab_t, dtab_h, dtab_w [f32] (parameter gradients); dout ACT. */
+vfm_status op_pos_embed_learned_backward(Tensor *dtab_t, Tensor *dtab_h, Tensor *dtab_w, const Tensor *dout,
+                                         const Tensor *pos, const Tensor *tok2sample);
+
 /* ---- Wan 2.1: 3-D rotary position and RMSNorm over a row split across ranks ---------- */
 /* 3-D rotary position embedding (Wan 2.1; diffusers' WanRotaryPosEmbed): each head's hd values
  * are three parts [frames dt | rows dh | columns dw], dh = dw = 2·⌊hd/6⌋, dt = hd − dh − dw, each a

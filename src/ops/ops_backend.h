@@ -86,6 +86,14 @@
     X(step_decide, (Tensor *state, const StepDecideHyper *h)) \
     X(columns_get, (Tensor *out, const Tensor *in, int64_t col0)) \
     X(columns_add, (Tensor *out, const Tensor *in, int64_t col0)) \
+    X(rmsnorm_modulate_forward, (Tensor *y, Tensor *rstd, const Tensor *x, const Tensor *w, const Tensor *shift, \
+          const Tensor *scale, const Tensor *tok2sample, float eps)) \
+    X(rmsnorm_modulate_backward, (Tensor *dx, Tensor *dw, Tensor *dshift, Tensor *dscale, const Tensor *dy, \
+          const Tensor *x, const Tensor *rstd, const Tensor *w, const Tensor *scale, const Tensor *tok2sample)) \
+    X(pos_embed_learned_forward, (Tensor *out, const Tensor *tab_t, const Tensor *tab_h, const Tensor *tab_w, \
+          const Tensor *pos, const Tensor *tok2sample)) \
+    X(pos_embed_learned_backward, (Tensor *dtab_t, Tensor *dtab_h, Tensor *dtab_w, const Tensor *dout, \
+          const Tensor *pos, const Tensor *tok2sample)) \
     X(rope_3d, (Tensor *y, const Tensor *x, const Tensor *pos, float theta, int inverse)) \
     X(rmsnorm_sumsq, (Tensor *sumsq, const Tensor *x)) \
     X(rmsnorm_split_forward, (Tensor *y, Tensor *rstd, const Tensor *x, const Tensor *w, const Tensor *sumsq, \

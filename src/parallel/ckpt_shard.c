@@ -126,14 +126,23 @@ static vfm_status st_open(StFile *f, const char *path) {
 /* Byte position of tensor `name` (F32, the full entry's shape) in the file. */
 static vfm_status st_tensor(const StFile *f, const char *name, const ParamEntry *e, uint64_t *pos) {
     json_t *t = json_object_get(f->hdr, name), *offs = json_object_get(t, "data_offsets"), *shape = json_object_get(t, "shape");
-    if (!t) return vfm_fail(VFM_ERR_FORMAT, "%s: tensor '%s' is missing (was the checkpoint made by another model?)",
-                            f->path, name);
+    if (!t) return vfm_fail(VFM_ERR_FORMAT, "%s: tensor '%s' is missing (the config differs from the checkpoint's: "
+                            "another model.variant or model.* key? its config is in meta.json)", f->path, name);
     const char *dt = json_string_value(json_object_get(t, "dtype"));
     if (!dt || strcmp(dt, "F32") != 0)
         return vfm_fail(VFM_ERR_FORMAT, "%s: tensor '%s' is %s; sliced loading reads F32 only", f->path, name, dt ? dt : "?");
     int same = json_is_array(shape) && (int)json_array_size(shape) == e->ndim;
     for (int d = 0; same && d < e->ndim; d++) same = json_integer_value(json_array_get(shape, (size_t)d)) == e->shape[d];
-    if (!same) return vfm_fail(VFM_ERR_SHAPE, "%s: tensor '%s' has another shape than the model's", f->path, name);
+    if (!same) {
+        char *have = json_is_array(shape) ? json_dumps(shape, JSON_COMPACT) : NULL;
+        char want[160];
+        tensor_shape_text(e->shape, e->ndim, want, sizeof want);
+        vfm_status s = vfm_fail(VFM_ERR_SHAPE, "%s: tensor '%s' is %s in the checkpoint, %s in this model: the config "
+                                "differs from the checkpoint's (its model.* keys are in meta.json)", f->path, name,
+                                have ? have : "?", want);
+        free(have);
+        return s;
+    }
     uint64_t b = (uint64_t)json_integer_value(json_array_get(offs, 0)), en = (uint64_t)json_integer_value(json_array_get(offs, 1));
     if (!json_is_array(offs) || en < b || en - b != (uint64_t)e->numel * sizeof(float) || f->data_start + en > f->size)
         return vfm_fail(VFM_ERR_FORMAT, "%s: tensor '%s': data offsets do not fit the file", f->path, name);

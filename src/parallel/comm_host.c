@@ -26,12 +26,14 @@ vfm_status comm_scratch(Comm *c, size_t bytes, void **out) {
         }                                                                  \
     } while (0)
 
-void comm_sum_rows_ordered(void *dst, const void *rows, int n_rows, int64_t count, DType dt) {
+vfm_status comm_sum_rows_ordered(void *dst, const void *rows, int n_rows, int64_t count, DType dt) {
     switch (dt) {
-    case DT_F32: SUM_ROWS(float); break;
-    case DT_F64: SUM_ROWS(double); break;
-    case DT_I32: SUM_ROWS(int32_t); break;
-    case DT_I64: SUM_ROWS(int64_t); break;
-    default: break;
+    case DT_F32: SUM_ROWS(float); return VFM_OK;
+    case DT_F64: SUM_ROWS(double); return VFM_OK;
+    case DT_I32: SUM_ROWS(int32_t); return VFM_OK;
+    case DT_I64: SUM_ROWS(int64_t); return VFM_OK;
+    default: /* a sum left undone would hand every rank its own rows back as the result */
+        return vfm_fail(VFM_ERR_INTERNAL, "ordered sum over ranks: dtype %s is not supported (f32, f64, i32, i64)",
+                        dtype_name(dt));
     }
 }

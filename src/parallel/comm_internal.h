@@ -24,8 +24,9 @@ struct CommImpl {
 /* Host scratch of at least bytes (kept for the comm's life). */
 vfm_status comm_scratch(Comm *c, size_t bytes, void **out);
 /* dst[count] = rows[0] + rows[1] + ... + rows[n_rows-1] (rows[n_rows][count], host), left to right
- * in the dtype; dst may alias rows[0]. The CPU definition of COMM_SUM_ORDERED. */
-void comm_sum_rows_ordered(void *dst, const void *rows, int n_rows, int64_t count, DType dt);
+ * in the dtype; dst may alias rows[0]. The CPU definition of COMM_SUM_ORDERED. f32, f64, i32 and
+ * i64; another dtype is VFM_ERR_INTERNAL (nothing summed). */
+vfm_status comm_sum_rows_ordered(void *dst, const void *rows, int n_rows, int64_t count, DType dt);
 /* The calling process's world rank (0 without MPI). */
 int comm_world_rank(void);
 

@@ -101,8 +101,7 @@ static vfm_status ordered_all_reduce(Comm *c, char *buf, int64_t count, DType dt
     if (count <= ORDERED_GATHER_MAX) {
         VFM_TRY(comm_scratch(c, (size_t)n * (size_t)count * es, &rows));
         MPI_TRY("all_reduce", MPI_Allgather(buf, k, mtype(dt), rows, k, mtype(dt), mcomm(c)));
-        comm_sum_rows_ordered(buf, rows, n, count, dt);
-        return VFM_OK;
+        return comm_sum_rows_ordered(buf, rows, n, count, dt);
     }
     int *v;
     VFM_TRY(int_arrays(c, &v));
@@ -121,7 +120,8 @@ static vfm_status ordered_all_reduce(Comm *c, char *buf, int64_t count, DType dt
     int rc = MPI_SUCCESS;
     if (s == VFM_OK) rc = MPI_Alltoallv(buf, scount, sdispl, mtype(dt), rows, rcount, rdispl, mtype(dt), mcomm(c));
     if (s == VFM_OK && rc == MPI_SUCCESS) {
-        comm_sum_rows_ordered(buf + (size_t)sdispl[c->rank] * es, rows, n, mine, dt);
+        /* a refused dtype is refused on every rank alike: the gather below still runs, so none waits */
+        s = comm_sum_rows_ordered(buf + (size_t)sdispl[c->rank] * es, rows, n, mine, dt);
         rc = MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, scount, sdispl, mtype(dt), mcomm(c));
     }
     free(v);

@@ -531,3 +531,13 @@ void pp_block_owner(int L, int P, int V, int block, int *stage, int *chunk) {
     *stage = (int)(g % P);
     *chunk = (int)(g / P);
 }
+
+int pp_schedule_in_flight(const PpSchedule *s) {
+    int live = 0, most = 0;
+    for (int i = 0; i < s->n_actions; i++) {
+        if (s->actions[i].kind == PP_FORWARD) live++;
+        if (s->actions[i].kind == PP_BACKWARD) live--;
+        if (live > most) most = live;
+    }
+    return most;
+}

@@ -81,6 +81,9 @@ vfm_status pp_schedule_build(PpSchedule *s, int stages, int microbatches, int ch
  * forward. chunks > 1 follows the interleaved table (same rules for M and G). */
 vfm_status pp_schedule_forward_only(PpSchedule *s, int stages, int microbatches, int chunks, int stage);
 void pp_schedule_free(PpSchedule *s);
+/* The most (micro-batch, chunk) pairs the schedule holds between forward and backward: the
+ * activation slots its stage needs (the trainer's, and `vfm plan`'s count). */
+int pp_schedule_in_flight(const PpSchedule *s);
 /* G for the interleaved schedule (above); VFM_ERR_USAGE naming the keys when M < P. */
 vfm_status pp_interleave_group(int stages, int microbatches, int *group);
 

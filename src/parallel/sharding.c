@@ -53,9 +53,9 @@ vfm_status dp_sharding_resolve(const DpShardingKeys *k, DpSharding *out) {
                         "optimizer state: it contradicts ddp.use_distributed_optimizer: false (set it to true or leave it "
                         "out)", dp_sharding_name(s));
     if (s >= DP_SHARD_OPTIM_GRADS && k->pipeline_stages > 1)
-        return vfm_fail(VFM_ERR_USAGE, "ddp.data_parallel_sharding_strategy: %s with model.pipeline_model_parallel_size = %d "
-                        "is not supported: use optim (ZeRO-1) with pipeline parallelism", dp_sharding_name(s),
-                        k->pipeline_stages);
+        return vfm_fail(VFM_ERR_USAGE, "ddp.data_parallel_sharding_strategy: %s%s with model.pipeline_model_parallel_size "
+                        "= %d is not supported: use optim (ZeRO-1) with pipeline parallelism", dp_sharding_name(s),
+                        k->strategy ? "" : " (from ddp.use_megatron_fsdp: true)", k->pipeline_stages);
     *out = s;
     return VFM_OK;
 }
@@ -93,10 +93,10 @@ vfm_status dp_memory_bytes(DpSharding s, const ParamTable *t, const PpBlocks *bl
     if (s == DP_SHARD_OPTIM_GRADS) {
         out->params = total * p;
     } else {
-        int64_t pieces = 0;
-        for (int u = 0; u < l.n_units; u++)
-            if (l.units[u].sharded_params) pieces += l.units[u].shard;
-        out->params = (pieces + l.unsharded_params) * p;
+        int64_t held = l.slots; /* fsdp.c's param_slots: a piece of every unit */
+        for (int u = 0; u < l.n_units; u++) /* and the units that stay whole, padded to n pieces */
+            if (!l.units[u].sharded_params) held += l.units[u].shard * n;
+        out->params = held * p;
         out->transient += 2 * l.max_block_padded * p;
     }
     fsdp_layout_free(&l);

@@ -65,7 +65,8 @@ typedef struct DpMemory {
  *   optim              params total·p   grads total·g        optimizer S·(8 + w)
  *   optim_grads        params total·p   grads (Σ S_u + S)·g  optimizer S·(8 + w)
  *                      transient 2·max(n·S_u)·g (the unit computing and the one reducing)
- *   optim_grads_params params (Σ_blocks S_u + unsharded units)·p, grads and optimizer as above
+ *   optim_grads_params params (Σ S_u + the whole units, padded to n·S_u)·p (fsdp.c keeps a piece of
+ *                      every unit and the embedder and final-layer units whole), grads and optimizer as above
  *                      (w = 4 on the CPU too), transient 2·max_blocks(n·S_u)·p + 2·max(n·S_u)·g. */
 vfm_status dp_memory_bytes(DpSharding s, const ParamTable *t, const PpBlocks *blocks, int n, Device device,
                            DpMemory *out);

@@ -171,7 +171,7 @@ static vfm_status write_check(Bench *b, const char *dir, const Pack *timed_pack,
     if (s == VFM_OK) s = set_one_sample(c2, 256, 32);
     if (s == VFM_OK) s = config_set(c2, "dataset.mock_samples", "1");
     if (s == VFM_OK) s = pack_source_create(&src, c2, 0, 1);
-    if (s == VFM_OK) pack_init(&p, src->token_dim, src->text_dim, 1, 1);
+    if (s == VFM_OK) s = pack_init(&p, src->token_dim, src->text_dim, 1, 1);
     if (s == VFM_OK) s = src->next(src, &p);
     int64_t S = p.n_tokens, C = p.token_dim, od = dit_out_dim(mc);
     if (s == VFM_OK) {
@@ -271,7 +271,7 @@ static vfm_status bench_setup(Bench *b, const BenchOptions *o, BenchResult *r) {
 
     DiTConfig mc;
     VFM_TRY(dit_config_from(&mc, cfg));
-    VFM_TRY(objective_from_config(&b->obj, cfg));
+    VFM_TRY(objective_from_config(&b->obj, cfg, &mc));
     VFM_TRY(objective_check_model(&b->obj, &mc));
     b->accum = cfg_int(cfg, "train.global_batch_size");
     VFM_TRY(pack_source_create(&b->source, cfg, 0, 1));
@@ -284,7 +284,7 @@ static vfm_status bench_setup(Bench *b, const BenchOptions *o, BenchResult *r) {
     b->packs = calloc((size_t)b->accum, sizeof *b->packs);
     b->pts = calloc((size_t)b->accum, sizeof *b->pts);
     if (!b->packs || !b->pts) return vfm_fail(VFM_ERR_NOMEM, "bench: %lld packs", (long long)b->accum);
-    for (int64_t k = 0; k < b->accum; k++) pack_init(&b->packs[k], b->source->token_dim, b->source->text_dim, 1, 1);
+    for (int64_t k = 0; k < b->accum; k++) VFM_TRY(pack_init(&b->packs[k], b->source->token_dim, b->source->text_dim, 1, 1));
 
     VFM_TRY(dit_create(&b->model, &mc, b->device));
     b->have_model = 1;
@@ -459,7 +459,7 @@ vfm_status bench_run(const BenchOptions *o, BenchResult *r) {
     } else if (s == VFM_OK) {
         s = bench_loop(&b, o, r);
     }
-    s = run_memory_hint(s, b.cfg);
+    s = run_memory_hint(s, b.cfg, 1); /* one rank */
     bench_teardown(&b);
     return s;
 }

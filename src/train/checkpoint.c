@@ -12,6 +12,7 @@
 #include "core/fileutil.h"
 #include "core/log.h"
 #include "data/formats/safetensors.h"
+#include "train/fault_hooks.h"
 
 void checkpoint_state_free(CheckpointState *s) {
     free(s->loader_state);
@@ -20,11 +21,11 @@ void checkpoint_state_free(CheckpointState *s) {
     s->loader_state = s->config_yaml = s->data_info = NULL;
 }
 
-/* Test hook: VFM_TEST_KILL_DURING_SAVE=<step>:<files|rename> kills this process with SIGKILL in
+/* Test hook (the test build only: fault_hooks.h): VFM_TEST_KILL_DURING_SAVE=<step>:<files|rename> kills this process with SIGKILL in
  * the middle of saving that step (after the weights are written / after the rename, before DONE),
  * so tests can prove a cut-off checkpoint is never loaded. */
 static void maybe_die(int64_t step, const char *phase) {
-    const char *env = getenv("VFM_TEST_KILL_DURING_SAVE");
+    const char *env = fault_hook_env("VFM_TEST_KILL_DURING_SAVE");
     if (!env) return;
     char want[64];
     snprintf(want, sizeof want, "%lld:%s", (long long)step, phase);
@@ -261,7 +262,8 @@ vfm_status load_named_tensors(const char *path, const ParamTable *t, const char 
         snprintf(name, sizeof name, "%s%s", prefix, p->name);
         int k = safetensors_find(f, name);
         if (k < 0) {
-            s = vfm_fail(VFM_ERR_FORMAT, "%s: tensor '%s' is missing (was the checkpoint made by another model?)", path, name);
+            s = vfm_fail(VFM_ERR_FORMAT, "%s: tensor '%s' is missing (the config differs from the checkpoint's: another "
+                         "model.variant or model.* key? its config is in meta.json)", path, name);
             break;
         }
         DType dt;
@@ -271,7 +273,11 @@ vfm_status load_named_tensors(const char *path, const ParamTable *t, const char 
         int same = nd == p->ndim;
         for (int d = 0; same && d < nd; d++) same = shape[d] == p->shape[d];
         if (!same) {
-            s = vfm_fail(VFM_ERR_SHAPE, "%s: tensor '%s' has another shape than the model's", path, name);
+            char have[160], want[160];
+            tensor_shape_text(shape, nd, have, sizeof have);
+            tensor_shape_text(p->shape, p->ndim, want, sizeof want);
+            s = vfm_fail(VFM_ERR_SHAPE, "%s: tensor '%s' is %s in the checkpoint, %s in this model: the config differs "
+                         "from the checkpoint's (its model.* keys are in meta.json)", path, name, have, want);
             break;
         }
         s = safetensors_read_f32(f, k, buf + p->offset, p->numel);

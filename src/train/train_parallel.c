@@ -10,6 +10,7 @@
 #include "core/fileutil.h"
 #include "core/log.h"
 #include "parallel/ckpt_shard.h"
+#include "train/fault_hooks.h"
 
 enum { MADE_WORLD = 1, MADE_GRAD = 2, MADE_TP = 4, MADE_CP = 8, MADE_A2A = 16, MADE_RING = 32, MADE_GRAD_GPU = 64,
        MADE_PP = 128 };
@@ -70,6 +71,20 @@ void train_layout_describe(const TrainLayout *l, int dp, char *out, size_t n) {
 #undef PUT
 }
 
+void train_layout_state(const TrainLayout *l, int world, int dp, DpSharding sharding, const RecomputeConfig *rc,
+                        char *out, size_t n) {
+    char cp_type[48], plan[48];
+    snprintf(cp_type, sizeof cp_type, "%s", cp_comm_type_name(l->cp_type));
+    if (l->cp_type == CP_COMM_A2A_P2P)
+        snprintf(cp_type + strlen(cp_type), sizeof cp_type - strlen(cp_type), "[%d,%d]", l->a2a_size, l->cp / l->a2a_size);
+    if (rc->granularity == RECOMPUTE_FULL)
+        snprintf(plan, sizeof plan, "full,%s,%d", rc->method == RECOMPUTE_BLOCK ? "block" : "uniform", rc->num_layers);
+    else
+        snprintf(plan, sizeof plan, "%s", rc->granularity == RECOMPUTE_SELECTIVE ? "selective" : "none");
+    snprintf(out, n, "world=%d dp=%d pp=%d vp=%d cp=%d tp=%d sp=%d cp_comm_type=%s sharding=%s recompute=%s", world, dp,
+             l->pp, l->vp > 1 ? l->vp : 1, l->cp, l->tp, l->sp, cp_type, dp_sharding_name(sharding), plan);
+}
+
 void train_parallel_free(TrainParallel *p) {
     Comm *comms[] = {&p->world, &p->grad, &p->tp, &p->cp, &p->a2a, &p->ring, &p->grad_gpu, &p->pp};
     for (int i = 0; i < 8; i++)
@@ -117,10 +132,10 @@ vfm_status train_parallel_init(TrainParallel *p, const TrainLayout *keys, int wo
     if (keys->cp > 1)
         VFM_TRY(cp_attention_init(&d->cpa, keys->cp_type, &p->cp, (p->made & MADE_A2A) ? &p->a2a : NULL,
                                   (p->made & MADE_RING) ? &p->ring : NULL));
-    /* Test hook: VFM_TEST_BREAK=tp skips the TP reduction that closes block 1's self-attention,
-     * =ring drops ring step 1, =qknorm leaves Wan's QK-norm statistic unsummed over TP: broken runs
-     * the end-to-end tests must catch. */
-    const char *brk = getenv("VFM_TEST_BREAK");
+    /* Test hook (the test build only: fault_hooks.h): VFM_TEST_BREAK=tp skips the TP reduction that
+     * closes block 1's self-attention, =ring drops ring step 1, =qknorm leaves Wan's QK-norm statistic
+     * unsummed over TP: broken runs the end-to-end tests must catch. */
+    const char *brk = fault_hook_env("VFM_TEST_BREAK");
     if (brk && strcmp(brk, "tp") == 0) d->test_skip_tp_reduce = 2;
     if (brk && strcmp(brk, "qknorm") == 0) d->test_skip_qk_norm_sum = 1;
     if (brk && strcmp(brk, "ring") == 0) d->cpa.test_drop_ring_step = 1;
@@ -152,9 +167,9 @@ vfm_status train_parallel_gpu(TrainParallel *p, const LaunchInfo *launch, char *
 
 vfm_status train_parallel_dp_init(TrainParallel *p, DataParallel *dp, const DiT *m, double bucket_mb, int zero1) {
     DpConfig dc = {bucket_mb, zero1, p->layout.tp_rank, p->layout.pp_rank, p->keys.cp};
-    /* Test hook: VFM_TEST_BREAK=pp skips the sum of the replicated embedders' gradients over the
+    /* Test hook (the test build only: fault_hooks.h): VFM_TEST_BREAK=pp skips the sum of the replicated embedders' gradients over the
      * stages (the broken variant the end-to-end tests must catch). */
-    const char *brk = getenv("VFM_TEST_BREAK");
+    const char *brk = fault_hook_env("VFM_TEST_BREAK");
     int pp_sum = p->keys.pp > 1 && !(brk && strcmp(brk, "pp") == 0);
     VFM_TRY(dp_init(dp, &m->table, &dc, &p->grad, p->keys.tp > 1 ? &p->tp : NULL, pp_sum ? &p->pp : NULL));
     dp_set_sequence_parallel(dp, p->keys.sp);

@@ -13,6 +13,8 @@
 #include "parallel/fsdp.h"
 #include "parallel/groups.h"
 #include "parallel/launch.h"
+#include "parallel/recompute.h"
+#include "parallel/sharding.h"
 
 typedef struct Config Config;
 
@@ -34,6 +36,11 @@ vfm_status train_layout_from(TrainLayout *l, const Config *cfg, int warn);
 vfm_status train_layout_check(const TrainLayout *l, const DiTConfig *mc, int world_size);
 /* "TP2+SP × CP2 (p2p) × DP2" for the log */
 void train_layout_describe(const TrainLayout *l, int dp, char *out, size_t n);
+/* The resolved layout as the log's `layout:` line states it, key=value words a test can read:
+ * "world=4 dp=1 pp=1 vp=1 cp=2 tp=2 sp=1 cp_comm_type=a2a+p2p[2,2] sharding=optim recompute=full,uniform,1"
+ * (recompute: none, selective, or full,<method>,<layers>). */
+void train_layout_state(const TrainLayout *l, int world, int dp, DpSharding sharding, const RecomputeConfig *rc,
+                        char *out, size_t n);
 
 typedef struct TrainParallel {
     TrainLayout keys;

@@ -34,17 +34,6 @@ vfm_status train_pack_fixed(Pack *dst, const Pack *src, int64_t rows) {
     return rows > 0 && src->n_samples > 0 ? pack_pad_to(dst, rows) : VFM_OK;
 }
 
-/* The most (micro-batch, chunk) pairs the schedule holds between forward and backward. */
-static int in_flight(const PpSchedule *s) {
-    int live = 0, most = 0;
-    for (int i = 0; i < s->n_actions; i++) {
-        if (s->actions[i].kind == PP_FORWARD) live++;
-        if (s->actions[i].kind == PP_BACKWARD) live--;
-        if (live > most) most = live;
-    }
-    return most;
-}
-
 vfm_status train_pipeline_init(TrainPipeline *tp, DiT *m, const Objective *o, Comm *pp, int P, int V, int M, int stage) {
     memset(tp, 0, sizeof *tp);
     tp->model = m, tp->objective = o, tp->pp = P > 1 ? pp : NULL;
@@ -54,7 +43,7 @@ vfm_status train_pipeline_init(TrainPipeline *tp, DiT *m, const Objective *o, Co
     if (P == 1) return VFM_OK;
     VFM_TRY(pp_schedule_build(&tp->sched, P, M, tp->V, stage));
     VFM_TRY(pp_schedule_forward_only(&tp->fwd_sched, P, M, tp->V, stage));
-    tp->n_slots = in_flight(&tp->sched);
+    tp->n_slots = pp_schedule_in_flight(&tp->sched);
     tp->slots = calloc((size_t)tp->n_slots, sizeof *tp->slots);
     tp->free_slots = malloc((size_t)tp->n_slots * sizeof(int));
     tp->slot_of = malloc((size_t)M * tp->V * sizeof(int));

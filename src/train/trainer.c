@@ -29,12 +29,15 @@
 #include "parallel/launch.h"
 #include "train/checkpoint.h"
 #include "train/stop_signal.h"
+#include "train/train_memory.h"
 #include "train/train_parallel.h"
 #include "train/train_pipeline.h"
 #include "parallel/pp_stage.h"
 #include "optim/optimizer.h"
 #include "train/tensorboard.h"
-#include "train/train_config.h"
+#include "train/fault_hooks.h"
+#include "train/resume_config.h"
+#include "train/train_setup.h"
 #include "train/run_device.h"
 #include "train/validation.h"
 
@@ -93,7 +96,10 @@ static vfm_status restore(Trainer *t, const char *dir, int finetune, int with_op
     CheckpointState st;
     VFM_TRY(checkpoint_read_meta(dir, &st));
     Optimizer *o = with_optim && !finetune ? &t->opt : NULL;
-    vfm_status s = t->have_fsdp ? train_parallel_load_fsdp(&t->par, &t->model, &t->fsdp, t->ema, o, dir)
+    /* the same run goes on: the same model and objective (fine-tuning starts a new one) */
+    vfm_status s = finetune ? VFM_OK : resume_config_check(t->cfg, st.config_yaml, dir, t->rank == 0);
+    if (s == VFM_OK)
+        s = t->have_fsdp ? train_parallel_load_fsdp(&t->par, &t->model, &t->fsdp, t->ema, o, dir)
                                 : train_parallel_load(&t->par, &t->model, t->ema, &t->dp, o, dir);
     if (s == VFM_OK && !finetune) {
         t->step = st.step;
@@ -108,8 +114,9 @@ static vfm_status restore(Trainer *t, const char *dir, int finetune, int with_op
     return s;
 }
 
-/* checkpoint.load may name a run directory (its newest checkpoint) or one iter_ directory. */
-static vfm_status resolve_checkpoint(const char *path, char *out, size_t n) {
+/* --resume DIR or checkpoint.load (`what`, named in messages) may name a run directory (its newest
+ * checkpoint) or one iter_ directory. */
+static vfm_status resolve_checkpoint(const char *path, const char *what, char *out, size_t n) {
     int found = 0;
     char done[1100];
     path_join(done, sizeof done, path, "DONE");
@@ -117,8 +124,9 @@ static vfm_status resolve_checkpoint(const char *path, char *out, size_t n) {
         snprintf(out, n, "%s", path);
         return VFM_OK;
     }
+    if (!path_exists(path)) return vfm_fail(VFM_ERR_USAGE, "%s %s: no such directory", what, path);
     VFM_TRY(checkpoint_find_latest(path, out, n, &found));
-    if (!found) return vfm_fail_at(VFM_ERR_USAGE, NULL, "checkpoint.load", path, "holds no complete checkpoint");
+    if (!found) return vfm_fail(VFM_ERR_USAGE, "%s %s: holds no complete checkpoint", what, path);
     return VFM_OK;
 }
 
@@ -150,20 +158,28 @@ static vfm_status trainer_setup(Trainer *t, const TrainOptions *opt) {
     memset(t, 0, sizeof *t);
     VFM_TRY(config_load(&t->cfg, opt->config_path, opt->overrides, opt->n_overrides));
     const Config *cfg = t->cfg;
-    int level = log_level_from_string(cfg_str(cfg, "logger.level"));
-    if (level >= 0) log_set_level((LogLevel)level);
-    VFM_TRY(train_check_keys(cfg));
-    DiTConfig mc;
-    VFM_TRY(dit_config_from(&mc, cfg));
+    LaunchInfo early; /* the rank from the launcher's environment, before MPI starts */
+    launch_detect(&early, NULL);
+    /* every key the run reads, read once (train_setup.h); a key the user set that this run does not
+     * use is named here — by rank 0, which speaks for the job */
+    TrainSetup setup;
+    LogLevel before = log_get_level();
+    if (early.rank != 0) log_set_level(LOG_ERROR);
+    vfm_status ss = train_setup_from_config(&setup, cfg, early.rank == 0);
+    log_set_level(before);
+    VFM_TRY(ss);
+    const TrainSetup *su = &setup;
+    if (su->log_level >= 0) log_set_level((LogLevel)su->log_level);
+    DiTConfig mc = su->model;
     VFM_TRY(launch_init(&t->launch));
     t->rank = t->launch.rank;
     if (t->rank != 0 && log_get_level() == LOG_INFO) log_set_level(LOG_WARN); /* rank 0 speaks for the job */
     char launched[160];
     log_info("launch: %s", launch_describe(&t->launch, launched, sizeof launched));
-    VFM_TRY(train_layout_from(&t->layout, cfg, t->rank == 0));
+    t->layout = su->layout;
     VFM_TRY(train_layout_check(&t->layout, &mc, t->launch.world_size));
     {
-        int64_t gbs = cfg_int(cfg, "train.global_batch_size");
+        int64_t gbs = su->global_batch_size;
         int dp = t->launch.world_size / (t->layout.tp * t->layout.pp * t->layout.cp);
         VFM_TRY(train_pipeline_check(mc.layers, t->layout.pp, t->layout.vp, gbs % dp == 0 ? gbs / dp : 0));
     }
@@ -172,51 +188,46 @@ static vfm_status trainer_setup(Trainer *t, const TrainOptions *opt) {
     VFM_TRY(train_parallel_init(&t->par, &t->layout, t->launch.world_size, t->rank));
     const char *why;
     char gpu[192] = "";
-    VFM_TRY(run_select_device(cfg, &t->device, &why));
+    VFM_TRY(run_select_device_named(su->device, &t->device, &why));
     if (t->device == DEV_CUDA) VFM_TRY(train_parallel_gpu(&t->par, &t->launch, gpu, sizeof gpu));
     log_info("device: %s (%s)%s%s", device_name(t->device), why, gpu[0] ? "; " : "", gpu);
     t->dp_rank = t->par.layout.dp_rank;
     t->dp_size = t->par.layout.dp;
-    int threads = (int)cfg_int(cfg, "train.threads");
-    ops_set_threads(threads > 0 ? threads : (int)sysconf(_SC_NPROCESSORS_ONLN));
+    ops_set_threads(su->threads > 0 ? su->threads : (int)sysconf(_SC_NPROCESSORS_ONLN));
 
-    VFM_TRY(objective_from_config(&t->objective, cfg));
-    VFM_TRY(objective_check_model(&t->objective, &mc));
-    OptimConfig oc;
-    VFM_TRY(optim_config_from(&oc, cfg));
-    t->train_iters = cfg_int(cfg, "train.train_iters");
-    int64_t gbs = cfg_int(cfg, "train.global_batch_size"); /* packs per step over the whole job */
+    t->objective = su->objective;
+    OptimConfig oc = su->optim;
+    t->train_iters = su->train_iters;
+    int64_t gbs = su->global_batch_size; /* packs per step over the whole job */
     if (gbs % t->dp_size != 0)
         return vfm_fail(VFM_ERR_USAGE, "train.global_batch_size (%lld) must be a multiple of the data-parallel size (%d)",
                         (long long)gbs, t->dp_size);
     t->accum = gbs / t->dp_size; /* micro-batches (one pack each) per replica per step */
-    t->save_interval = (int)cfg_int(cfg, "checkpoint.save_interval");
-    t->keep = (int)cfg_int(cfg, "checkpoint.keep");
-    t->log_interval = (int)cfg_int(cfg, "logger.log_interval");
-    t->max_nonfinite = (int)cfg_int(cfg, "train.max_nonfinite_steps");
-    t->overlap = cfg_bool(cfg, "ddp.overlap_grad_reduce");
-    snprintf(t->run_dir, sizeof t->run_dir, "%s", cfg_str(cfg, "checkpoint.save"));
+    t->save_interval = su->save_interval;
+    t->keep = su->keep;
+    t->log_interval = su->log_interval;
+    t->max_nonfinite = su->max_nonfinite;
+    t->overlap = su->overlap_grad_reduce;
+    snprintf(t->run_dir, sizeof t->run_dir, "%s", su->run_dir);
     if (!t->run_dir[0] && opt->resume && strcmp(opt->resume, "auto") == 0)
         return vfm_fail_at(VFM_ERR_USAGE, NULL, "checkpoint.save", "null", "--resume auto needs a run directory");
 
-    VFM_TRY(pack_source_create(&t->source, cfg, t->dp_rank, t->dp_size));
+    VFM_TRY(pack_source_from(&t->source, &su->data, t->dp_rank, t->dp_size));
     if (t->source->token_dim != dit_token_dim(&mc))
         return vfm_fail(VFM_ERR_USAGE, "the data has %d values per token but the model expects %d (in_channels·p²·pt)",
                         t->source->token_dim, dit_token_dim(&mc));
-    if (t->source->text_dim != mc.d_text)
+    if (mc.f.cross_attn && t->source->text_dim != mc.d_text)
         return vfm_fail(VFM_ERR_USAGE, "the data's text embeddings have width %d but model.crossattn_emb_size is %d",
                         t->source->text_dim, mc.d_text);
     VFM_TRY(pack_feed_init(&t->feed, t->source, t->device, ops_stream()));
 
     VFM_TRY(dit_create_parallel(&t->model, &mc, t->device, &t->par.model));
-    RecomputeConfig recompute; /* validated by train_check_keys */
-    VFM_TRY(recompute_from_config(cfg, &recompute));
-    VFM_TRY(dit_set_recompute(&t->model, &recompute));
-    VFM_TRY(dit_init_weights(&t->model, (uint64_t)cfg_int(cfg, "rng.seed")));
-    t->fixed_len = cfg_int(cfg, "train.fixed_pack_length");
+    VFM_TRY(dit_set_recompute(&t->model, &su->recompute));
+    VFM_TRY(dit_init_weights(&t->model, su->seed));
+    t->fixed_len = su->fixed_pack_length;
     if (t->fixed_len == 0 && t->layout.pp > 1) t->fixed_len = t->source->max_tokens; /* rounded at the first pack */
     t->padded = t->fixed_len > 0;
-    VFM_TRY(dp_sharding_from_config(cfg, &t->sharding));
+    t->sharding = su->sharding;
     int zero1 = t->sharding == DP_SHARD_OPTIM, fsdp = t->sharding >= DP_SHARD_OPTIM_GRADS;
     if (fsdp && t->device == DEV_CUDA) { /* the FSDP buffers are fp32 in this version */
         log_warn("%s on the GPU: f32 activations and weights (ZeRO-2/3 keeps fp32 units; bf16 units are not written)",
@@ -231,13 +242,13 @@ static vfm_status trainer_setup(Trainer *t, const TrainOptions *opt) {
         t->have_pipe = 1;
     }
     if (fsdp) {
-        int unsharded = cfg_bool(cfg, "ddp.fsdp_unsharded_accumulation") || t->accum == 1;
+        int unsharded = su->fsdp_unsharded_accumulation || t->accum == 1;
         VFM_TRY(train_parallel_fsdp_init(&t->par, &t->fsdp, &t->model, t->sharding, unsharded));
         t->have_fsdp = 1;
         t->dpv = &t->fsdp.dp;
         VFM_TRY(fsdp_optimizer_init(&t->fsdp, &t->opt, &oc));
     } else {
-        VFM_TRY(train_parallel_dp_init(&t->par, &t->dp, &t->model, cfg_float(cfg, "ddp.bucket_size_mb"), zero1));
+        VFM_TRY(train_parallel_dp_init(&t->par, &t->dp, &t->model, su->bucket_mb, zero1));
         t->have_dp = 1;
         t->dpv = &t->dp;
         VFM_TRY(dp_optimizer_init(&t->dp, &t->opt, &oc));
@@ -248,8 +259,8 @@ static vfm_status trainer_setup(Trainer *t, const TrainOptions *opt) {
     int writes_samples = t->par.layout.tp_rank == 0 && t->par.layout.cp_rank == 0 && t->par.layout.pp_rank == 0;
     VFM_TRY(validator_init(&t->val, cfg, &t->objective, t->dp_rank, t->dp_size, t->accum, t->rank,
                            writes_samples ? t->run_dir : ""));
-    if (cfg_bool(cfg, "ema.enabled")) {
-        t->ema_decay = cfg_float(cfg, "ema.decay");
+    if (su->ema) {
+        t->ema_decay = su->ema_decay;
         int64_t n = t->have_fsdp ? t->fsdp.dp.own_end - t->fsdp.dp.own_begin : t->model.table.total;
         size_t bytes = (size_t)(n > 0 ? n : 1) * sizeof(float);
         VFM_TRY(device_malloc(t->device, bytes, (void **)&t->ema));
@@ -283,14 +294,13 @@ static vfm_status trainer_setup(Trainer *t, const TrainOptions *opt) {
             log_info("--resume auto: no complete checkpoint in %s, starting fresh", t->run_dir);
         }
     } else if (opt->resume) {
-        VFM_TRY(resolve_checkpoint(opt->resume, dir, sizeof dir));
+        VFM_TRY(resolve_checkpoint(opt->resume, "--resume", dir, sizeof dir));
         VFM_TRY(restore(t, dir, 0, 1));
         resumed = 1;
     }
-    const char *load = cfg_str(cfg, "checkpoint.load");
-    if (!resumed && load[0]) {
-        VFM_TRY(resolve_checkpoint(load, dir, sizeof dir));
-        VFM_TRY(restore(t, dir, cfg_bool(cfg, "checkpoint.finetune"), cfg_bool(cfg, "checkpoint.load_optim")));
+    if (!resumed && su->load[0]) {
+        VFM_TRY(resolve_checkpoint(su->load, "checkpoint.load", dir, sizeof dir));
+        VFM_TRY(restore(t, dir, su->finetune, su->finetune || su->load_optim));
     }
 
     /* the step state, with AdamW's count of the checkpoint (or 0) */
@@ -323,7 +333,7 @@ static vfm_status trainer_setup(Trainer *t, const TrainOptions *opt) {
         t->metrics = fopen(path, "a");
         if (!t->metrics) return vfm_fail(VFM_ERR_IO, "%s: cannot open for appending", path);
     }
-    const char *tb_dir = cfg_str(cfg, "logger.tensorboard_dir");
+    const char *tb_dir = su->tensorboard_dir;
     char tb_default[1100];
     if (!tb_dir[0] && t->run_dir[0]) {
         path_join(tb_default, sizeof tb_default, t->run_dir, "tb_logs");
@@ -336,12 +346,16 @@ static vfm_status trainer_setup(Trainer *t, const TrainOptions *opt) {
     recompute_describe(&t->model.recompute, rc_text, sizeof rc_text);
     log_info("model: DiT %s, %lld parameters (%d layers, hidden %d, %d heads); objective %s; data: %s; %d thread%s per "
              "rank; %d rank%s: %s%s, %lld micro-batch%s of one pack per replica and step; activation recomputation: %s",
-             cfg_str(cfg, "model.variant"), (long long)param_table_trainable(t->model.full_table), mc.layers, mc.hidden,
+             dit_variant_name(mc.variant), (long long)param_table_trainable(t->model.full_table), mc.layers, mc.hidden,
              mc.heads, objective_name(t->objective.kind), t->source->kind, ops_get_threads(),
              ops_get_threads() > 1 ? "s" : "", t->launch.world_size, t->launch.world_size > 1 ? "s" : "", layout,
              fsdp ? (t->sharding == DP_SHARD_OPTIM_GRADS ? " (ZeRO-2)" : " (ZeRO-3)")
              : zero1 && t->dp_size * t->layout.cp > 1 ? " (ZeRO-1)" : "",
              (long long)t->accum, t->accum > 1 ? "es" : "", rc_text);
+    char resolved[256]; /* what the run really uses, for the tests (and a user) to read back */
+    train_layout_state(&t->layout, t->launch.world_size, t->dp_size, t->sharding, &t->model.recompute, resolved,
+                       sizeof resolved);
+    log_info("layout: %s", resolved);
     return VFM_OK;
 }
 
@@ -417,11 +431,11 @@ static vfm_status save_checkpoint(Trainer *t) {
     return s;
 }
 
-/* Test hooks: VFM_TEST_KILL_AFTER_STEP=k dies by SIGKILL after step k completes (only rank
+/* Test hooks (the test build only: fault_hooks.h): VFM_TEST_KILL_AFTER_STEP=k dies by SIGKILL after step k completes (only rank
  * VFM_TEST_KILL_RANK when that is set); VFM_TEST_INJECT_NAN=a,b,... poisons the gradient at
  * those steps. */
 static int env_step_listed(const char *var, int64_t step) {
-    const char *env = getenv(var);
+    const char *env = fault_hook_env(var);
     if (!env) return 0;
     for (const char *p = env; *p;) {
         char *end;
@@ -454,6 +468,10 @@ static void memory_text(const Trainer *t, char *out, size_t n) {
                  (m.total - m.free) / 1048576.0, m.total / 1048576.0, act);
     else
         snprintf(out, n, "%.0f MiB | act %.1f MiB", m.peak / 1048576.0, act);
+    if (t->model.recompute.granularity != RECOMPUTE_NONE) { /* that it ran: blocks recomputed so far */
+        size_t k = strlen(out);
+        snprintf(out + k, k < n ? n - k : 0, " | recomputed %lld", (long long)t->model.rc_replays);
+    }
 }
 
 /* The log line of the last log_interval steps; throughput summed over the replicas (a collective:
@@ -475,12 +493,14 @@ static vfm_status log_window(Trainer *t, Window *w, double lr) {
         VFM_TRY(tb_add_scalar(&t->tb, t->step, now, "train/tflops", (float)(w->flops / secs / 1e12)));
         VFM_TRY(tb_flush(&t->tb));
     }
-    char mem[128];
+    char mem[192];
     memory_text(t, mem, sizeof mem);
-    log_info("step %lld/%lld | loss %.4f | grad norm %.3f | lr %.3e | %.1f samples/s | %.0f tokens/s | %.1f ms/step | "
-             "%.3f TFLOP/s | packs %.0f%% full | data wait %.1f ms | mem %s",
+    char rate[3][32]; /* small rates keep their digits: 0.04 samples/s is not 0.0 */
+    log_info("step %lld/%lld | loss %.4f | grad norm %.3f | lr %.3e | %s samples/s | %s tokens/s | %.1f ms/step | "
+             "%s TFLOP/s | packs %.0f%% full | data wait %.1f ms | mem %s",
              (long long)t->step, (long long)t->train_iters, w->loss_sum / w->steps, w->grad_sum / w->steps, lr,
-             w->samples / secs, w->tokens / secs, 1e3 * secs / w->steps, w->flops / secs / 1e12,
+             log_rate_text(w->samples / secs, rate[0], sizeof rate[0]), log_rate_text(w->tokens / secs, rate[1], sizeof rate[1]),
+             1e3 * secs / w->steps, log_rate_text(w->flops / secs / 1e12, rate[2], sizeof rate[2]),
              w->capacity ? 100.0 * (double)w->tokens / (double)w->capacity : 0.0, 1e3 * w->wait / w->steps, mem);
     memset(w, 0, sizeof *w);
     return VFM_OK;
@@ -746,6 +766,21 @@ static vfm_status validate(Trainer *t) {
     return s;
 }
 
+/* The log's line of what the run held, by part, the most any rank held (a collective over the world):
+ * what `vfm plan --gpu cpu` predicts (docs/plan.md "Checked against runs"). */
+static vfm_status log_memory(Trainer *t) {
+    size_t slots = 0;
+    for (int i = 0; t->have_pipe && i < t->pipe.n_slots; i++) slots += dit_saved_peak(t->pipe.slots[i]);
+    int64_t ema = !t->ema ? 0 : t->have_fsdp ? t->fsdp.dp.own_end - t->fsdp.dp.own_begin : t->model.table.total;
+    TrainMemory mem;
+    train_memory_held(&t->model, t->have_fsdp ? &t->fsdp : NULL, &t->opt, ema, slots, &mem);
+    double v[5] = {(double)mem.params, (double)mem.grads, (double)mem.optimizer, (double)mem.ema, (double)mem.activations};
+    if (t->launch.world_size > 1) VFM_TRY(comm_all_reduce(&t->par.world, v, 5, DT_F64, COMM_MAX));
+    log_info("memory per rank (the most of any rank): parameters %.0f B, gradients %.0f B, optimizer state %.0f B, "
+             "EMA %.0f B, activations' high-water mark %.0f B", v[0], v[1], v[2], v[3], v[4]);
+    return VFM_OK;
+}
+
 /* *sig := the stop signal any rank has received (the same on every rank, see stop_signal.h). */
 static vfm_status stop_agreed(Trainer *t, int *sig) {
     int32_t v = stop_signal_received();
@@ -760,7 +795,7 @@ vfm_status train_run(const TrainOptions *opt) {
     if (opt->failed_everywhere) *opt->failed_everywhere = 1; /* until the layout checks pass */
     vfm_status s = trainer_setup(&t, opt);
     if (s != VFM_OK) {
-        s = run_memory_hint(s, t.cfg);
+        s = run_memory_hint(s, t.cfg, t.dp_size * t.layout.cp);
         trainer_teardown(&t);
         return s;
     }
@@ -812,14 +847,15 @@ vfm_status train_run(const TrainOptions *opt) {
             }
             break;
         }
-        const char *kill_rank = getenv("VFM_TEST_KILL_RANK"); /* multi-rank tests: only this rank dies */
+        const char *kill_rank = fault_hook_env("VFM_TEST_KILL_RANK"); /* multi-rank tests: only this rank dies */
         if (env_step_listed("VFM_TEST_KILL_AFTER_STEP", t.step - 1) && (!kill_rank || atoi(kill_rank) == t.rank))
             raise(SIGKILL);
     }
     stop_signal_restore();
+    if (s == VFM_OK && t.step == t.train_iters && t.step > 0) s = log_memory(&t);
     if (s == VFM_OK && t.step == t.train_iters)
         log_info("training done: %lld steps, %lld samples", (long long)t.step, (long long)t.consumed_samples);
-    s = run_memory_hint(s, t.cfg); /* out of memory: the keys that reduce it */
+    s = run_memory_hint(s, t.cfg, t.dp_size * t.layout.cp); /* out of memory: the keys that reduce it */
     trainer_teardown(&t);
     return s;
 }

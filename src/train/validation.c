@@ -11,36 +11,38 @@
 #include "data/formats/npy.h"
 #include "data/media/video_encode.h"
 #include "diffusion/sample_picture.h"
+#include "diffusion/sample_settings.h"
+
+vfm_status validation_config_from(ValidationConfig *vc, const Config *cfg, ObjectiveKind kind, int64_t train_iters) {
+    memset(vc, 0, sizeof *vc);
+    int64_t interval = cfg_int(cfg, "train.eval_interval");
+    if (interval <= 0 || interval > train_iters) return VFM_OK; /* no validation: its other keys are not read */
+    int64_t iters = cfg_int(cfg, "train.eval_iters");
+    if (iters <= 0) return VFM_OK;
+    vc->interval = interval;
+    vc->iters = iters;
+    vc->use_train_split = cfg_bool(cfg, "dataset.use_train_split_for_val");
+    return sample_settings_from_config(&vc->gen, cfg, kind, 1);
+}
 
 vfm_status validator_init(Validator *v, const Config *cfg, const Objective *o, int dp_rank, int dp_size, int64_t accum,
                           int rank, const char *run_dir) {
     memset(v, 0, sizeof *v);
-    int64_t interval = cfg_int(cfg, "train.eval_interval"), iters = cfg_int(cfg, "train.eval_iters");
-    if (interval <= 0 || iters <= 0 || interval > cfg_int(cfg, "train.train_iters")) return VFM_OK;
-    v->interval = (int)interval;
-    v->packs = iters * accum;
+    ValidationConfig vc;
+    VFM_TRY(validation_config_from(&vc, cfg, o->kind, cfg_int(cfg, "train.train_iters")));
+    if (!vc.interval) return VFM_OK;
+    v->interval = (int)vc.interval;
+    v->packs = vc.iters * accum;
     v->rank = rank;
     v->dp_size = dp_size;
     /* the val split (the train split with dataset.use_train_split_for_val; the mock set's val samples) */
     VFM_TRY(pack_source_create_split(&v->source, cfg, "val", dp_rank, dp_size));
     VFM_TRY(v->source->get_state(v->source, &v->start));
-    pack_init(&v->pack, v->source->token_dim, v->source->text_dim, 1, 1);
+    VFM_TRY(pack_init(&v->pack, v->source->token_dim, v->source->text_dim, 1, 1));
     GenerateOptions *g = &v->gen;
-    sampler_config_default(&g->sampler);
     g->objective = o;
-    g->sampler.num_steps = (int)cfg_int(cfg, "model.val_generation_num_steps");
-    g->sampler.sigma_min = cfg_float(cfg, "sampler.sigma_min");
-    g->sampler.sigma_max = cfg_float(cfg, "sampler.sigma_max");
-    g->sampler.rho = cfg_float(cfg, "sampler.rho");
-    g->sampler.s_churn = cfg_float(cfg, "sampler.s_churn");
-    g->ddim = cfg_bool(cfg, "sampler.ddim");
-    g->flow_linear = strcmp(cfg_str(cfg, "sampler.flow_schedule"), "linear") == 0;
-    g->flow_unipc = strcmp(cfg_str(cfg, "sampler.flow_solver"), "unipc") == 0;
-    g->unipc_order = (int)cfg_int(cfg, "sampler.unipc_order");
-    g->guidance = cfg_float(cfg, "model.val_generation_guidance");
+    sample_settings_apply(&vc.gen, g);
     g->seed = (uint64_t)cfg_int(cfg, "rng.seed");
-    if (o->kind == OBJECTIVE_DDPM && g->sampler.num_steps < 2)
-        return vfm_fail_at(VFM_ERR_USAGE, NULL, "model.val_generation_num_steps", "1", "ddpm sampling needs at least 2");
     if (run_dir[0]) path_join(v->out_dir, sizeof v->out_dir, run_dir, "validation_generation");
     v->has_pixels = v->source->pixel_space_json && pixel_latent_map_from_json(v->source->pixel_space_json, &v->map) == VFM_OK;
     return VFM_OK;

@@ -4,7 +4,7 @@
  * its beginning every time and the draws (σ/t, noise, CFG coins) are keyed by a fixed validation
  * step, so the number is comparable across steps. As DFM does, each rank then generates one
  * sample from the first validation sample's prompt (model.val_generation_num_steps /
- * model.val_generation_guidance, the run's sampler settings) into
+ * model.val_generation_guidance and the objective's sampler keys; validation_config_from) into
  * <run>/validation_generation/step=<k>_rank=<r>.png|gif (pixel-space data) or .npy. (Under TP, CP
  * or PP every rank of a replica generates, the model being collective; the trainer gives a run
  * directory only to the rank with tp = cp = pp = 0.)
@@ -25,6 +25,7 @@
 #include "data/synthetic/synthetic.h"
 #include "diffusion/generate.h"
 #include "diffusion/objective.h"
+#include "diffusion/sample_settings.h"
 #include "model/dit.h"
 #include "parallel/dp.h"
 #include "train/train_pipeline.h"
@@ -45,8 +46,19 @@ typedef struct Validator {
     PixelLatentMap map;
 } Validator;
 
-/* Validation is set up only when it will run: interval > 0, eval_iters > 0 and interval <=
- * train.train_iters. accum = micro-batches per replica and step. run_dir "" writes no files. */
+/* What validation reads, and only when it will run (train.eval_interval > 0, train.eval_iters > 0
+ * and eval_interval <= train.train_iters): train.eval_iters, dataset.use_train_split_for_val,
+ * model.val_generation_num_steps, model.val_generation_guidance and the objective's own sampler keys
+ * (sample_settings.h). Not sampler.num_steps or sampler.guidance: those are vfm sample's. */
+typedef struct ValidationConfig {
+    int64_t interval, iters; /* 0: no validation */
+    int use_train_split;
+    SampleSettings gen;
+} ValidationConfig;
+vfm_status validation_config_from(ValidationConfig *vc, const Config *cfg, ObjectiveKind kind, int64_t train_iters);
+
+/* Validation is set up only when it will run (validation_config_from). accum = micro-batches per
+ * replica and step. run_dir "" writes no files. */
 vfm_status validator_init(Validator *v, const Config *cfg, const Objective *o, int dp_rank, int dp_size, int64_t accum,
                           int rank, const char *run_dir);
 void validator_free(Validator *v);

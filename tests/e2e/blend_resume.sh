@@ -27,15 +27,15 @@ EOF
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 ARGS="train.device=cpu --config configs/demo.yaml dataset.path=$T/blend.yaml train.train_iters=12 train.global_batch_size=2 checkpoint.save_interval=6 train.threads=1 dataset.task_encoder_seq_length=256 model.num_layers=2 logger.level=warn"
 
-$VFM train $ARGS checkpoint.save=$T/straight logger.level=info > $T/straight.log 2>&1
+timeout $RUN_LIMIT $VFM train $ARGS checkpoint.save=$T/straight logger.level=info > $T/straight.log 2>&1
 check "straight run of 12 steps on the blend" test -f $T/straight/iter_0000012/DONE
 check "the blend reads the train split of a (16) and all of b (16)" grep -q "split train: 32 samples, 32 usable" $T/straight.log
 
-VFM_TEST_KILL_AFTER_STEP=9 $VFM train $ARGS checkpoint.save=$T/killed > $T/killed.log 2>&1
+VFM_TEST_KILL_AFTER_STEP=9 timeout $RUN_LIMIT $VFM_FAULTS train $ARGS checkpoint.save=$T/killed > $T/killed.log 2>&1
 rc=$?
 check "killed by SIGKILL after step 9 (exit $rc)" test "$rc" = 137
 cp -r $T/killed $T/dp2
-$VFM train $ARGS checkpoint.save=$T/killed --resume auto logger.level=info > $T/resumed.log 2>&1
+timeout $RUN_LIMIT $VFM train $ARGS checkpoint.save=$T/killed --resume auto logger.level=info > $T/resumed.log 2>&1
 check "resume auto continues from iter_0000006" grep -q "resumed from $T/killed/iter_0000006 (step 6)" $T/resumed.log
 losses $T/straight > $T/a.txt; losses $T/killed > $T/b.txt
 check "every step's loss is bitwise equal (12 steps)" sh -c "test \$(wc -l < $T/a.txt) = 12 && cmp -s $T/a.txt $T/b.txt"

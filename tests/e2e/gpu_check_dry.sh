@@ -18,7 +18,7 @@ dry() { # script summary archive steps
     tar tzf $T/out/$3 > $T/$3.list || return 1
     test "$(grep -c '/logs/.*\.log$' $T/$3.list)" = "$4"
 }
-check "GPU_CHECK_DRY=1 gpu_check.sh: 7 steps marked no GPU, archive and summary" dry gpu_check.sh summary.txt gpu-check.tgz 7
+check "GPU_CHECK_DRY=1 gpu_check.sh: 8 steps marked no GPU, archive and summary" dry gpu_check.sh summary.txt gpu-check.tgz 8
 check "GPU_CHECK_DRY=1 gpu_check2.sh: 6 steps marked no GPU, archive and summary" dry gpu_check2.sh summary2.txt gpu-check2.tgz 6
 check "\$OUT holds the two archives and summaries, within the limits" \
     sh -c ". scripts/gpu_check_lib.sh; gc_check_out $T/out && test \$(ls $T/out | wc -l) = 4"

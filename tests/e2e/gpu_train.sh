@@ -25,7 +25,7 @@ RUN="--config configs/tiny-mock.yaml train.train_iters=50 checkpoint.save_interv
 train() { # run-dir device [extra...]: the exit status in $T/run-dir.exit; each run's log its own file
     dir=$1 dev=$2; shift 2
     n=1; while [ -f $T/$dir.$n.log ]; do n=$((n + 1)); done
-    $VFM train $RUN checkpoint.save=$T/$dir train.device=$dev "$@" > $T/$dir.$n.log 2>&1
+    timeout $RUN_LIMIT $VFM_FAULTS train $RUN checkpoint.save=$T/$dir train.device=$dev "$@" > $T/$dir.$n.log 2>&1
     echo $? > $T/$dir.exit
     cp $T/$dir.$n.log $T/$dir.log
 }

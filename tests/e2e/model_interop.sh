@@ -10,7 +10,7 @@ T=$(mktemp -d /tmp/vfm_e2e_interop.XXXXXX)
 trap 'rm -rf "$T"' EXIT
 AZ="train.device=cpu --config configs/tiny-mock.yaml model.variant=adaln-zero model.num_classes=10 train.threads=2 logger.level=warn"
 
-$VFM train $AZ train.train_iters=2 checkpoint.save=$T/run > $T/train.log 2>&1
+timeout $RUN_LIMIT $VFM train $AZ train.train_iters=2 checkpoint.save=$T/run > $T/train.log 2>&1
 check "adaln-zero trains 2 steps" test -f $T/run/iter_0000002/DONE
 $VFM export --checkpoint $T/run --to $T/dit.safetensors --input-size 16 > $T/export.log 2>&1
 check "export --input-size 16 writes pos_embed [1, 64, 64]" grep -q "pos_embed \[1, 64, 64\] for input size 16" $T/export.log
@@ -22,18 +22,19 @@ $VFM export --checkpoint $T/imported --to $T/dit2.safetensors --input-size 16 > 
 check "exporting the import gives the same file" cmp -s $T/dit.safetensors $T/dit2.safetensors
 $VFM sample --device cpu --checkpoint $T/imported --out $T/samples --steps 2 > /dev/null 2>&1
 check "the imported run samples" test -f $T/samples/sample_000.npy
-$VFM train $AZ train.train_iters=1 checkpoint.save=$T/ft checkpoint.load=$T/imported checkpoint.finetune=true \
+timeout $RUN_LIMIT $VFM train $AZ train.train_iters=1 checkpoint.save=$T/ft checkpoint.load=$T/imported checkpoint.finetune=true \
     logger.level=info > $T/ft.log 2>&1
 check "the imported run fine-tunes" grep -q "fine-tuning from $T/imported/iter_0000000" $T/ft.log
 
-$VFM train --config configs/tiny-mock.yaml train.device=cpu train.train_iters=1 train.threads=2 logger.level=warn \
+timeout $RUN_LIMIT $VFM train --config configs/tiny-mock.yaml train.device=cpu train.train_iters=1 train.threads=2 logger.level=warn \
     checkpoint.save=$T/dfm > /dev/null 2>&1
 $VFM export --checkpoint $T/dfm --to $T/dfm.safetensors --input-size 16 > $T/dfm_export.log 2>&1
 rc=$?
 check "export --input-size of a dfm checkpoint exits 2 naming the variant" \
     sh -c "test $rc = 2 && grep -q 'only model.variant=adaln-zero' $T/dfm_export.log"
 $VFM export --checkpoint $T/dfm --to $T/dfm.safetensors > /dev/null 2>&1
-check "plain export copies the checkpoint's file" cmp -s $T/dfm/iter_0000001/model.safetensors $T/dfm.safetensors
+check "plain export writes a PyTorch state dict (format pt; its tensors: the import below, bit for bit)" \
+    sh -c "head -c 65536 $T/dfm.safetensors | grep -q '\"format\": *\"pt\"'"
 # torch.save state dicts (reference/make_model_fixtures.py): a tiny DiT with learned sigma and pos_embed
 PT=tests/fixtures/models
 $VFM import --from $PT/dit_tiny.pt --variant adaln-zero --out $T/pt > $T/pt.log 2>&1

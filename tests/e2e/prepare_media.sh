@@ -46,7 +46,7 @@ check "inspect: latent shapes per bucket" sh -c "grep -q '    3 x 1 x 16 x 24 (i
 check "inspect: parts, dtypes and shapes" sh -c "grep -q '    latent.npy  200 samples  npy  float32  shapes \[3,1,16,24\] x80, \[3,1,24,16\] x80, \[3,1,16,16\] x40' $T/img_inspect.log && \
     grep -q '    json        200 samples  json' $T/img_inspect.log"
 check "inspect: samples per shard" grep -q "  shards: 4; samples per shard: min 8, median 64, max 64" $T/img_inspect.log
-$VFM train $TRAIN dataset.path=$T/img checkpoint.save=$T/img_run > $T/img_train.log 2>&1
+timeout $RUN_LIMIT $VFM train $TRAIN dataset.path=$T/img checkpoint.save=$T/img_run > $T/img_train.log 2>&1
 check "train on the pictures (3 steps)" sh -c "test -f $T/img_run/iter_0000003/DONE && test \$(wc -l < $T/img_run/metrics.jsonl) = 3"
 $VFM sample --device cpu --checkpoint $T/img_run --out $T/img_samples --prompt "a test pattern" --steps 3 --threads 1 > $T/img_sample.log 2>&1
 check "sample a picture" sh -c "test -f $T/img_samples/sample_000.png && test -f $T/img_samples/grid.png"
@@ -64,7 +64,7 @@ check "prepare videos: 16 frames at 8 fps (6 + 6 + 4 of a half-second clip), the
     grep -q "^prepared 3 samples (3 videos, 16 frames at 8 fps; buckets 32x32: 1, 48x32: 2) in 1 shard" $T/vid.log
 $VFM data inspect $T/vid --config configs/demo.yaml > $T/vid_inspect.log 2>&1
 check "inspect: video latent shapes" sh -c "grep -q '    latent.npy  3 samples  npy  float32  shapes \[3,6,24,16\] x2, \[3,4,16,16\] x1' $T/vid_inspect.log"
-$VFM train $TRAIN dataset.path=$T/vid checkpoint.save=$T/vid_run > $T/vid_train.log 2>&1
+timeout $RUN_LIMIT $VFM train $TRAIN dataset.path=$T/vid checkpoint.save=$T/vid_run > $T/vid_train.log 2>&1
 check "train on the videos (3 steps)" test -f $T/vid_run/iter_0000003/DONE
 $VFM sample --device cpu --checkpoint $T/vid_run --out $T/vid_samples --prompt "a moving test pattern" --steps 3 --threads 1 > $T/vid_sample.log 2>&1
 check "sample a video: GIF and MP4" sh -c "test -f $T/vid_samples/sample_000.gif && test -f $T/vid_samples/sample_000.mp4"
@@ -83,4 +83,21 @@ $VFM prepare images $T/pics --out $T/broken --buckets 32x32 > $T/broken.log 2>&1
 rc=$?
 check "a truncated PNG stops the run (exit $rc) naming it" sh -c "test $rc = 1 && grep -q 'png/wide_002.png: not a readable PNG' $T/broken.log"
 check "and leaves no output and no staging folder" sh -c "test ! -e $T/broken && ! ls -a $T | grep -q vfm-prepare"
+# ---- a photograph at the default buckets (256x256 ... 384x160: up to 4,096 tokens at patch 2, more
+# than the demo's 1,024): prepare prints the keys that fit, and inspect judges the set by them ----
+mkdir -p $T/photo
+$FF -f lavfi -i testsrc2=size=640x480:rate=1 -frames:v 1 $T/photo/p.jpg
+echo "a photograph" > $T/photo/p.txt
+$VFM prepare images $T/photo --out $T/photo_set > $T/photo.log 2>&1
+keys=$(sed -n "s|^train on it with: vfm train --config configs/demo.yaml dataset.path=$T/photo_set ||p" $T/photo.log)
+check "prepare prints the train keys that fit: 3 channels, a pack of 4096 tokens ($keys)" sh -c \
+    "echo ' $keys ' | grep -q ' model.in_channels=3 .* dataset.task_encoder_seq_length=4096 '"
+$VFM data inspect $T/photo_set > $T/photo_inspect.log 2>&1
+rc=$?
+check "inspect without a config judges it by them: usable (exit $rc)" sh -c \
+    "test $rc = 0 && grep -q '1 usable under this config' $T/photo_inspect.log"
+$VFM data inspect $T/photo_set --config configs/demo.yaml $keys > $T/photo_demo.log 2>&1
+rc=$?
+check "and so does the demo config with the printed keys (exit $rc)" sh -c \
+    "test $rc = 0 && grep -q '1 usable under this config' $T/photo_demo.log"
 finish

@@ -14,7 +14,7 @@ check "a small synthetic set" test -f $T/data/shard-000000.tar
 ARGS="train.device=cpu --config configs/demo.yaml dataset.path=$T/data train.train_iters=6 checkpoint.save_interval=0 train.threads=2
       logger.level=warn model.val_generation_num_steps=3 train.eval_iters=1 dataset.task_encoder_seq_length=768"
 
-$VFM train $ARGS checkpoint.save=$T/val train.eval_interval=3 > $T/val.log 2>&1
+timeout $RUN_LIMIT $VFM train $ARGS checkpoint.save=$T/val train.eval_interval=3 > $T/val.log 2>&1
 check "training with validation every 3 steps" test -f $T/val/iter_0000006/DONE
 pictures() { ls "$1" | grep -E '\.(png|gif)$' | sed 's/\.[a-z]*$//' | tr '\n' ' '; }
 check "validation pictures after steps 3 and 6" test "$(pictures $T/val/validation_generation)" = "step=3_rank=0 step=6_rank=0 "
@@ -26,7 +26,7 @@ check "TensorBoard event file with the validation picture" sh -c \
     "f=\$(ls $T/val/tb_logs/events.out.tfevents.*) && grep -q 'val/generation' \$f && grep -q 'PNG' \$f && grep -q 'val/loss' \$f"
 
 # enough validation packs to reach the set's videos: each kind's loss apart, its counts adding up
-$VFM train $ARGS checkpoint.save=$T/kinds train.train_iters=1 train.eval_interval=1 train.eval_iters=12 \
+timeout $RUN_LIMIT $VFM train $ARGS checkpoint.save=$T/kinds train.train_iters=1 train.eval_interval=1 train.eval_iters=12 \
     model.val_generation_num_steps=1 logger.level=info > $T/kinds.log 2>&1
 check "validation names the image and the video samples' losses apart, their counts adding up" sh -c \
     "l=\$(grep -oE 'loss [0-9.]+ over [0-9]+ samples \\([0-9]+ packs\\) \\(images [0-9.]+ over [0-9]+, videos [0-9.]+ over [0-9]+\\)' $T/kinds.log) &&
@@ -34,11 +34,11 @@ check "validation names the image and the video samples' losses apart, their cou
      set -- \$n && test \$1 = \$((\$2 + \$3)) && test \$3 -gt 0 &&
      grep -q '\"val_loss_images\": ' $T/kinds/metrics.jsonl && grep -q '\"val_loss_videos\": ' $T/kinds/metrics.jsonl"
 
-$VFM train $ARGS checkpoint.save=$T/noval train.eval_interval=0 > $T/noval.log 2>&1
+timeout $RUN_LIMIT $VFM train $ARGS checkpoint.save=$T/noval train.eval_interval=0 > $T/noval.log 2>&1
 check "the same run without validation ends with bitwise equal weights" \
     cmp -s $T/val/iter_0000006/model.safetensors $T/noval/iter_0000006/model.safetensors
 
-$VFM train $ARGS checkpoint.save=$T/flow diffusion.objective=flow train.eval_interval=0 > $T/flow.log 2>&1
+timeout $RUN_LIMIT $VFM train $ARGS checkpoint.save=$T/flow diffusion.objective=flow train.eval_interval=0 > $T/flow.log 2>&1
 $VFM sample --device cpu --checkpoint $T/flow --out $T/flow_s --prompt "a red circle" --steps 4 --threads 2 > $T/flow_s.log 2>&1
 check "flow matching trains and samples (Euler)" sh -c "grep -q 'flow, 4 steps' $T/flow_s.log && test -f $T/flow_s/sample_000.png"
 printf 'a red circle\na blue cross\n' > $T/prompts.txt
@@ -62,7 +62,7 @@ check "sample --compare-dataset: each caption sampled at its real example's canv
     "tr -d ' \n' < $T/flow_c/samples.json | grep -o '\"shape\":\[[0-9,]*\]' | sed 's/\"shape\"://' > $T/got_shapes.txt &&
      cmp -s $T/first_shapes.txt $T/got_shapes.txt && test \$(sort -u $T/got_shapes.txt | wc -l) -gt 1"
 
-$VFM train $ARGS checkpoint.save=$T/ddpm diffusion.objective=ddpm model.learn_sigma=true train.eval_interval=0 > $T/ddpm.log 2>&1
+timeout $RUN_LIMIT $VFM train $ARGS checkpoint.save=$T/ddpm diffusion.objective=ddpm model.learn_sigma=true train.eval_interval=0 > $T/ddpm.log 2>&1
 $VFM sample --device cpu --checkpoint $T/ddpm --out $T/ddpm_s --prompt "a red circle" --steps 4 --ddim --threads 2 > $T/ddpm_s.log 2>&1
 check "ddpm with a learned variance trains and samples (DDIM)" sh -c "grep -q 'ddpm, 4 steps' $T/ddpm_s.log && test -f $T/ddpm_s/sample_000.png"
 $VFM sample --device cpu --checkpoint $T/ddpm --out $T/ddpm_c --class 3 --steps 4 > $T/ddpm_c.log 2>&1

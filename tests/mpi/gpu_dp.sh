@@ -8,9 +8,9 @@
 cd "$(dirname "$0")/../.." || exit 1
 . tests/e2e/common.inc
 gpu_mpi_start vfm_mpi_gpu "GPU DP=2 on one GPU matches one rank" \
-    "GPU ZeRO-1 + overlapped buckets equal plain DP bitwise" || exit 0
+    "GPU ZeRO-1 + overlapped buckets equal plain DP bitwise" "GPU DP=2 and ZeRO-1: the logs state the layouts" || exit 0
 ARGS="--config configs/tiny-mock.yaml train.train_iters=20 train.global_batch_size=4 checkpoint.save_interval=20 train.device=cuda"
-$VFM train $ARGS checkpoint.save=$T/dp1 > $T/dp1.log 2>&1
+timeout $RUN_LIMIT $VFM train $ARGS checkpoint.save=$T/dp1 > $T/dp1.log 2>&1
 check "GPU, one rank, 20 steps" test -f $T/dp1/iter_0000020/DONE
 timeout 300 $MPIRUN -np 2 $VFM train $ARGS checkpoint.save=$T/dp2 ddp.use_distributed_optimizer=false > $T/dp2.log 2>&1
 check "GPU DP=2 on one GPU: gradients through host memory" grep -q "gradients over MPI through host memory" $T/dp2.log
@@ -18,4 +18,6 @@ check "GPU DP=2 on one GPU matches one rank (1e-3)" $VFM checkpoint diff $T/dp1 
 timeout 300 $MPIRUN -np 2 $VFM train $ARGS checkpoint.save=$T/dp2z ddp.use_distributed_optimizer=true \
     ddp.overlap_grad_reduce=true > $T/dp2z.log 2>&1
 check "GPU ZeRO-1 + overlapped buckets equal plain DP bitwise" $VFM checkpoint diff $T/dp2 $T/dp2z --atol 0 --quiet
+layouts() { states $T/dp2.log world=2 dp=2 sharding=no_shard && states $T/dp2z.log world=2 dp=2 sharding=optim; }
+check "GPU DP=2 and ZeRO-1: the logs state the layouts" layouts
 finish

@@ -12,22 +12,25 @@ cd "$(dirname "$0")/../.." || exit 1
 . tests/e2e/common.inc
 gpu_mpi_start vfm_mpi_gpu_parallel "GPU dp2 on one GPU within 1e-3 of one rank" \
     "GPU tp2_sp on one GPU within 1e-3 of one rank" "GPU cp2 on one GPU within 1e-3 of one rank" \
-    "GPU pp2 on one GPU within 1e-3 of one rank" "GPU zero3 on one GPU within 1e-3 of one rank" || exit 0
+    "GPU pp2 on one GPU within 1e-3 of one rank" "GPU zero3 on one GPU within 1e-3 of one rank" \
+    "GPU dp2: the log states the layout" "GPU tp2_sp: the log states the layout" "GPU cp2: the log states the layout" \
+    "GPU pp2: the log states the layout" "GPU zero3: the log states the layout" || exit 0
 ARGS="--config configs/tiny-mock.yaml train.device=cuda train.train_iters=10 train.global_batch_size=2 checkpoint.save_interval=10 logger.level=info dataset.mock_shapes=[4x3x6x10,4x1x8x10,4x1x2x2,4x2x4x6] model.num_query_groups=2"
 BOUND=1e-3
-$VFM train $ARGS checkpoint.save=$T/one > $T/one.log 2>&1
+timeout $RUN_LIMIT $VFM train $ARGS checkpoint.save=$T/one > $T/one.log 2>&1
 check "GPU, one rank, 10 steps" test -f $T/one/iter_0000010/DONE
-layout() { # NAME OVERRIDES...
-    name=$1; shift
+layout() { # NAME "KEY=VALUE ..." OVERRIDES...: the run's layout line must hold each KEY=VALUE (no fallback to DP)
+    name=$1; want=$2; shift 2
     timeout 300 $MPIRUN -np 2 $VFM train $ARGS checkpoint.save=$T/$name "$@" > $T/$name.log 2>&1
+    check "GPU $name: the log states the layout" states $T/$name.log $want
     check "GPU $name on one GPU within $BOUND of one rank ($($VFM checkpoint diff $T/one $T/$name 2>/dev/null | tail -n 1 | sed 's/.*max/max/'))" \
         $VFM checkpoint diff $T/one $T/$name --atol $BOUND --quiet
 }
-layout dp2 ddp.use_distributed_optimizer=false
-layout tp2_sp model.tensor_model_parallel_size=2 model.sequence_parallel=true
-layout cp2 model.context_parallel_size=2
-layout pp2 model.pipeline_model_parallel_size=2
-layout zero3 ddp.use_megatron_fsdp=true ddp.data_parallel_sharding_strategy=optim_grads_params
+layout dp2 "world=2 dp=2 sharding=no_shard" ddp.use_distributed_optimizer=false
+layout tp2_sp "dp=1 tp=2 sp=1" model.tensor_model_parallel_size=2 model.sequence_parallel=true
+layout cp2 "dp=1 cp=2" model.context_parallel_size=2
+layout pp2 "dp=1 pp=2" model.pipeline_model_parallel_size=2
+layout zero3 "dp=2 sharding=optim_grads_params" ddp.use_megatron_fsdp=true ddp.data_parallel_sharding_strategy=optim_grads_params
 check "the ranks shared the GPU through MPI's staged buffers (said in the DP2 log)" \
     grep -q "through host memory" $T/dp2.log
 finish

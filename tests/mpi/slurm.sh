@@ -57,7 +57,7 @@ at_step() {
     return 1
 }
 
-$VFM train $ARGS checkpoint.save=$T/one > $T/one.log 2>&1
+timeout $RUN_LIMIT $VFM train $ARGS checkpoint.save=$T/one > $T/one.log 2>&1
 check "single rank, 20 steps" test -f $T/one/iter_0000020/DONE
 
 id=$(submit plain)
@@ -91,11 +91,11 @@ finish_job "$id" 120
 check "the requeued job resumes from the last complete checkpoint (${last##*/})" grep -q "resumed from $last " $T/kill-$id.out
 check "and ends on the uninterrupted job's weights bit for bit" $VFM checkpoint diff $T/plain $T/kill --atol 0 --quiet
 
-srun -n 2 $VFM train $ARGS checkpoint.save=$T/nompi > $T/nompi.log 2>&1
+timeout 120 srun -n 2 $VFM train $ARGS checkpoint.save=$T/nompi > $T/nompi.log 2>&1
 rc=$?
 check "srun without --mpi is refused (exit $rc) with one line" sh -c \
     "test $rc = 2 && test \$(grep -c 'joins a Slurm step through PMIx only' $T/nompi.log) = 1 && ! test -e $T/nompi/iter_0000001"
-srun --mpi=pmi2 -n 2 $VFM train $ARGS checkpoint.save=$T/pmi2 > $T/pmi2.log 2>&1
+timeout 120 srun --mpi=pmi2 -n 2 $VFM train $ARGS checkpoint.save=$T/pmi2 > $T/pmi2.log 2>&1
 rc=$?
 check "srun --mpi=pmi2 is refused (exit $rc) with one line" sh -c \
     "test $rc = 2 && test \$(grep -c 'joins a Slurm step through PMIx only' $T/pmi2.log) = 1"

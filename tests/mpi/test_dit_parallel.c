@@ -10,8 +10,9 @@
  * Tolerance per tensor (design §3, context-parallel.md §7): max|a-b| <= (1e-6 + 1e-5)·max|ref|,
  * over real token rows. Layouts by world size: 2: TP2, TP2+SP, CP2 p2p, CP2 a2a, CP2 all_gather; 3: CP3 p2p (odd
  * ring); 4: TP4+SP, CP4 a2a+p2p (2×2), TP2+SP × CP2, DP2 × TP2+SP with ZeRO-1, DP2 × CP2. Each runs
- * dfm (GQA where TP allows, cross-attention, QK-norm), nemo-adaln and adaln-zero (fused qkv by
- * parts, biases, class labels, learned sigma, conv patch) on a pack that stresses the splits (a
+ * dfm (GQA where TP allows, cross-attention, QK-norm), nemo-adaln, adaln-zero (fused qkv by
+ * parts, biases, class labels, learned sigma, conv patch) and moviegen (RMSNorm blocks, the cross-
+ * attention feeding the MLP, SwiGLU, the learned position; with the broken variants) on a pack that stresses the splits (a
  * 3-frame video of 45 tokens, 20 tokens in a 64-row slot: at CP4 two ranks hold none of its
  * queries, a 1-token sample, a 2-frame video), and dfm again on the same samples with no padding at
  * all (the model re-pads internally, as sampling packs need). Bitwise where the order of every sum
@@ -42,7 +43,7 @@ static DiTConfig model_config(DiTVariant v, int tp) {
     memset(&c, 0, sizeof c);
     c.variant = v;
     c.hidden = 64, c.layers = 2, c.heads = 4;
-    c.kv_heads = v == DIT_VARIANT_DFM && tp <= 2 ? 2 : 4; /* GQA wherever TP divides the kv heads */
+    c.kv_heads = (v == DIT_VARIANT_DFM || v == DIT_VARIANT_MOVIEGEN) && tp <= 2 ? 2 : 4; /* GQA wherever TP divides them */
     c.in_channels = 4, c.out_channels = 4, c.patch_spatial = 2, c.patch_temporal = 1;
     c.d_text = D_TEXT, c.adaln_lora = 16, c.fps_dim = 16, c.qk_norm = 1, c.ln_eps = 1e-5f, c.init_std = 0.02f;
     if (v == DIT_VARIANT_ADALN_ZERO) c.num_classes = 3, c.class_dropout_prob = 0.1f, c.learn_sigma = 1;
@@ -341,7 +342,7 @@ static void check_layout(const Layout *L) {
     ParallelLayout pl;
     REQUIRE_OK(layout_init(&pl, mt_world(), mt_rank(), keys.tp, 1, keys.cp));
     struct { DiTVariant v; int pad; } cases[] = {{DIT_VARIANT_DFM, 64}, {DIT_VARIANT_DFM, 1}, {DIT_VARIANT_NEMO_ADALN, 64},
-                                                {DIT_VARIANT_ADALN_ZERO, 64}};
+                                                {DIT_VARIANT_ADALN_ZERO, 64}, {DIT_VARIANT_MOVIEGEN, 64}};
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         DiTConfig cfg = model_config(cases[k].v, L->tp);
         DitPack packs[2];
@@ -353,7 +354,7 @@ static void check_layout(const Layout *L) {
         CHECK_MSG(ok, "%s, %s%s: %s", L->name, variant_label(cases[k].v), cases[k].pad == 1 ? " (no padding)" : "",
                   o.detail);
         if (mt_rank() == 0 && k == 0) printf("      %s: %s\n", L->name, o.detail);
-        if (k == 0) { /* the broken variants must fail, at the layer where they break */
+        if (k == 0 || cases[k].v == DIT_VARIANT_MOVIEGEN) { /* the broken variants must fail, where they break */
             if (L->tp > 1) {
                 Outcome b = run_layout(L, &cfg, packs, &ref, BREAK_TP, NULL);
                 CHECK_MSG(anywhere(!b.ok), "%s with a TP reduction skipped still matched", L->name);

@@ -99,7 +99,7 @@ static DiTConfig model_config(DiTVariant v) {
     DiTConfig c;
     memset(&c, 0, sizeof c);
     c.variant = v;
-    c.hidden = 32, c.layers = 4, c.heads = 4, c.kv_heads = v == DIT_VARIANT_DFM ? 2 : 4;
+    c.hidden = 32, c.layers = 4, c.heads = 4, c.kv_heads = v == DIT_VARIANT_DFM || v == DIT_VARIANT_MOVIEGEN ? 2 : 4;
     c.in_channels = 4, c.out_channels = 4, c.patch_spatial = 2, c.patch_temporal = 1;
     c.d_text = D_TEXT, c.adaln_lora = 8, c.fps_dim = 16, c.qk_norm = 1, c.ln_eps = 1e-5f, c.init_std = 0.02f;
     if (v == DIT_VARIANT_ADALN_ZERO) c.num_classes = 3, c.class_dropout_prob = 0.1f, c.learn_sigma = 1;
@@ -403,6 +403,7 @@ TEST(dit_pp_world2_1f1b_and_interleaved) {
     check(&pp2, DIT_VARIANT_DFM, 2);
     check(&pp2, DIT_VARIANT_DFM, 5);
     check(&pp2, DIT_VARIANT_ADALN_ZERO, 5);
+    check(&pp2, DIT_VARIANT_MOVIEGEN, 5); /* its learned position on both stages, summed over PP */
     check(&vp2, DIT_VARIANT_DFM, 2);
     check(&vp2, DIT_VARIANT_ADALN_ZERO, 5);
     check_broken(&pp2, 2);
@@ -432,6 +433,7 @@ TEST(dit_pp_world4_layouts) {
     check(&pp4, DIT_VARIANT_DFM, 9);
     check(&tp, DIT_VARIANT_DFM, 3);
     check(&tp, DIT_VARIANT_ADALN_ZERO, 2);
+    check(&tp, DIT_VARIANT_MOVIEGEN, 3);
     check(&dp, DIT_VARIANT_DFM, 3);
     check_broken(&dp, 2);
 }

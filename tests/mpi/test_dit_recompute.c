@@ -52,8 +52,8 @@ static void check_layout(const Layout *L) {
     const RecomputeConfig plans[] = {{RECOMPUTE_FULL, RECOMPUTE_UNIFORM, 1}, {RECOMPUTE_FULL, RECOMPUTE_UNIFORM, 2},
                                      {RECOMPUTE_FULL, RECOMPUTE_BLOCK, 2}, {RECOMPUTE_SELECTIVE, RECOMPUTE_METHOD_NONE, 0}};
     const char *names[] = {"full uniform 1", "full uniform 2", "full block 2", "selective"};
-    DiTVariant variants[] = {DIT_VARIANT_DFM, DIT_VARIANT_ADALN_ZERO};
-    for (int v = 0; v < 2; v++) {
+    DiTVariant variants[] = {DIT_VARIANT_DFM, DIT_VARIANT_ADALN_ZERO, DIT_VARIANT_MOVIEGEN};
+    for (int v = 0; v < 3; v++) {
         DiTConfig cfg = dit_test_config(variants[v], 3);
         int64_t total;
         float *full = dit_test_weights(&cfg, 51 + v, &total);

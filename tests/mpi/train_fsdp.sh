@@ -20,7 +20,7 @@ if ! command -v mpirun >/dev/null 2>&1; then
 fi
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 MPIRUN="mpirun --allow-run-as-root --oversubscribe --bind-to none --mca btl self,vader --mca btl_vader_single_copy_mechanism none --mca mpi_yield_when_idle 1 -x OMP_NUM_THREADS -x OPENBLAS_NUM_THREADS"
-ARGS="train.device=cpu --config configs/tiny-mock.yaml train.train_iters=4 train.global_batch_size=4 checkpoint.save_interval=0 train.threads=1 logger.level=warn dataset.mock_shapes=[4x3x6x10,4x1x8x10,4x1x2x2,4x2x4x6] ema.enabled=true ema.decay=0.9 model.num_query_groups=2"
+ARGS="train.device=cpu --config configs/tiny-mock.yaml train.train_iters=4 train.global_batch_size=4 checkpoint.save_interval=0 train.threads=1 logger.level=info dataset.mock_shapes=[4x3x6x10,4x1x8x10,4x1x2x2,4x2x4x6] ema.enabled=true ema.decay=0.9 model.num_query_groups=2"
 VAL="train.eval_interval=2 train.eval_iters=1 model.val_generation_num_steps=2"
 Z2="ddp.use_megatron_fsdp=true ddp.data_parallel_sharding_strategy=optim_grads"
 Z3="ddp.use_megatron_fsdp=true ddp.data_parallel_sharding_strategy=optim_grads_params"
@@ -45,19 +45,25 @@ train z2_dp2 2 $VAL $Z2 $EXACT
 train z3_dp2 2 $VAL $Z3 $EXACT logger.level=info
 check "DP2: ZeRO-1 ran 4 steps with 2 validations" sh -c "test -f $T/z1_dp2/iter_0000004/DONE && test \$(grep -c val_loss $T/z1_dp2/metrics.jsonl) = 2"
 check "DP2: the ZeRO-3 run says so in its log" grep -q "DP2 (ZeRO-3), 2 micro-batches" $T/z3_dp2.log
+check "DP2: the logs state the strategies (optim, optim_grads, optim_grads_params)" sh -c \
+    ". tests/e2e/common.inc; states $T/z1_dp2.log dp=2 sharding=optim && states $T/z2_dp2.log dp=2 sharding=optim_grads && states $T/z3_dp2.log dp=2 sharding=optim_grads_params"
 check "DP2: ZeRO-2 = ZeRO-1 bit for bit (weights, EMA, Adam moments, losses, norms, validation)" bitwise $T/z1_dp2 $T/z2_dp2
 check "DP2: ZeRO-3 = ZeRO-1 bit for bit" bitwise $T/z1_dp2 $T/z3_dp2
 # activation recomputation replays blocks inside their gathered units (model/dit_recompute.c)
 train z3_dp2_full 2 $VAL $Z3 $EXACT model.recompute_granularity=full model.recompute_method=uniform model.recompute_num_layers=1
 check "DP2: ZeRO-3 with full recomputation (uniform 1) = ZeRO-3 without, bit for bit" bitwise $T/z3_dp2 $T/z3_dp2_full
+check "and its log states the plan" states $T/z3_dp2_full.log sharding=optim_grads_params recompute=full,uniform,1
 train z3_dp2_selective 2 $VAL $Z3 $EXACT model.recompute_granularity=selective
 check "DP2: ZeRO-3 with selective recomputation = ZeRO-3 without, bit for bit" bitwise $T/z3_dp2 $T/z3_dp2_selective
+check "and its log states the plan" states $T/z3_dp2_selective.log sharding=optim_grads_params recompute=selective
 
 train z1_dp4 4 $ODD
 train z2_dp4 4 $ODD $Z2 $EXACT
 train z3_dp4 4 $ODD $Z3 $EXACT
 check "DP4, units not divisible by 4: ZeRO-2 = ZeRO-1 bit for bit" bitwise $T/z1_dp4 $T/z2_dp4
 check "DP4, units not divisible by 4: ZeRO-3 = ZeRO-1 bit for bit" bitwise $T/z1_dp4 $T/z3_dp4
+check "DP4: the logs state ZeRO-2 and ZeRO-3" sh -c \
+    ". tests/e2e/common.inc; states $T/z2_dp4.log dp=4 sharding=optim_grads && states $T/z3_dp4.log dp=4 sharding=optim_grads_params"
 
 train z3_dp2_rs 2 $VAL $Z3
 check "DP2, a reduce-scatter per micro-batch: within 1e-6 of ZeRO-1" sh -c \
@@ -69,6 +75,7 @@ LAYOUT="model.tensor_model_parallel_size=2 model.sequence_parallel=true model.co
 train z1_cp2_tp2 8 $LAYOUT
 train z3_cp2_tp2 8 $LAYOUT $Z3 $EXACT
 check "CP2 × TP2+SP × DP2 (8 ranks): ZeRO-3 = ZeRO-1 bit for bit" bitwise $T/z1_cp2_tp2 $T/z3_cp2_tp2
+check "and its log states the layout" states $T/z3_cp2_tp2.log dp=2 cp=2 tp=2 sp=1 sharding=optim_grads_params
 
 # save at step 2 under one strategy, resume under the other: the straight run's bits
 train z1_plain 2
@@ -86,10 +93,11 @@ check "and ends on the straight run, bit for bit" sh -c \
 # a non-finite gradient under ZeRO-3 (test hook: every rank poisons its flat shard) is skipped on every rank
 MPIRUN_PLAIN=$MPIRUN
 MPIRUN="$MPIRUN -x VFM_TEST_INJECT_NAN"
+VFM_PLAIN=$VFM; VFM=$VFM_FAULTS # the test build: its VFM_TEST_* hooks are live
 export VFM_TEST_INJECT_NAN=1
 train nan_z3 2 $Z3 train.train_iters=3 logger.level=info
 unset VFM_TEST_INJECT_NAN
-MPIRUN=$MPIRUN_PLAIN
+MPIRUN=$MPIRUN_PLAIN; VFM=$VFM_PLAIN
 check "ZeRO-3: a NaN gradient at step 1 is skipped on both ranks, the run goes on" sh -c \
     "test \$(grep -c 'step 1: non-finite gradient' $T/nan_z3.log) = 2 && test -f $T/nan_z3/iter_0000003/DONE && test \$(grep -c '\"skipped\": true' $T/nan_z3/metrics.jsonl) = 1"
 

@@ -30,23 +30,26 @@ if ! command -v mpirun >/dev/null 2>&1; then
 fi
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 MPIRUN="mpirun --allow-run-as-root --oversubscribe --bind-to none --mca btl self,vader --mca btl_vader_single_copy_mechanism none --mca mpi_yield_when_idle 1 -x OMP_NUM_THREADS -x OPENBLAS_NUM_THREADS"
-ARGS="train.device=cpu --config configs/tiny-mock.yaml train.train_iters=20 train.global_batch_size=2 checkpoint.save_interval=0 train.threads=1 logger.level=warn dataset.mock_shapes=[4x3x6x10,4x1x8x10,4x1x2x2,4x2x4x6] ema.enabled=true ema.decay=0.9"
+ARGS="train.device=cpu --config configs/tiny-mock.yaml train.train_iters=20 train.global_batch_size=2 checkpoint.save_interval=0 train.threads=1 logger.level=info dataset.mock_shapes=[4x3x6x10,4x1x8x10,4x1x2x2,4x2x4x6] ema.enabled=true ema.decay=0.9"
 GQA="model.num_query_groups=2"
 BOUND=1e-5
 
 # train NAME NP OVERRIDES...: a 20-step run into $T/NAME (one rank without mpirun)
 train() {
     name=$1; np=$2; shift 2
-    if [ "$np" = 1 ]; then $VFM train $ARGS checkpoint.save=$T/$name "$@" > $T/$name.log 2>&1
+    if [ "$np" = 1 ]; then timeout $RUN_LIMIT $VFM train $ARGS checkpoint.save=$T/$name "$@" > $T/$name.log 2>&1
     else timeout 300 $MPIRUN -np "$np" $VFM train $ARGS checkpoint.save=$T/$name "$@" > $T/$name.log 2>&1; fi
 }
 close() { $VFM checkpoint diff "$1" "$2" --atol "$3" --quiet > /dev/null && $VFM checkpoint diff "$1" "$2" --atol "$3" --quiet --ema > /dev/null; }
-# layout NAME NP REFERENCE OVERRIDES...: trains and checks against the one-rank run REFERENCE
-layout() {
-    name=$1; np=$2; ref=$3; shift 3
-    train "$name" "$np" "$@"
-    check "$name: 20 steps within $BOUND of one rank ($($VFM checkpoint diff $T/$ref $T/$name 2>/dev/null | tail -1 | sed 's/.*max/max/'))" \
-        close $T/$ref $T/$name $BOUND
+# layout NAME NP REFERENCE "KEY=VALUE ..." OVERRIDES...: trains, checks that the run's log states the
+# layout asked for (so a key silently falling back to plain DP fails), and checks it against the
+# one-rank run REFERENCE
+layout() { # (check sets $name: these are layout's own)
+    run=$1; np=$2; ref=$3; want=$4; shift 4
+    train "$run" "$np" "$@"
+    check "$run: the log states the layout ($want)" states $T/$run.log $want
+    check "$run: 20 steps within $BOUND of one rank ($($VFM checkpoint diff $T/$ref $T/$run 2>/dev/null | tail -1 | sed 's/.*max/max/'))" \
+        close $T/$ref $T/$run $BOUND
 }
 
 train one 1 $GQA
@@ -54,16 +57,16 @@ train one_mha 1
 train one_192 1 $GQA dataset.pad_multiple=192
 check "one rank, 20 steps (GQA, MHA, 192-row slots)" sh -c "test -f $T/one/iter_0000020/DONE && test -f $T/one_mha/iter_0000020/DONE && test -f $T/one_192/iter_0000020/DONE"
 
-layout tp2 2 one $GQA model.tensor_model_parallel_size=2
-layout tp2_sp 2 one $GQA model.tensor_model_parallel_size=2 model.sequence_parallel=true
-layout tp4_sp 4 one_mha model.tensor_model_parallel_size=4 model.sequence_parallel=true
-layout cp2_p2p 2 one $GQA model.context_parallel_size=2
-layout cp3_p2p 3 one_192 $GQA model.context_parallel_size=3
-layout cp2_a2a 2 one $GQA model.context_parallel_size=2 model.cp_comm_type=a2a
-layout cp4_a2a_p2p 4 one $GQA model.context_parallel_size=4 model.cp_comm_type=a2a+p2p "model.hierarchical_context_parallel_sizes=[2,2]"
-layout tp2_sp_cp2 4 one $GQA model.tensor_model_parallel_size=2 model.sequence_parallel=true model.context_parallel_size=2
-layout dp2_tp2_sp_zero1 4 one $GQA model.tensor_model_parallel_size=2 model.sequence_parallel=true ddp.use_distributed_optimizer=true
-layout dp2_cp2 4 one $GQA model.context_parallel_size=2
+layout tp2 2 one "world=2 dp=1 tp=2 sp=0 cp=1 pp=1" $GQA model.tensor_model_parallel_size=2
+layout tp2_sp 2 one "dp=1 tp=2 sp=1" $GQA model.tensor_model_parallel_size=2 model.sequence_parallel=true
+layout tp4_sp 4 one_mha "dp=1 tp=4 sp=1" model.tensor_model_parallel_size=4 model.sequence_parallel=true
+layout cp2_p2p 2 one "dp=1 cp=2 cp_comm_type=p2p" $GQA model.context_parallel_size=2
+layout cp3_p2p 3 one_192 "dp=1 cp=3 cp_comm_type=p2p" $GQA model.context_parallel_size=3
+layout cp2_a2a 2 one "dp=1 cp=2 cp_comm_type=a2a" $GQA model.context_parallel_size=2 model.cp_comm_type=a2a
+layout cp4_a2a_p2p 4 one "dp=1 cp=4 cp_comm_type=a2a+p2p[2,2]" $GQA model.context_parallel_size=4 model.cp_comm_type=a2a+p2p "model.hierarchical_context_parallel_sizes=[2,2]"
+layout tp2_sp_cp2 4 one "dp=1 tp=2 sp=1 cp=2" $GQA model.tensor_model_parallel_size=2 model.sequence_parallel=true model.context_parallel_size=2
+layout dp2_tp2_sp_zero1 4 one "dp=2 tp=2 sp=1 sharding=optim" $GQA model.tensor_model_parallel_size=2 model.sequence_parallel=true ddp.use_distributed_optimizer=true
+layout dp2_cp2 4 one "dp=2 cp=2" $GQA model.context_parallel_size=2
 check "TP2+SP × CP2 writes full tensors once: model.safetensors, optim.safetensors" \
     sh -c "test -f $T/tp2_sp_cp2/iter_0000020/model.safetensors && test -f $T/tp2_sp_cp2/iter_0000020/optim.safetensors && ! ls $T/tp2_sp_cp2/iter_0000020/optim.*.safetensors 2>/dev/null | grep -q 'optim\.[0-9]'"
 
@@ -71,23 +74,29 @@ check "TP2+SP × CP2 writes full tensors once: model.safetensors, optim.safetens
 train tp2_sp_recompute 2 $GQA model.tensor_model_parallel_size=2 model.sequence_parallel=true \
     model.recompute_granularity=full model.recompute_method=uniform model.recompute_num_layers=1
 check "TP2+SP with full recomputation (uniform 1) equals TP2+SP without, bitwise" close $T/tp2_sp $T/tp2_sp_recompute 0
+check "and its log states the plan and the layout" states $T/tp2_sp_recompute.log tp=2 sp=1 recompute=full,uniform,1
 train cp2_selective 2 $GQA model.context_parallel_size=2 model.recompute_granularity=selective
 check "CP2 with selective recomputation equals CP2 without, bitwise" close $T/cp2_p2p $T/cp2_selective 0
+check "and its log states the plan and the layout" states $T/cp2_selective.log cp=2 recompute=selective
 
 train dp2_tp2_sp_plain 4 $GQA model.tensor_model_parallel_size=2 model.sequence_parallel=true ddp.use_distributed_optimizer=false
 check "ZeRO-1 equals plain DP bitwise at DP2 × TP2+SP" close $T/dp2_tp2_sp_plain $T/dp2_tp2_sp_zero1 0
+check "and the plain run's log states no sharding" states $T/dp2_tp2_sp_plain.log dp=2 tp=2 sharding=no_shard
 
 # broken runs must fail the same check
 MPIRUN_ONE=$MPIRUN
 MPIRUN="$MPIRUN -x VFM_TEST_BREAK"
+VFM_PLAIN=$VFM; VFM=$VFM_FAULTS # the test build: its VFM_TEST_* hooks are live
 export VFM_TEST_BREAK=tp
 train broken_tp 2 $GQA model.tensor_model_parallel_size=2
-check "a TP reduction skipped: TP2 ends far from one rank" sh -c "! $VFM checkpoint diff $T/one $T/broken_tp --atol $BOUND --quiet > /dev/null"
+check "a TP reduction skipped: TP2 writes its checkpoint, far from one rank's" far $T/one $T/broken_tp $BOUND
+check "and it ran as TP2" states $T/broken_tp.log dp=1 tp=2
 export VFM_TEST_BREAK=ring
 train broken_ring 2 $GQA model.context_parallel_size=2
-check "a ring step dropped: CP2 ends far from one rank" sh -c "! $VFM checkpoint diff $T/one $T/broken_ring --atol $BOUND --quiet > /dev/null"
+check "a ring step dropped: CP2 writes its checkpoint, far from one rank's" far $T/one $T/broken_ring $BOUND
+check "and it ran as CP2 (ring)" states $T/broken_ring.log dp=1 cp=2 cp_comm_type=p2p
 unset VFM_TEST_BREAK
-MPIRUN=$MPIRUN_ONE
+MPIRUN=$MPIRUN_ONE; VFM=$VFM_PLAIN
 
 # saved at TP2+SP × CP2 (step 10), resumed at one rank and at DP2 × TP2+SP
 train re 4 $GQA model.tensor_model_parallel_size=2 model.sequence_parallel=true model.context_parallel_size=2 \
@@ -130,17 +139,18 @@ check "and the validation sample is generated there, written once per replica (r
 # the last stage; the same bound against one rank (one step of PP is bitwise one rank's except the
 # replicated embedders, summed over the stages: tests/mpi/test_dit_pp.c)
 train one_l4 1 $GQA model.num_layers=4
-layout one_fixed 1 one $GQA train.fixed_pack_length=1024
-layout pp2 2 one $GQA model.pipeline_model_parallel_size=2
+layout one_fixed 1 one "world=1 pp=1" $GQA train.fixed_pack_length=1024
+layout pp2 2 one "dp=1 pp=2 vp=1" $GQA model.pipeline_model_parallel_size=2
 check "PP2: the first step's loss is one rank's, bit for bit (from the last stage)" \
     sh -c "head -1 $T/one/metrics.jsonl | cut -d, -f1,2 > $T/one.loss && head -1 $T/pp2/metrics.jsonl | cut -d, -f1,2 | cmp -s - $T/one.loss && test -s $T/one.loss"
-layout pp2_v2 2 one_l4 $GQA model.num_layers=4 model.pipeline_model_parallel_size=2 model.virtual_pipeline_model_parallel_size=2
+layout pp2_v2 2 one_l4 "dp=1 pp=2 vp=2" $GQA model.num_layers=4 model.pipeline_model_parallel_size=2 model.virtual_pipeline_model_parallel_size=2
 train pp2_v2_recompute 2 $GQA model.num_layers=4 model.pipeline_model_parallel_size=2 \
     model.virtual_pipeline_model_parallel_size=2 model.recompute_granularity=full model.recompute_method=uniform model.recompute_num_layers=1
 check "PP2 V=2 with full recomputation (uniform 1) equals PP2 V=2 without, bitwise" close $T/pp2_v2 $T/pp2_v2_recompute 0
-layout pp4 4 one_l4 $GQA model.num_layers=4 model.pipeline_model_parallel_size=4
-layout pp2_dp2_zero1 4 one $GQA model.pipeline_model_parallel_size=2 ddp.use_distributed_optimizer=true
-layout pp2_tp2_sp 4 one $GQA model.pipeline_model_parallel_size=2 model.tensor_model_parallel_size=2 model.sequence_parallel=true
+check "and its log states the plan and the layout" states $T/pp2_v2_recompute.log pp=2 vp=2 recompute=full,uniform,1
+layout pp4 4 one_l4 "dp=1 pp=4" $GQA model.num_layers=4 model.pipeline_model_parallel_size=4
+layout pp2_dp2_zero1 4 one "dp=2 pp=2 sharding=optim" $GQA model.pipeline_model_parallel_size=2 ddp.use_distributed_optimizer=true
+layout pp2_tp2_sp 4 one "dp=1 pp=2 tp=2 sp=1" $GQA model.pipeline_model_parallel_size=2 model.tensor_model_parallel_size=2 model.sequence_parallel=true
 # validation under PP: the val packs padded to the fixed length through the forward-only schedule,
 # the losses from the last stage (the same bound as TP2+SP × CP2 above against one rank), and the
 # weights bitwise those of the same run without validation; the sample's network forwards run
@@ -170,12 +180,15 @@ check "and after training at PP2 × TP2+SP it is written (rank 0 only)" \
 
 MPIRUN_ONE=$MPIRUN
 MPIRUN="$MPIRUN -x VFM_TEST_BREAK"
+VFM_PLAIN=$VFM; VFM=$VFM_FAULTS
 export VFM_TEST_BREAK=pp
 train broken_pp 2 $GQA model.pipeline_model_parallel_size=2
-check "embedder gradients not summed over the stages: PP2 ends far from one rank" sh -c "! $VFM checkpoint diff $T/one $T/broken_pp --atol $BOUND --quiet > /dev/null"
-check "and the trainer's per-step assertion stops it, naming the drift" grep -q "replicated embedders (REDUCE_PP entries) of stage 1 differ" $T/broken_pp.log
+check "embedder gradients not summed over the stages: the trainer's per-step assertion stops PP2, naming the drift" \
+    grep -q "replicated embedders (REDUCE_PP entries) of stage 1 differ" $T/broken_pp.log
+pp_stopped() { states $T/broken_pp.log pp=2 && test ! -e $T/broken_pp/iter_0000020; }
+check "and it ran as PP2 and stopped before its checkpoint" pp_stopped
 unset VFM_TEST_BREAK
-MPIRUN=$MPIRUN_ONE
+MPIRUN=$MPIRUN_ONE; VFM=$VFM_PLAIN
 train re_pp 4 $GQA model.pipeline_model_parallel_size=2 model.tensor_model_parallel_size=2 train.train_iters=10 checkpoint.save_interval=10
 train re_pp 1 $GQA logger.level=info --resume auto
 check "one rank resumes the PP2 × TP2 checkpoint of step 10" grep -q "resumed from $T/re_pp/iter_0000010 (step 10)" $T/re_pp.log

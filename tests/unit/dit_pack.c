@@ -75,7 +75,7 @@ DiTConfig dit_test_config(DiTVariant v, int layers) {
     DiTConfig c;
     memset(&c, 0, sizeof c);
     c.variant = v;
-    c.hidden = 32, c.layers = layers, c.heads = 4, c.kv_heads = v == DIT_VARIANT_DFM ? 2 : 4;
+    c.hidden = 32, c.layers = layers, c.heads = 4, c.kv_heads = v == DIT_VARIANT_DFM || v == DIT_VARIANT_MOVIEGEN ? 2 : 4;
     c.in_channels = 4, c.out_channels = 4, c.patch_spatial = 2, c.patch_temporal = 1;
     c.d_text = 8, c.adaln_lora = 8, c.fps_dim = 8, c.qk_norm = 1, c.ln_eps = 1e-5f, c.init_std = 0.02f;
     if (v == DIT_VARIANT_ADALN_ZERO) c.num_classes = 3, c.class_dropout_prob = 0.1f, c.learn_sigma = 1;

@@ -29,7 +29,7 @@ void dit_pack_make_shaped(DitPack *p, const DiTConfig *c, const int grid[DIT_PAC
 void dit_pack_free(DitPack *p);
 
 /* Hidden 32, 4 heads, text width 8: dfm with 2 kv heads (GQA), cross-attention and QK-norm;
- * adaln-zero with 3 classes (a null class) and learned sigma. */
+ * adaln-zero with 3 classes (a null class) and learned sigma; moviegen with 2 kv heads. */
 DiTConfig dit_test_config(DiTVariant v, int layers);
 /* The single-rank table's weights, uniform in [-0.2, 0.2] (random: zero-initialised gates would
  * hide a broken backward); *n = the table's size. Free with free(). */

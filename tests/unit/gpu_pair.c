@@ -1,6 +1,13 @@
 /* GPU test helpers (see gpu_pair.h). */
 #include "gpu_pair.h"
 
+const int32_t PACK_T2S[PACK_S] = {0, 0, 0, 0, -1, -1, 1, 1, 1, 2, 2, -1, -1};
+
+void pack_nan_padding(Pair *p, int64_t cols) {
+    pair_nan_rows(p, cols, 4, 6);
+    pair_nan_rows(p, cols, 11, 13);
+}
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

@@ -61,4 +61,20 @@ void ipair_free(IPair *p);
 /* The tolerance of one GPU dtype: f32 runs compare tightly, bf16 by the op's own bound. */
 #define TOL(dt, f32_value, bf16_value) ((dt) == DT_BF16 ? (bf16_value) : (f32_value))
 
+/* The GPU dtypes the op tests run: f32, then bf16. */
+static const DType GPU_DTYPES[2] = {DT_F32, DT_BF16};
+/* The CPU op, then the GPU op, on the same inputs; a failure ends the test. */
+#define BOTH(cpu_call, gpu_call) \
+    do {                         \
+        REQUIRE_OK(cpu_call);    \
+        REQUIRE_OK(gpu_call);    \
+    } while (0)
+
+/* The op tests' pack: 13 rows, 3 samples, padding rows 4-5 and 11-12 (padding sits between samples). */
+#define PACK_S 13
+#define PACK_B 3
+extern const int32_t PACK_T2S[PACK_S];
+/* The pack's padding rows of a [PACK_S, cols] pair set to NaN on both sides. */
+void pack_nan_padding(Pair *p, int64_t cols);
+
 #endif

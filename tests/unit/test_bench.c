@@ -31,17 +31,27 @@ TEST(memory_hint_names_keys_that_exist) {
     for (int i = 0; RUN_MEMORY_KEYS[i]; i++)
         CHECK_MSG(config_registry_find(RUN_MEMORY_KEYS[i]) >= 0, "%s is not a config key", RUN_MEMORY_KEYS[i]);
     Config *cfg;
-    const char *ov[] = {"dataset.task_encoder_seq_length=4096"};
-    REQUIRE_OK(config_load(&cfg, NULL, ov, 1));
+    const char *ov[] = {"dataset.task_encoder_seq_length=4096", "ddp.use_distributed_optimizer=false"};
+    REQUIRE_OK(config_load(&cfg, NULL, ov, 2));
     vfm_fail(VFM_ERR_NOMEM, "out of GPU memory: test");
-    CHECK(run_memory_hint(VFM_ERR_NOMEM, cfg) == VFM_ERR_NOMEM);
+    CHECK(run_memory_hint(VFM_ERR_NOMEM, cfg, 4) == VFM_ERR_NOMEM);
     const char *msg = vfm_last_error();
     CHECK_MSG(strncmp(msg, "out of GPU memory: test", 23) == 0, "%s", msg);
     for (int i = 0; RUN_MEMORY_KEYS[i]; i++) CHECK_MSG(strstr(msg, RUN_MEMORY_KEYS[i]) != NULL, "%s lacks %s", msg, RUN_MEMORY_KEYS[i]);
     CHECK_MSG(strstr(msg, "task_encoder_seq_length=4096") != NULL, "the run's value is named: %s", msg);
     vfm_fail(VFM_ERR_IO, "other");
-    CHECK(run_memory_hint(VFM_ERR_IO, cfg) == VFM_ERR_IO);
+    CHECK(run_memory_hint(VFM_ERR_IO, cfg, 4) == VFM_ERR_IO);
     CHECK(strcmp(vfm_last_error(), "other") == 0);
+    config_free(cfg);
+    /* only what applies and is not already so: on the mock set, one rank, ZeRO-1 on, full recomputation */
+    const char *mock[] = {"dataset.mock=true", "model.recompute_granularity=full", "model.recompute_method=uniform",
+                          "model.recompute_num_layers=1"};
+    REQUIRE_OK(config_load(&cfg, NULL, mock, 4));
+    vfm_fail(VFM_ERR_NOMEM, "out of memory");
+    run_memory_hint(VFM_ERR_NOMEM, cfg, 1);
+    msg = vfm_last_error();
+    CHECK_MSG(strstr(msg, "task_encoder_seq_length") && !strstr(msg, "max_frames") && !strstr(msg, "max_text_len") &&
+                  !strstr(msg, "recompute") && !strstr(msg, "use_distributed_optimizer"), "%s", msg);
     config_free(cfg);
 }
 

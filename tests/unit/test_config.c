@@ -14,6 +14,7 @@
 #include "cli/commands.h"
 #include "core/config.h"
 #include "core/config_internal.h"
+#include "core/fileutil.h"
 #include "core/log.h"
 #include "capture.h"
 #include "test.h"
@@ -143,10 +144,10 @@ static const LoadCase k_cases[] = {
      "command line: key 'scheduler.lr_decay_style': value 'step': expected one of cosine, constant, linear, WSD", {0}},
     {"model:\n  preset: huge\n", {0}, VFM_ERR_USAGE,
      "@:2: key 'model.preset': value 'huge': expected one of \"\", tiny, tiny-demo, dit-s, dit-b, dit-l, dit-xl, dit-7b, "
-     "dit-7b-nemo, dit-28b, wan2.1-1.3b, wan2.1-14b", {0}},
+     "dit-7b-nemo, dit-28b, moviegen-1b, moviegen-5b, moviegen-30b, wan2.1-1.3b, wan2.1-14b", {0}},
     {"model:\n  preset: tiny\n", {"model.preset=dit-m"}, VFM_ERR_USAGE,
      "command line: key 'model.preset': value 'dit-m': expected one of \"\", tiny, tiny-demo, dit-s, dit-b, dit-l, dit-xl, "
-     "dit-7b, dit-7b-nemo, dit-28b, wan2.1-1.3b, wan2.1-14b", {0}},
+     "dit-7b, dit-7b-nemo, dit-28b, moviegen-1b, moviegen-5b, moviegen-30b, wan2.1-1.3b, wan2.1-14b", {0}},
     {"model:\n  hidden_size: 64\n  hidden_size: 128\n", {0}, VFM_ERR_USAGE,
      "@:3: duplicate key 'model.hidden_size' (first on line 2)", {0}},
     {"model:\n  hidden_size: 64\ntrain:\n  train_iters: 1\nmodel:\n  num_layers: 2\n", {0}, VFM_ERR_USAGE,
@@ -732,9 +733,20 @@ TEST(config_cli_keys_and_help) {
 
     const char *md[] = {"config", "keys", "--markdown"};
     CHECK(run_vfm(md, 3, &out, &err) == 0);
-    CHECK(strncmp(out, "| key | type | default | allowed | meaning |\n|---|---|---|---|---|\n", 64) == 0);
-    CHECK(strstr(out, "| `model.hidden_size` | int | `384` | an integer in [8, 65536] | transformer width D |\n") != NULL);
-    CHECK(strstr(out, "| `logger.wandb_project` \\* | string | `\"\"` | a string |") != NULL);
+    const char *head = "| key | type | default | allowed | on resume | meaning |\n|---|---|---|---|---|---|\n";
+    CHECK(strncmp(out, head, strlen(head)) == 0);
+    CHECK(strstr(out, "| `model.hidden_size` | int | `384` | an integer in [8, 65536] | refuse | transformer width D |\n"));
+    CHECK(strstr(out, "| `logger.wandb_project` \\* | string | `\"\"` | a string | free |") != NULL);
+    free(out);
+    free(err);
+    /* docs/config.md holds that table as printed (the help texts, defaults and resume classes agree) */
+    CHECK(run_vfm(md, 3, &out, &err) == 0);
+    char *doc;
+    size_t doc_len;
+    REQUIRE_OK(read_file_all(test_fixture("../../docs/config.md"), &doc, &doc_len));
+    CHECK_MSG(strstr(doc, out) != NULL, "docs/config.md's key table differs from `vfm config keys --markdown`: "
+              "paste its output there");
+    free(doc);
     free(out);
     free(err);
 

@@ -14,12 +14,6 @@
 #include "ops/ops.h"
 #include "test.h"
 
-#define BOTH(cpu_call, gpu_call) \
-    do {                         \
-        REQUIRE_OK(cpu_call);    \
-        REQUIRE_OK(gpu_call);    \
-    } while (0)
-
 /* 11 rows, 3 samples, padding rows 3-4 and 9-10 */
 #define DS 11
 #define DB 3

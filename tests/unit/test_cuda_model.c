@@ -3,9 +3,9 @@
  * padding rows, one dropped prompt) and the same draws on both devices; the loss, the network
  * output F and every parameter gradient compared, with the activations in f32 (tight bounds: only
  * the order of float sums differs) and in bf16 (the training precision: bounds from bf16
- * rounding, below). The GPU's backward is repeated and must give the same bits. Three variants:
+ * rounding, below). The GPU's backward is repeated and must give the same bits. Every variant:
  * dfm with EDM, nemo-adaln with flow matching, adaln-zero with classes and a learned variance
- * with DDPM. Skipped without a CUDA device (the harness suite runs them on the CPU). Also: the
+ * with DDPM, moviegen (GQA) with Movie Gen's flow (σ_min), wan with flow. Skipped without a CUDA device (the harness suite runs them on the CPU). Also: the
  * objective's own draws on the device (noise by op_randn_fill there) give the bits of the host's
  * draws, and an ObjectiveWork kept from pack to pack (the trainer's) gives the bits of a fresh one
  * — the latter on the CPU too.
@@ -28,6 +28,8 @@
 #include "model/dit_internal.h"
 #include "test.h"
 
+enum { N_CASES = 5 }; /* make_case's: one per variant */
+
 typedef struct Case {
     const char *name;
     DiTConfig cfg;
@@ -46,7 +48,11 @@ static Case make_case(int k) {
         c.variant = DIT_VARIANT_NEMO_ADALN;
         return (Case){"nemo-adaln/flow", c, OBJECTIVE_FLOW};
     }
-    if (k == 3) { /* RoPE, QK-norm over all heads, the text MLP, the tables, the affine norm */
+    if (k == 3) { /* RMSNorm blocks, GQA, the cross-attention feeding the MLP, the learned position */
+        c.variant = DIT_VARIANT_MOVIEGEN, c.kv_heads = 1, c.ffn = 48;
+        return (Case){"moviegen/flow with Movie Gen's sigma_min", c, OBJECTIVE_FLOW};
+    }
+    if (k == 4) { /* RoPE, QK-norm over all heads, the text MLP, the tables, the affine norm */
         c.variant = DIT_VARIANT_WAN;
         return (Case){"wan/flow", c, OBJECTIVE_FLOW};
     }
@@ -126,6 +132,7 @@ static void compare_case(int k, DType act) {
     Objective o;
     memset(&o, 0, sizeof o);
     o.kind = cs.objective, o.seed = 5, o.sigma_data = 0.5f, o.p_mean = 0, o.p_std = 1, o.flow_shift = 1.0;
+    if (cs.cfg.variant == DIT_VARIANT_MOVIEGEN) o.flow_sigma_min = 1e-5;
     Pack p;
     memset(&p, 0, sizeof p);
     REQUIRE_OK(make_pack(&p, &cs.cfg));
@@ -177,12 +184,12 @@ static void compare_case(int k, DType act) {
 
 TEST(cuda_model_f32_matches_cpu_forward_and_every_gradient) {
     NEED_GPU();
-    for (int k = 0; k < 4; k++) compare_case(k, DT_F32);
+    for (int k = 0; k < N_CASES; k++) compare_case(k, DT_F32);
 }
 
 TEST(cuda_model_bf16_matches_cpu_forward_and_every_gradient) {
     NEED_GPU();
-    for (int k = 0; k < 4; k++) compare_case(k, DT_BF16);
+    for (int k = 0; k < N_CASES; k++) compare_case(k, DT_BF16);
 }
 
 /* Entries of the bf16 weight copy (laid out by m->wplace) that are not host[] rounded. */

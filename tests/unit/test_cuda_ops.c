@@ -14,23 +14,6 @@
 #include "ops/ops.h"
 #include "test.h"
 
-static const DType DTS[2] = {DT_F32, DT_BF16};
-#define BOTH(cpu_call, gpu_call)  \
-    do {                          \
-        REQUIRE_OK(cpu_call);     \
-        REQUIRE_OK(gpu_call);     \
-    } while (0)
-
-/* Pack of 13 rows, 3 samples, padding rows 4-5 and 11-12 (design: padding sits between samples). */
-#define PACK_S 13
-#define PACK_B 3
-static const int32_t PACK_T2S[PACK_S] = {0, 0, 0, 0, -1, -1, 1, 1, 1, 2, 2, -1, -1};
-
-static void nan_padding(Pair *p, int64_t cols) {
-    pair_nan_rows(p, cols, 4, 6);
-    pair_nan_rows(p, cols, 11, 13);
-}
-
 /* The 16-byte vector path of the streaming kernels (cuda_common.h) and their element-by-element path
  * give the same bits. Such a case runs twice: pass 0 on the tensors as allocated (16-byte aligned:
  * vector accesses where the row length allows), pass 1 with every GPU tensor moved off alignment
@@ -100,8 +83,8 @@ static void activations_case(DType dt, int64_t R, int64_t C) {
 TEST(cuda_pointwise_activations_match_cpu) {
     NEED_GPU();
     for (int di = 0; di < 2; di++) {
-        activations_case(DTS[di], 37, 66);
-        activations_case(DTS[di], 16, 64);
+        activations_case(GPU_DTYPES[di], 37, 66);
+        activations_case(GPU_DTYPES[di], 16, 64);
     }
 }
 
@@ -146,8 +129,8 @@ TEST(cuda_linear_matches_cpu) {
     NEED_GPU();
     for (int di = 0; di < 2; di++)
         for (int act = ACT_NONE; act <= ACT_GELU_TANH; act++) {
-            linear_case(DTS[di], 37, 64, 96, act, 1, act == ACT_NONE); /* out % 8 == 0: cuBLASLt GELU epilogue */
-            linear_case(DTS[di], 29, 40, 36, act, act != ACT_GELU_ERF, 0); /* out % 8 != 0: separate GELU kernel */
+            linear_case(GPU_DTYPES[di], 37, 64, 96, act, 1, act == ACT_NONE); /* out % 8 == 0: cuBLASLt GELU epilogue */
+            linear_case(GPU_DTYPES[di], 29, 40, 36, act, act != ACT_GELU_ERF, 0); /* out % 8 != 0: separate GELU kernel */
         }
     linear_case(DT_BF16, 1, 8, 8, ACT_NONE, 1, 0); /* one row */
 }
@@ -161,11 +144,11 @@ static void layernorm_case(DType dt, int64_t D) {
         pp.n = 0;
         IPair t2s = IPAIR(PACK_T2S, S);
         Pair x = PAIR_RAND(dt, 21, -2, 3, S, D), shift = PAIR_RAND(dt, 22, -1, 1, B, D), scale = PAIR_RAND(dt, 23, -1, 1, B, D);
-        nan_padding(&x, D);
+        pack_nan_padding(&x, D);
         Pair y = PAIR_ZEROS(dt, S, D), mean = PAIR_ZEROS(DT_F32, S), rstd = PAIR_ZEROS(DT_F32, S);
         Pair dy = PAIR_RAND(dt, 24, -1, 1, S, D), dx = PAIR_RAND(dt, 25, -1, 1, S, D);
         Pair dshift = PAIR_RAND(dt, 26, -1, 1, B, D), dscale = PAIR_RAND(dt, 27, -1, 1, B, D);
-        nan_padding(&dy, D);
+        pack_nan_padding(&dy, D);
         MISALIGN(&pp, &x, &shift, &scale, &y, &dy, &dx, &dshift, &dscale);
         BOTH(op_layernorm_modulate_forward(&y.cpu, &mean.cpu, &rstd.cpu, &x.cpu, &shift.cpu, &scale.cpu, &t2s.cpu, 1e-6f),
              op_layernorm_modulate_forward(&y.gpu, &mean.gpu, &rstd.gpu, &x.gpu, &shift.gpu, &scale.gpu, &t2s.gpu, 1e-6f));
@@ -202,7 +185,7 @@ TEST(cuda_layernorm_modulate_matches_cpu) {
     NEED_GPU();
     const int64_t dims[3] = {80, 83, 2112};
     for (int di = 0; di < 2; di++)
-        for (int k = 0; k < 3; k++) layernorm_case(DTS[di], dims[k]);
+        for (int k = 0; k < 3; k++) layernorm_case(GPU_DTYPES[di], dims[k]);
     /* a row longer than the kernel keeps in registers (32 768 f32 elements) is refused, naming the op */
     Pair x = PAIR_ZEROS(DT_F32, 1, 32772), y = PAIR_ZEROS(DT_F32, 1, 32772);
     Pair m = PAIR_ZEROS(DT_F32, 1), r = PAIR_ZEROS(DT_F32, 1);
@@ -223,7 +206,7 @@ static void gated_residual_case(DType dt, int64_t D) {
         pp.n = 0;
         IPair t2s = IPAIR(PACK_T2S, S);
         Pair x = PAIR_RAND(dt, 31, -1, 1, S, D), y = PAIR_RAND(dt, 32, -1, 1, S, D), gate = PAIR_RAND(dt, 33, -1, 1, B, D);
-        nan_padding(&y, D);
+        pack_nan_padding(&y, D);
         Pair out = PAIR_ZEROS(dt, S, D);
         Pair dout = PAIR_RAND(dt, 34, -1, 1, S, D), dx = PAIR_RAND(dt, 35, -1, 1, S, D), dy = PAIR_ZEROS(dt, S, D);
         Pair dgate = PAIR_RAND(dt, 36, -1, 1, B, D);
@@ -259,8 +242,8 @@ static void gated_residual_case(DType dt, int64_t D) {
 TEST(cuda_gated_residual_matches_cpu) {
     NEED_GPU();
     for (int di = 0; di < 2; di++) {
-        gated_residual_case(DTS[di], 80);
-        gated_residual_case(DTS[di], 83);
+        gated_residual_case(GPU_DTYPES[di], 80);
+        gated_residual_case(GPU_DTYPES[di], 83);
     }
 }
 
@@ -300,13 +283,13 @@ TEST(cuda_rmsnorm_matches_cpu) {
     const int64_t dims[4] = {72, 128, 90, 2056};
     for (int di = 0; di < 2; di++)
         for (int k = 0; k < 4; k++)
-            for (int with_w = 0; with_w < 2; with_w++) rmsnorm_case(DTS[di], dims[k], with_w);
+            for (int with_w = 0; with_w < 2; with_w++) rmsnorm_case(GPU_DTYPES[di], dims[k], with_w);
 }
 
 TEST(cuda_embeddings_and_patchify_match_cpu) {
     NEED_GPU();
     for (int di = 0; di < 2; di++) {
-        DType dt = DTS[di];
+        DType dt = GPU_DTYPES[di];
         const int64_t B = 5, dim = 256;
         Pair t = PAIR_RAND(DT_F32, 51, 0, 1000, B), out = PAIR_ZEROS(dt, B, dim), dout = PAIR_RAND(dt, 52, -1, 1, B, dim);
         Pair dt_ = PAIR_ZEROS(DT_F32, B);
@@ -341,7 +324,7 @@ TEST(cuda_embeddings_and_patchify_match_cpu) {
 TEST(cuda_lookup_gather_and_2d_embedding_match_cpu) {
     NEED_GPU();
     for (int di = 0; di < 2; di++) {
-        DType dt = DTS[di];
+        DType dt = GPU_DTYPES[di];
         /* class-label lookup with repeated labels; its table gradient is f32 and adds in b order: the
          * CPU's bits even from bf16 dout (the same values, the same additions) */
         const int32_t labels[6] = {3, 0, 3, 4, 1, 3};
@@ -395,7 +378,7 @@ TEST(cuda_edm_and_loss_match_cpu) {
     NEED_GPU();
     const int64_t S = PACK_S, B = PACK_B, C = 16;
     for (int di = 0; di < 2; di++) {
-        DType dt = DTS[di]; /* the network-facing tensors; the EDM math is f32 */
+        DType dt = GPU_DTYPES[di]; /* the network-facing tensors; the EDM math is f32 */
         IPair t2s = IPAIR(PACK_T2S, S);
         Pair sigma = PAIR_RAND(DT_F32, 61, 0.02f, 40.f, B);
         Pair c_skip = PAIR_ZEROS(DT_F32, B), c_out = PAIR_ZEROS(DT_F32, B), c_in = PAIR_ZEROS(DT_F32, B);
@@ -416,8 +399,8 @@ TEST(cuda_edm_and_loss_match_cpu) {
         }
 
         Pair x0 = PAIR_RAND(DT_F32, 62, -1, 1, S, C), noise = PAIR_RAND(DT_F32, 63, -3, 3, S, C);
-        nan_padding(&x0, C);
-        nan_padding(&noise, C);
+        pack_nan_padding(&x0, C);
+        pack_nan_padding(&noise, C);
         Pair x_t = PAIR_ZEROS(DT_F32, S, C), net_in = PAIR_ZEROS(dt, S, C);
         BOTH(op_edm_add_noise(&x_t.cpu, &net_in.cpu, &x0.cpu, &noise.cpu, &sigma.cpu, &c_in.cpu, &t2s.cpu),
              op_edm_add_noise(&x_t.gpu, &net_in.gpu, &x0.gpu, &noise.gpu, &sigma.gpu, &c_in.gpu, &t2s.gpu));
@@ -425,12 +408,12 @@ TEST(cuda_edm_and_loss_match_cpu) {
         PAIR_CLOSE("edm net_in", &net_in, 0, TOL(dt, 0, 4e-3));
 
         Pair F = PAIR_RAND(dt, 64, -2, 2, S, C), den = PAIR_ZEROS(DT_F32, S, C);
-        nan_padding(&F, C);
+        pack_nan_padding(&F, C);
         BOTH(op_edm_denoise(&den.cpu, &x_t.cpu, &F.cpu, &c_skip.cpu, &c_out.cpu, &t2s.cpu),
              op_edm_denoise(&den.gpu, &x_t.gpu, &F.gpu, &c_skip.gpu, &c_out.gpu, &t2s.gpu));
         PAIR_CLOSE("edm denoised (f32: the CPU's bits)", &den, 0, 0);
         Pair dden = PAIR_RAND(DT_F32, 65, -1, 1, S, C), dF = PAIR_ZEROS(dt, S, C);
-        nan_padding(&dden, C);
+        pack_nan_padding(&dden, C);
         BOTH(op_edm_denoise_backward(&dF.cpu, &dden.cpu, &c_out.cpu, &t2s.cpu),
              op_edm_denoise_backward(&dF.gpu, &dden.gpu, &c_out.gpu, &t2s.gpu));
         PAIR_CLOSE("edm dF", &dF, 0, TOL(dt, 0, 4e-3));
@@ -441,7 +424,7 @@ TEST(cuda_edm_and_loss_match_cpu) {
         pair_upload(&mask);
         for (int64_t c = 0; c < C; c++) den.h[2 * C + c] = NAN;
         pair_upload(&den);
-        nan_padding(&target, C);
+        pack_nan_padding(&target, C);
         Pair loss = PAIR_ZEROS(DT_F32, 1), ssum = PAIR_ZEROS(DT_F32, B), scount = PAIR_ZEROS(DT_F32, B);
         BOTH(op_weighted_mse_forward(&loss.cpu, &ssum.cpu, &scount.cpu, &den.cpu, &target.cpu, &weight.cpu, &mask.cpu, &t2s.cpu),
              op_weighted_mse_forward(&loss.gpu, &ssum.gpu, &scount.gpu, &den.gpu, &target.gpu, &weight.gpu, &mask.gpu,
@@ -490,17 +473,17 @@ TEST(cuda_adamw_gives_the_cpu_bits) {
 TEST(cuda_reductions_match_cpu) {
     NEED_GPU();
     for (int di = 0; di < 2; di++) {
-        Pair x = PAIR_RAND(DTS[di], 81, -3, 3, 100003);
+        Pair x = PAIR_RAND(GPU_DTYPES[di], 81, -3, 3, 100003);
         double c = 0, g = 0, g2 = 0;
         BOTH(op_sum_squares(&c, &x.cpu), op_sum_squares(&g, &x.gpu));
         REQUIRE_OK(op_sum_squares(&g2, &x.gpu));
-        CHECK_MSG(fabs(g - c) <= 1e-12 * c, "%s sum of squares: GPU %.17g CPU %.17g", dtype_name(DTS[di]), g, c);
+        CHECK_MSG(fabs(g - c) <= 1e-12 * c, "%s sum of squares: GPU %.17g CPU %.17g", dtype_name(GPU_DTYPES[di]), g, c);
         CHECK_MSG(memcmp(&g, &g2, sizeof g) == 0, "sum of squares differs between two runs");
         x.h[5] = NAN, x.h[77] = INFINITY, x.h[100002] = -INFINITY, x.h[1000] = NAN;
         pair_upload(&x);
         int64_t nc = -1, ng = -1;
         BOTH(op_count_nonfinite(&nc, &x.cpu), op_count_nonfinite(&ng, &x.gpu));
-        CHECK_MSG(nc == 4 && ng == 4, "%s non-finite count: CPU %lld GPU %lld (want 4)", dtype_name(DTS[di]),
+        CHECK_MSG(nc == 4 && ng == 4, "%s non-finite count: CPU %lld GPU %lld (want 4)", dtype_name(GPU_DTYPES[di]),
                   (long long)nc, (long long)ng);
         pair_free(&x);
     }
@@ -542,8 +525,8 @@ static void utilities_case(DType dt, int64_t C) {
 TEST(cuda_utilities_match_cpu) {
     NEED_GPU();
     for (int di = 0; di < 2; di++) {
-        utilities_case(DTS[di], 24);
-        utilities_case(DTS[di], 23);
+        utilities_case(GPU_DTYPES[di], 24);
+        utilities_case(GPU_DTYPES[di], 23);
     }
     /* convert: f32 -> bf16 rounds as bf16_from_f32 (to nearest even), bf16 -> f32 exactly; 4099
      * elements (a short last chunk), aligned and misaligned */

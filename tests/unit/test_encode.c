@@ -423,7 +423,8 @@ TEST(encode_skip_reasons) {
         {"jsonfps", ENC_SKIP_JSON, "fps"},         {"nolatent", ENC_SKIP_MISSING, "no latent"},
         {"pth", ENC_SKIP_FORMAT, "pth: neither a torch.save zip archive nor a pickle"},
         {"pickle", ENC_SKIP_FORMAT, "pickle: pickle: byte 2: opcode 0x20"},
-        {"evil", ENC_SKIP_FORMAT, "pickle: pickle: byte 2: global 'posix.system' is not allowed"},
+        {"evil", ENC_SKIP_REFUSED, "names a global off the unpickler's allow-list: refused, a security event (nothing was run): "
+                                   "pickle: pickle: byte 2: global 'posix.system' is not allowed"},
         {"width", ENC_SKIP_TEXT_WIDTH, "crossattn_emb_size"}, {"rank", ENC_SKIP_FORMAT, "is not [C,T,H,W]"},
         {"trunc", ENC_SKIP_FORMAT, "truncated"},   {"textnan", ENC_SKIP_NONFINITE, "text"},
     };

@@ -244,12 +244,13 @@ TEST(data_inspect_reads_dfm_pth_and_pickle_parts) {
     const char *named[] = {"rank0-000000.tar:000001: nonfinite: latent has NaN/Inf values\n",
                            "rank0-000000.tar:000002: json: bad json",
                            "rank0-000000.tar:000004: format: latent shape [16,16] is not",
-                           "rank1-000000.tar:000007: format: pickle: pickle: byte 28: global 'posix.system' is not allowed",
+                           "rank1-000000.tar:000007: refused: part 'pickle' names a global off the unpickler's allow-list",
                            "rank1-000000.tar:000009: read: the shard ends inside member '000009.pth'"};
     for (size_t i = 0; i < sizeof named / sizeof named[0]; i++)
         CHECK_MSG(occurrences(out, named[i]) == 1, "'%s' named %d times in\n%s", named[i], occurrences(out, named[i]), out);
     CHECK_MSG(has(out, "  samples: 10, 5 usable under this config, 5 skipped\n"), "%s", out);
-    CHECK_MSG(has(out, "    pickle  9 samples  pickle  bfloat16  shapes [1,16,32] x8  (1 unreadable)\n"), "%s", out);
+    CHECK_MSG(has(out, "    pickle  9 samples  pickle  bfloat16  shapes [1,16,32] x8  (1 unreadable, 1 refused: a pickle "
+                       "naming a global off the allow-list, see below)\n"), "%s", out);
     CHECK(!path_exists("/tmp/vfm-pickle-marker-os_system"));
     free(out);
     free(err);

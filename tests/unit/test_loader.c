@@ -8,6 +8,8 @@
 
 #include <unistd.h>
 
+#include "alloc_fail.h"
+#include "capture.h"
 #include "cli/commands.h"
 #include "data/loader/loader.h"
 #include "data/pack/pack.h"
@@ -441,6 +443,116 @@ TEST(loader_passes_over_a_pack_whose_samples_all_fail) {
         CHECK(src->stats.packs == 6 && src->stats.skipped == 1);
         pack_source_destroy(src);
     }
+}
+
+/* A shard of n 16x16 images (64 tokens each: one per pack with a budget of 64), the samples whose
+ * bit in `nan` is set with a NaN latent (the length index cannot see it: found when read). */
+static void write_images(const char *dir, int n, uint64_t nan) {
+    char path[1300];
+    FixtureSample *s = calloc((size_t)n, sizeof *s);
+    for (int i = 0; i < n; i++) {
+        s[i] = fixture_mixed_sample(1, C_LAT, D_TEXT);
+        snprintf(s[i].key, sizeof s[i].key, "s%05d", i);
+        s[i].seed = 100 + (uint64_t)i;
+        if (nan >> i & 1) s[i].poison = 0.0f / 0.0f;
+    }
+    snprintf(path, sizeof path, "%s/a.tar", dir);
+    if (fixture_write_shard(path, s, n) != VFM_OK) test_fail(__FILE__, __LINE__, "fixture: %s", vfm_last_error());
+    free(s);
+}
+
+static PackSource *open_images(const char *dir, int workers, const char *more) {
+    char ov[64];
+    snprintf(ov, sizeof ov, "dataset.num_workers=%d", workers);
+    const char *ex[] = {"dataset.shuffle=false", "dataset.task_encoder_seq_length=64", ov, more, NULL};
+    Config *cfg = fixture_config(dir, C_LAT, D_TEXT, 64, ex);
+    PackSource *src = NULL;
+    if (cfg && pack_source_create(&src, cfg, 0, 1) != VFM_OK) test_fail(__FILE__, __LINE__, "%s", vfm_last_error());
+    config_free(cfg);
+    return src;
+}
+
+TEST(loader_stops_when_a_whole_pass_gives_no_sample) {
+    /* every latent NaN: the length index passes them all, every read fails; the loader used to spin
+     * for ever looking for a sample */
+    char dir[1200];
+    snprintf(dir, sizeof dir, "%s/allnan", test_tmpdir());
+    write_images(dir, 5, 0x1f);
+    for (int workers = 0; workers <= 3; workers += 3) {
+        PackSource *src = open_images(dir, workers, NULL);
+        REQUIRE(src);
+        Pack p;
+        pack_init(&p, src->token_dim, src->text_dim, 64, 1);
+        CHECK(src->next(src, &p) == VFM_ERR_USAGE);
+        const char *e = vfm_last_error();
+        CHECK_MSG(strstr(e, "a whole pass over the data gave no usable sample: 5 samples skipped when read") &&
+                      strstr(e, "a.tar:s00000: latent has NaN/Inf values") && strstr(e, "vfm data inspect"),
+                  "workers %d: %s", workers, e);
+        pack_free(&p);
+        pack_source_destroy(src);
+    }
+    /* vfm train on it: exit 2 and the one line, at any reader count */
+    char path_ov[1300], save_ov[1300];
+    snprintf(path_ov, sizeof path_ov, "dataset.path=%s", dir);
+    snprintf(save_ov, sizeof save_ov, "checkpoint.save=%s/run", test_tmpdir());
+    const char *args[] = {"train", path_ov, save_ov, "model.preset=tiny", "model.crossattn_emb_size=8",
+                          "dataset.task_encoder_seq_length=64", "train.train_iters=2", "train.device=cpu",
+                          "dataset.num_workers=2", "logger.level=error"};
+    char *out, *err;
+    CHECK(run_vfm(args, 10, &out, &err) == 2);
+    CHECK_MSG(strstr(err, "vfm: ") && strstr(err, "a whole pass over the data gave no usable sample"), "%s", err);
+    free(out);
+    free(err);
+}
+
+TEST(loader_stops_past_max_skip_fraction) {
+    /* 2 of 10 samples fail when read: 20% > the default 0.1, said once 100 samples were read */
+    char dir[1200];
+    snprintf(dir, sizeof dir, "%s/someNaN", test_tmpdir());
+    write_images(dir, 10, (1u << 3) | (1u << 7));
+    PackSource *src = open_images(dir, 2, NULL);
+    REQUIRE(src);
+    Pack p;
+    pack_init(&p, src->token_dim, src->text_dim, 64, 1);
+    int got = 0;
+    vfm_status s = VFM_OK;
+    while (got < 200 && (s = src->next(src, &p)) == VFM_OK) got++;
+    CHECK_MSG(s == VFM_ERR_USAGE && got >= 79 && got <= 81, "%d packs, %s", got, vfm_last_error());
+    CHECK_MSG(strstr(vfm_last_error(), "dataset.max_skip_fraction = 0.1") && strstr(vfm_last_error(), "(20.0%)"), "%s",
+              vfm_last_error());
+    pack_source_destroy(src);
+    /* allowed up to a half: it goes on */
+    src = open_images(dir, 2, "dataset.max_skip_fraction=0.5");
+    REQUIRE(src);
+    for (got = 0; got < 200 && src->next(src, &p) == VFM_OK;) got++;
+    CHECK_MSG(got == 200, "%d packs: %s", got, vfm_last_error());
+    pack_free(&p);
+    pack_source_destroy(src);
+}
+
+TEST(loader_reports_a_skip_list_it_cannot_grow) {
+    char dir[1200];
+    snprintf(dir, sizeof dir, "%s/oom", test_tmpdir());
+    write_images(dir, 5, 1u << 1);
+    Capture c;
+    capture_begin(&c, 2);
+    PackSource *src = open_images(dir, 0, NULL);
+    Pack p;
+    pack_init(&p, C_LAT * 4, D_TEXT, 64, 1);
+    alloc_fail_when(16 * sizeof(LoaderSkip), 1); /* the skip list's first growth: out of memory */
+    for (int i = 0; src && i < 3; i++) CHECK_OK(src->next(src, &p));
+    alloc_fail_off();
+    char *err = capture_end(&c);
+    CHECK(alloc_fail_refused() == 1);
+    REQUIRE(src);
+    CHECK_MSG(strstr(err, "out of memory for the list of skipped samples: a.tar:s00001 and later skips are counted but "
+                          "not listed"), "%s", err);
+    LoaderInfo info;
+    loader_info(src, &info);
+    CHECK(info.skips_unlisted == 1 && src->stats.skipped == 1);
+    free(err);
+    pack_free(&p);
+    pack_source_destroy(src);
 }
 
 TEST(data_cli_index_inspect_bench) {

@@ -1,7 +1,10 @@
 /* Test runner: runs every registered test (or those whose name contains an argument) in a
  * forked child, prints one line per test and ends with "N passed, N failed, N skipped".
- * --no-fork runs in-process (for a debugger); --list prints the names. */
+ * Each child has a time limit (VFM_UNIT_TIMEOUT seconds, default 300): a test that hangs fails
+ * naming itself and the limit. --no-fork runs in-process (for a debugger; no limit); --list prints
+ * the names. */
 #include <math.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -96,6 +99,8 @@ int main(int argc, char **argv) {
         else if (nfilters < 64) filters[nfilters++] = argv[i];
     }
     test_find_root(g_root, sizeof g_root);
+    const char *limit_env = getenv("VFM_UNIT_TIMEOUT");
+    int limit = limit_env && atoi(limit_env) > 0 ? atoi(limit_env) : 300;
     int passed = 0, failed = 0, skipped = 0;
     /* Children report their skip reason through this shared page. */
     char *shared = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
@@ -112,6 +117,7 @@ int main(int argc, char **argv) {
             shared[0] = 0;
             pid_t pid = fork();
             if (pid == 0) {
+                alarm((unsigned)limit); /* SIGALRM ends a test that hangs */
                 int r = run_one(t);
                 if (r == 2) snprintf(shared, 4096, "%s", g_skip_reason);
                 fflush(stdout);
@@ -120,7 +126,10 @@ int main(int argc, char **argv) {
             int status = 0;
             waitpid(pid, &status, 0);
             if (WIFEXITED(status) && WEXITSTATUS(status) <= 2) result = WEXITSTATUS(status);
-            else {
+            else if (WIFSIGNALED(status) && WTERMSIG(status) == SIGALRM) {
+                printf("    %s: timed out after %d s (the limit per test; VFM_UNIT_TIMEOUT)\n", t->name, limit);
+                result = 1;
+            } else {
                 printf("    crashed (%s %d)\n", WIFSIGNALED(status) ? "signal" : "exit",
                        WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
                 result = 1;

@@ -65,8 +65,8 @@ static int run_chunks(DiT *m, Pack *p, const int *bounds, int n, float out[2][S 
 }
 
 TEST(model_chunks_chain_to_the_whole_model) {
-    static const DiTVariant variants[] = {DIT_VARIANT_ADALN_ZERO, DIT_VARIANT_NEMO_ADALN};
-    for (int vi = 0; vi < 2; vi++) {
+    static const DiTVariant variants[] = {DIT_VARIANT_ADALN_ZERO, DIT_VARIANT_NEMO_ADALN, DIT_VARIANT_MOVIEGEN};
+    for (int vi = 0; vi < 3; vi++) {
         DiTConfig c = {.variant = variants[vi], .hidden = 16, .layers = LAYERS, .heads = 2, .in_channels = 3,
                        .out_channels = 3, .patch_spatial = 2, .patch_temporal = 1, .d_text = DT, .qk_norm = 1,
                        .ln_eps = 1e-5f, .init_std = 0.02f, .adaln_lora = 4, .fps_dim = 8};

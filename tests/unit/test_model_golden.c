@@ -5,6 +5,8 @@
  * setting: adaln-zero, classes, learned sigma). Random non-zero weights, a pack of 3 samples of
  * different sizes (a dropped prompt or label) with given σ/t and noise → network output, loss,
  * every parameter gradient (all asserted non-zero), and the losses of 10 AdamW steps with clipping.
+ * reference/moviegen_golden.py for moviegen (GQA, a text width != D, 2- and 3-frame videos) under EDM
+ * and Movie Gen's flow matching (σ_min 1e-5).
  * Each file carries its configuration (and "objective": 0 flow, 1 ddpm; absent: EDM). */
 #include <math.h>
 #include <stdio.h>
@@ -30,6 +32,8 @@ static int config_from_golden(const Golden *g, DiTConfig *c) {
     c->d_text = v[10], c->adaln_lora = v[11], c->fps_dim = v[12], c->qk_norm = v[13], c->cross_attention = v[14];
     c->num_classes = v[15], c->learn_sigma = v[16], c->pos_embedding = (DiTPosEmbedding)v[17];
     c->ln_eps = f[0], c->class_dropout_prob = f[1], c->init_std = 0.02f;
+    const Tensor *rows = golden_get(g, "config.pos_rows"); /* moviegen's learned position */
+    for (int k = 0; rows && k < 3; k++) c->pos_rows[k] = ((const int32_t *)rows->data)[k];
     return dit_config_resolve(c) == VFM_OK;
 }
 
@@ -82,6 +86,8 @@ static Objective objective_of(const Golden *g) {
     const Tensor *k = golden_get(g, "objective");
     o.kind = !k ? OBJECTIVE_EDM : ((const int32_t *)k->data)[0] == 0 ? OBJECTIVE_FLOW : OBJECTIVE_DDPM;
     o.sigma_data = 0.5f;
+    const Tensor *smin = golden_get(g, "flow_sigma_min"); /* Movie Gen's flow matching */
+    if (smin) o.flow_sigma_min = ((const double *)smin->data)[0];
     return o;
 }
 
@@ -204,6 +210,11 @@ TEST(model_golden_adamw_trajectory_pt2_gqa) { check_trajectory("model_tiny_pt2_g
 TEST(model_golden_adamw_trajectory_adaln_zero) { check_trajectory("model_adaln_zero.bin"); }
 TEST(model_golden_adamw_trajectory_adaln_zero_cross) { check_trajectory("model_adaln_zero_cross.bin"); }
 TEST(model_golden_adamw_trajectory_nemo_adaln) { check_trajectory("model_nemo_adaln.bin"); }
+/* moviegen (reference/moviegen_golden.py): EDM as NeMo trains it, and Movie Gen's flow (σ_min 1e-5) */
+TEST(model_golden_forward_backward_moviegen) { check_forward_backward("model_moviegen.bin"); }
+TEST(model_golden_adamw_trajectory_moviegen) { check_trajectory("model_moviegen.bin"); }
+TEST(objective_golden_flow_moviegen_forward_backward) { check_forward_backward("objective_flow_moviegen.bin"); }
+TEST(objective_golden_flow_moviegen_trajectory) { check_trajectory("objective_flow_moviegen.bin"); }
 TEST(objective_golden_flow_forward_backward) { check_forward_backward("objective_flow.bin"); }
 TEST(objective_golden_flow_trajectory) { check_trajectory("objective_flow.bin"); }
 TEST(objective_golden_ddpm_dit_learned_sigma_forward_backward) { check_forward_backward("objective_ddpm_dit.bin"); }

@@ -56,8 +56,8 @@ TEST(model_recompute_bitwise_and_less_memory) {
         {RECOMPUTE_FULL, RECOMPUTE_BLOCK, 4},   {RECOMPUTE_SELECTIVE, RECOMPUTE_METHOD_NONE, 0}};
     const char *names[] = {"full uniform 1", "full uniform 2", "full uniform 3", "full uniform 4",
                            "full block 1",   "full block 3",   "full block 4",   "selective"};
-    DiTVariant variants[] = {DIT_VARIANT_DFM, DIT_VARIANT_ADALN_ZERO};
-    for (int v = 0; v < 2; v++) {
+    DiTVariant variants[] = {DIT_VARIANT_DFM, DIT_VARIANT_ADALN_ZERO, DIT_VARIANT_MOVIEGEN};
+    for (int v = 0; v < 3; v++) {
         DiTConfig cfg = dit_test_config(variants[v], 4);
         int64_t n;
         float *w = dit_test_weights(&cfg, 41 + v, &n);

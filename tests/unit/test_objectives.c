@@ -18,7 +18,7 @@
 static vfm_status objective_with(Objective *o, const char *const *ov, int n) {
     Config *cfg;
     VFM_TRY(config_load(&cfg, NULL, ov, n));
-    vfm_status s = objective_from_config(o, cfg);
+    vfm_status s = objective_from_config(o, cfg, NULL);
     config_free(cfg);
     return s;
 }

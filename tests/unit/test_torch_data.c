@@ -14,6 +14,7 @@
 #include "capture.h"
 #include "core/config.h"
 #include "core/fileutil.h"
+#include "data/formats/tar.h"
 #include "data/loader/encode.h"
 #include "data/loader/length_index.h"
 #include "data/loader/loader.h"
@@ -242,4 +243,63 @@ TEST(torch_dfm_broken_loader_delivers_exactly_the_good_samples) {
     pack_source_destroy(src);
     config_free(cfg);
     CHECK(!path_exists(MARKER));
+}
+
+/* A refused pickle is a security event: in a sample that is wrong in other ways too (bad json, a
+ * NaN latent), the length index, vfm data inspect and the training log name the refusal — the
+ * sample, the part, the global — first, not the other problems. */
+TEST(torch_refused_pickle_is_named_first) {
+    char dir[1300], path[1400], good[1400];
+    snprintf(dir, sizeof dir, "%s/refused", test_tmpdir());
+    REQUIRE_OK(mkdir_p(dir));
+    /* sample 000000 of the DFM fixture for its latent; the text: a pickle calling builtins.eval */
+    snprintf(good, sizeof good, "%s", test_fixture("torch/dfm/rank0-000000.tar"));
+    TarShard *sh;
+    REQUIRE_OK(tar_shard_open(&sh, good));
+    TarSample smp;
+    REQUIRE_OK(tar_shard_read_sample(sh, 0, &smp));
+    const TarPart *pth = tar_sample_part(&smp, "pth");
+    REQUIRE(pth);
+    char *evil;
+    size_t evil_len;
+    REQUIRE_OK(read_file_all(test_fixture("torch/malicious/eval.pickle"), &evil, &evil_len));
+    TarWriter *w;
+    snprintf(path, sizeof path, "%s/shard-000.tar", dir);
+    REQUIRE_OK(tar_writer_open(&w, path));
+    const char bad_json[] = "{\"caption\": \"unterminated";
+    REQUIRE_OK(tar_writer_add(w, "s0.json", bad_json, sizeof bad_json - 1));
+    REQUIRE_OK(tar_writer_add(w, "s0.pth", pth->data, pth->size));
+    REQUIRE_OK(tar_writer_add(w, "s0.pickle", evil, evil_len));
+    REQUIRE_OK(tar_writer_add(w, "s1.pth", pth->data, pth->size)); /* a usable sample beside it */
+    REQUIRE_OK(tar_writer_close(w));
+    free(evil);
+    tar_sample_free(&smp);
+    tar_shard_close(sh);
+    /* inspect: the problem line of s0 is the refusal */
+    const char *args[] = {"data", "inspect", dir};
+    char *out, *err;
+    run_vfm(args, 3, &out, &err);
+    const char *line = strstr(out, "shard-000.tar:s0: ");
+    CHECK_MSG(line && !strncmp(line + strlen("shard-000.tar:s0: "), "refused: part 'pickle'", 22) &&
+                  strstr(line, "builtins.eval") && strstr(line, "security event"),
+              "%s", out);
+    CHECK_MSG(strstr(out, "1 refused"), "the part table counts the refusal: %s", out);
+    free(out);
+    free(err);
+    /* the training source's log line */
+    snprintf(path, sizeof path, "dataset.path=%s", dir);
+    const char *ov[] = {DFM_OVERRIDES, path, "dataset.num_workers=0"};
+    Config *cfg = NULL;
+    REQUIRE_OK(config_load(&cfg, NULL, ov, (int)(sizeof ov / sizeof ov[0])));
+    Capture cap;
+    capture_begin(&cap, 2);
+    PackSource *src = NULL;
+    vfm_status s = pack_source_create(&src, cfg, 0, 1);
+    err = capture_end(&cap);
+    CHECK_OK(s);
+    CHECK_MSG(strstr(err, "skipping shard-000.tar:s0: part 'pickle' names a global off the unpickler's allow-list") &&
+                  strstr(err, "builtins.eval"), "%s", err);
+    free(err);
+    if (src) pack_source_destroy(src);
+    config_free(cfg);
 }

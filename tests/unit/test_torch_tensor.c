@@ -202,11 +202,11 @@ TEST(torch_malicious_pickles_are_refused_and_nothing_runs) {
         snprintf(want, sizeof want, "global '%s' is not allowed", global);
         TorchTensor t;
         vfm_status s = torch_tensor_decode(bytes, len, file, &t);
-        CHECK_MSG(s == VFM_ERR_FORMAT && strstr(vfm_last_error(), want) && strstr(vfm_last_error(), file), "%s: %s", file,
+        CHECK_MSG(s == VFM_ERR_REFUSED && strstr(vfm_last_error(), want) && strstr(vfm_last_error(), file), "%s: %s", file,
                   vfm_last_error());
         TorchStateDict sd;
         s = torch_load_state_dict_memory(bytes, len, file, &sd);
-        CHECK_MSG(s == VFM_ERR_FORMAT && strstr(vfm_last_error(), want), "%s as a state dict: %s", file, vfm_last_error());
+        CHECK_MSG(s == VFM_ERR_REFUSED && strstr(vfm_last_error(), want), "%s as a state dict: %s", file, vfm_last_error());
         usleep(100 * 1000); /* a process it could have started would have had time to run */
         CHECK_MSG(!path_exists(marker), "%s: %s appeared: the pickle ran", file, marker);
         free(bytes);
@@ -228,7 +228,7 @@ static void damage_file(const char *rel, int *failed_prefixes, int *flips_ok) {
         vfm_status s = torch_tensor_decode(copy, cut, rel, &t);
         if (s == VFM_OK) torch_tensor_free(&t);
         else (*failed_prefixes)++;
-        CHECK_MSG(s == VFM_OK || s == VFM_ERR_FORMAT || s == VFM_ERR_UNSUPPORTED, "%s cut at %zu: %s", rel, cut, vfm_last_error());
+        CHECK_MSG(s == VFM_OK || s == VFM_ERR_FORMAT || s == VFM_ERR_UNSUPPORTED || s == VFM_ERR_REFUSED, "%s cut at %zu: %s", rel, cut, vfm_last_error());
     }
     for (size_t at = 0; at < len; at++) {
         memcpy(copy, bytes, len);
@@ -239,7 +239,7 @@ static void damage_file(const char *rel, int *failed_prefixes, int *flips_ok) {
             (*flips_ok)++;
             torch_tensor_free(&t);
         }
-        CHECK_MSG(s == VFM_OK || s == VFM_ERR_FORMAT || s == VFM_ERR_UNSUPPORTED, "%s flip at %zu: %s", rel, at, vfm_last_error());
+        CHECK_MSG(s == VFM_OK || s == VFM_ERR_FORMAT || s == VFM_ERR_UNSUPPORTED || s == VFM_ERR_REFUSED, "%s flip at %zu: %s", rel, at, vfm_last_error());
     }
     free(copy);
     free(bytes);
@@ -368,7 +368,9 @@ TEST(pickle_machine_values_and_errors) {
     };
     for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
         vfm_status s = run(bad[k].prog, bad[k].len, &v, &p);
-        CHECK_MSG(s == VFM_ERR_FORMAT && strstr(vfm_last_error(), bad[k].says) && strstr(vfm_last_error(), "test: pickle: byte"),
+        /* a global off the allow-list is refused (a security event), every other fault a format error */
+        vfm_status want_s = strstr(bad[k].says, "global '") ? VFM_ERR_REFUSED : VFM_ERR_FORMAT;
+        CHECK_MSG(s == want_s && strstr(vfm_last_error(), bad[k].says) && strstr(vfm_last_error(), "test: pickle: byte"),
                   "case %zu: %s (want '%s')", k, s == VFM_OK ? "accepted" : vfm_last_error(), bad[k].says);
         pickle_free(p);
     }

@@ -97,9 +97,19 @@ TEST(trainer_validation_writes_losses_files_and_tensorboard_and_changes_no_weigh
     path_join(with, sizeof with, test_tmpdir(), "with");
     path_join(without, sizeof without, test_tmpdir(), "without");
     const char *a[] = {"train.train_iters=7", "checkpoint.save_interval=0", "train.eval_interval=3", "train.eval_iters=2",
-                       "model.val_generation_num_steps=3"};
+                       "model.val_generation_num_steps=3", "logger.level=info", "logger.log_interval=5"};
     const char *b[] = {"train.train_iters=7", "checkpoint.save_interval=0", "train.eval_interval=0"};
-    REQUIRE_OK(train_tiny_mock(with, a, 5));
+    Capture c;
+    capture_begin(&c, 1);
+    vfm_status s = train_tiny_mock(with, a, 7);
+    char *log = capture_end(&c);
+    REQUIRE_OK(s);
+    /* each validation said once (the last one too: not again at the run's end) */
+    int said[8] = {0};
+    for (const char *p = strstr(log, "validation after step "); p; p = strstr(p + 1, "validation after step "))
+        said[atoi(p + 22) & 7]++;
+    CHECK_MSG(said[3] == 1 && said[6] == 1 && said[0] + said[1] + said[2] + said[4] + said[5] + said[7] == 0, "%s", log);
+    free(log);
     REQUIRE_OK(train_tiny_mock(without, b, 3));
     char pa[1400], pb[1400];
     path_join(pa, sizeof pa, with, "iter_0000007/model.safetensors");

@@ -5,7 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "capture.h"
 #include "core/fileutil.h"
+#include "data/formats/safetensors.h"
 #include "diffusion/edm.h"
 #include "model/dit.h"
 #include "test.h"
@@ -109,6 +111,86 @@ TEST(trainer_finetune_starts_a_new_run_from_the_weights) {
     const char *extra3[] = {"train.train_iters=7", "checkpoint.save_interval=0", load};
     REQUIRE_OK(train_tiny_mock(run3, extra3, 3));
     CHECK(read_metrics(run3, loss, skipped, 8) == 2); /* steps 5 and 6 */
+}
+
+/* The "field": value numbers of metrics.jsonl, in order. */
+static int read_metric(const char *run, const char *field, double *v, int max) {
+    char path[1200], line[2048], pat[64];
+    path_join(path, sizeof path, run, "metrics.jsonl");
+    snprintf(pat, sizeof pat, "\"%s\": ", field);
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    int n = 0;
+    while (n < max && fgets(line, sizeof line, f)) {
+        const char *p = strstr(line, pat);
+        if (p) v[n++] = strtod(p + strlen(pat), NULL);
+    }
+    fclose(f);
+    return n;
+}
+
+/* checkpoint.load_optim=false (docs/checkpoints.md, its help text): the same run goes on — step,
+ * learning-rate schedule position, samples seen and data position restored — with fresh Adam
+ * moments only. */
+TEST(trainer_load_optim_false_keeps_the_schedule_and_drops_the_moments) {
+    char run[1200], with[1200], without[1200], load[1300];
+    path_join(run, sizeof run, test_tmpdir(), "a");
+    path_join(with, sizeof with, test_tmpdir(), "with");
+    path_join(without, sizeof without, test_tmpdir(), "without");
+    const char *first[] = {"train.train_iters=3", "checkpoint.save_interval=0"};
+    REQUIRE_OK(train_tiny_mock(run, first, 2));
+    snprintf(load, sizeof load, "checkpoint.load=%s", run);
+    const char *on[] = {"train.train_iters=5", "checkpoint.save_interval=0", load};
+    const char *off[] = {"train.train_iters=5", "checkpoint.save_interval=0", load, "checkpoint.load_optim=false"};
+    REQUIRE_OK(train_tiny_mock(with, on, 3));
+    REQUIRE_OK(train_tiny_mock(without, off, 4));
+    double step_a[4], step_b[4], lr_a[4], lr_b[4], loss_a[4], loss_b[4], samples_a[4], samples_b[4];
+    REQUIRE(read_metric(with, "step", step_a, 4) == 2 && read_metric(without, "step", step_b, 4) == 2);
+    CHECK_MSG(step_b[0] == 3 && step_b[1] == 4, "steps %g %g: the step is restored", step_b[0], step_b[1]);
+    read_metric(with, "lr", lr_a, 4), read_metric(without, "lr", lr_b, 4);
+    read_metric(with, "loss", loss_a, 4), read_metric(without, "loss", loss_b, 4);
+    read_metric(with, "samples", samples_a, 4), read_metric(without, "samples", samples_b, 4);
+    for (int i = 0; i < 2; i++)
+        CHECK_MSG(lr_b[i] == lr_a[i] && lr_b[i] > 0 && samples_b[i] == samples_a[i],
+                  "step %d: lr %g (with the moments %g), samples %g (%g)", 3 + i, lr_b[i], lr_a[i], samples_b[i],
+                  samples_a[i]);
+    /* the same weights on the same data position: the same first loss; then the moments differ */
+    CHECK_MSG(loss_b[0] == loss_a[0] && loss_b[1] != loss_a[1], "losses %.9g %.9g against %.9g %.9g", loss_b[0],
+              loss_b[1], loss_a[0], loss_a[1]);
+    CheckpointState st;
+    char dir[1400];
+    path_join(dir, sizeof dir, without, "iter_0000005");
+    REQUIRE_OK(checkpoint_read_meta(dir, &st));
+    CHECK_MSG(st.step == 5 && st.optimizer_step == 2, "step %lld, Adam's count %lld", (long long)st.step,
+              (long long)st.optimizer_step);
+    checkpoint_state_free(&st);
+}
+
+/* Resuming with another config (docs/checkpoints.md): another model or objective is refused
+ * naming each key with both values; the schedule may change; fine-tuning a model of another size
+ * names the first tensor that does not fit with both shapes. */
+TEST(trainer_resume_refuses_another_model_and_names_the_keys) {
+    char run[1200], load[1300], other[1200];
+    path_join(run, sizeof run, test_tmpdir(), "a");
+    path_join(other, sizeof other, test_tmpdir(), "b");
+    const char *first[] = {"train.train_iters=2", "checkpoint.save_interval=0"};
+    REQUIRE_OK(train_tiny_mock(run, first, 2));
+    snprintf(load, sizeof load, "checkpoint.load=%s", run);
+    const char *wider[] = {"train.train_iters=3", load, "model.hidden_size=128", "diffusion.objective=flow"};
+    CHECK(train_tiny_mock(other, wider, 4) == VFM_ERR_USAGE);
+    const char *e = vfm_last_error();
+    CHECK_MSG(strstr(e, "model.hidden_size (checkpoint 64, this run 128)") &&
+                  strstr(e, "diffusion.objective (checkpoint edm, this run flow)") && strstr(e, "checkpoint.finetune=true"),
+              "%s", e);
+    const char *schedule[] = {"train.train_iters=3", load, "optimizer.lr=1e-3", "checkpoint.save_interval=0"};
+    CHECK_OK(train_tiny_mock(other, schedule, 4)); /* a note, not a refusal */
+    char run3[1200];
+    path_join(run3, sizeof run3, test_tmpdir(), "c");
+    const char *finetune[] = {"train.train_iters=1", load, "checkpoint.finetune=true", "model.hidden_size=128"};
+    CHECK(train_tiny_mock(run3, finetune, 4) == VFM_ERR_SHAPE);
+    e = vfm_last_error();
+    CHECK_MSG(strstr(e, "in the checkpoint, [") && strstr(e, "in this model: the config differs from the checkpoint's") &&
+                  strstr(e, "[64,"), "%s", e);
 }
 
 /* ---- packing invariance --------------------------------------------------------------------- */
@@ -272,4 +354,75 @@ TEST(trainer_trains_through_broken_samples_and_names_them) {
     for (const char *p = err; (p = strstr(p, "skipping ")); p++) lines++;
     CHECK_MSG(lines == 3, "%d skip lines (each broken sample is named once):\n%s", lines, err);
     free(err);
+}
+
+/* ---- vfm checkpoint diff ------------------------------------------------------------------ */
+
+/* Replaces the first `from` in the safetensors header of path by `to` (same length). */
+static int edit_header(const char *path, const char *from, const char *to) {
+    char *data;
+    size_t size;
+    if (read_file_all(path, &data, &size) != VFM_OK) return 0;
+    uint64_t hlen = 0;
+    memcpy(&hlen, data, 8);
+    char *hit = NULL;
+    for (size_t i = 8; i + strlen(from) <= 8 + hlen && !hit; i++)
+        if (!memcmp(data + i, from, strlen(from))) hit = data + i;
+    if (hit) memcpy(hit, to, strlen(to));
+    int ok = hit && write_file_atomic(path, data, size) == VFM_OK;
+    free(data);
+    return ok;
+}
+
+static int diff_says(const char *a, const char *b, const char *more, int want_rc, const char *want) {
+    const char *args[] = {"checkpoint", "diff", a, b, "--quiet", more};
+    char *out, *err;
+    int rc = run_vfm(args, more ? 6 : 5, &out, &err);
+    int ok = rc == want_rc && (strstr(out, want) || strstr(err, want));
+    if (!ok) test_fail(__FILE__, __LINE__, "diff %s %s %s: exit %d, %s%s", a, b, more ? more : "", rc, out, err);
+    free(out);
+    free(err);
+    return ok;
+}
+
+TEST(checkpoint_diff_fails_on_what_it_cannot_compare) {
+    char run[1200], a[1400], b[1400], c[1400], cmd[3000], file[1500];
+    path_join(run, sizeof run, test_tmpdir(), "run");
+    const char *extra[] = {"train.train_iters=4", "checkpoint.save_interval=2"};
+    REQUIRE_OK(train_tiny_mock(run, extra, 2));
+    path_join(a, sizeof a, run, "iter_0000002");
+    path_join(b, sizeof b, run, "iter_0000004");
+    path_join(c, sizeof c, test_tmpdir(), "copy");
+    diff_says(a, b, NULL, 1, "is at step 2");           /* other steps: not compared */
+    diff_says(a, b, "--any-step", 1, "max|a-b| = ");     /* unless asked: they differ */
+    snprintf(cmd, sizeof cmd, "cp -r '%s' '%s'", b, c);
+    REQUIRE(system(cmd) == 0);
+    diff_says(b, c, NULL, 0, "max|a-b| = 0\n");
+    path_join(file, sizeof file, c, "model.safetensors");
+    REQUIRE(edit_header(file, "\"F32\"", "\"F16\"")); /* a tensor it cannot read: named */
+    diff_says(b, c, NULL, 1, "tensor 'x_embedder.weight': unsupported dtype");
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' && cp -r '%s' '%s'", c, b, c);
+    REQUIRE(system(cmd) == 0);
+    REQUIRE(edit_header(file, "final_linear", "final_lineaX")); /* the tensor sets differ */
+    diff_says(b, c, NULL, 1, "0 unreadable, 2 in one checkpoint only");
+}
+
+/* vfm export writes a PyTorch state dict: "format": "pt" in the safetensors metadata, as Hugging
+ * Face-style loaders require (a checkpoint's own files say "vfm"). */
+TEST(export_writes_a_pytorch_state_dict) {
+    char run[1200], to[1300];
+    path_join(run, sizeof run, test_tmpdir(), "run");
+    path_join(to, sizeof to, test_tmpdir(), "export.safetensors");
+    const char *extra[] = {"train.train_iters=1", "checkpoint.save_interval=0"};
+    REQUIRE_OK(train_tiny_mock(run, extra, 2));
+    const char *args[] = {"export", "--checkpoint", run, "--to", to};
+    char *out, *err;
+    CHECK_MSG(run_vfm(args, 5, &out, &err) == 0, "%s", err);
+    free(out), free(err);
+    SafetensorsFile *f;
+    REQUIRE_OK(safetensors_open(&f, to));
+    const char *format = safetensors_metadata(f, "format");
+    CHECK_MSG(format && strcmp(format, "pt") == 0, "format %s", format ? format : "(none)");
+    CHECK(safetensors_find(f, "final_linear.weight") >= 0);
+    safetensors_close(f);
 }

@@ -340,8 +340,10 @@ static vfm_status push_global(Vm *vm, const char *module, size_t mlen, const cha
         if (strcmp(m, "torch") == 0 && nl > 7 && strcmp(n + nl - 7, "Storage") == 0)
             return fail(vm, "storage type 'torch.%s' is not read (float32/64, float16, bfloat16, int8/16/32/64, uint8 "
                         "and bool are)", n);
-        return fail(vm, "global '%s.%s' is not allowed: the unpickler rebuilds tensors and state dicts only, and "
-                    "never runs anything a pickle names", m, n);
+        /* a security event, not a malformed file: its own status, so readers put it first */
+        return vfm_fail(VFM_ERR_REFUSED, "%s%s%s: pickle: byte %zu: global '%s.%s' is not allowed: the unpickler "
+                        "rebuilds tensors and state dicts only, and never runs anything a pickle names", vm->p->what,
+                        vm->p->label ? ": " : "", vm->p->label ? vm->p->label : "", vm->op_at, m, n);
     }
     PickleValue *v = new_value(vm->p, PK_GLOBAL, 0);
     if (v) v->u.global.id = g, v->u.global.module = whitelist[g].module, v->u.global.name = whitelist[g].name;

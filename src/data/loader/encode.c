@@ -3,6 +3,7 @@
 #include "data/loader/encode.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,7 +18,8 @@
 const char *encode_skip_name(EncodeSkip reason) {
     static const char *names[ENC_SKIP_COUNT] = {"ok",        "read",      "missing-part", "unsupported",
                                                 "format",    "json",      "nonfinite",    "range",
-                                                "channels",  "text-width", "patch",       "too-long"};
+                                                "channels",  "text-width", "patch",       "too-long",
+                                                "refused"};
     return reason >= 0 && reason < ENC_SKIP_COUNT ? names[reason] : "?";
 }
 
@@ -30,6 +32,18 @@ static int64_t gcd64(int64_t a, int64_t b) {
     return a;
 }
 
+vfm_status encode_pad_multiple_from(const Config *cfg, int64_t budget, int *out) {
+    int64_t pad = cfg_int(cfg, "dataset.pad_multiple");
+    int64_t tpcp = cfg_int(cfg, "model.tensor_model_parallel_size") * cfg_int(cfg, "model.context_parallel_size");
+    int64_t lcm = pad / gcd64(pad, tpcp) * tpcp;
+    if (lcm > budget)
+        return vfm_fail_at(VFM_ERR_USAGE, NULL, "dataset.pad_multiple", NULL,
+                           "the pad multiple lcm(dataset.pad_multiple, TP·CP) = %lld exceeds "
+                           "dataset.task_encoder_seq_length = %lld", (long long)lcm, (long long)budget);
+    *out = (int)lcm;
+    return VFM_OK;
+}
+
 vfm_status encode_config_from(EncodeConfig *ec, const Config *cfg) {
     memset(ec, 0, sizeof *ec);
     ec->channels = (int)cfg_int(cfg, "model.in_channels");
@@ -37,18 +51,19 @@ vfm_status encode_config_from(EncodeConfig *ec, const Config *cfg) {
     ec->ph = ec->pw = (int)cfg_int(cfg, "model.patch_spatial");
     ec->text_dim = (int)cfg_int(cfg, "model.crossattn_emb_size");
     ec->budget = cfg_int(cfg, "dataset.task_encoder_seq_length");
-    int64_t pad = cfg_int(cfg, "dataset.pad_multiple");
-    int64_t tpcp = cfg_int(cfg, "model.tensor_model_parallel_size") * cfg_int(cfg, "model.context_parallel_size");
-    int64_t lcm = pad / gcd64(pad, tpcp) * tpcp;
-    if (lcm > ec->budget)
-        return vfm_fail_at(VFM_ERR_USAGE, NULL, "dataset.pad_multiple", NULL,
-                           "the pad multiple lcm(dataset.pad_multiple, TP·CP) = %lld exceeds "
-                           "dataset.task_encoder_seq_length = %lld", (long long)lcm, (long long)ec->budget);
-    ec->pad_multiple = (int)lcm;
+    VFM_TRY(encode_pad_multiple_from(cfg, ec->budget, &ec->pad_multiple));
     ec->max_frames = (int)cfg_int(cfg, "dataset.max_frames");
-    ec->max_text_len = (int)cfg_int(cfg, "dataset.max_text_len");
-    ec->keep_text_padding = cfg_bool(cfg, "dataset.keep_text_padding");
     ec->pad_text_to = encode_text_pad_rows(cfg);
+    if (ec->pad_text_to > 0) { /* every text is pad_text_to rows: the trim and its bound do not apply */
+        ec->max_text_len = INT32_MAX;
+        static const char *const trim_keys[] = {"dataset.max_text_len", "dataset.keep_text_padding"};
+        for (int i = 0; i < 2; i++)
+            cfg_warn_unused(cfg, trim_keys[i], "%s does not apply: dataset.pad_text_to makes every text %d rows",
+                            trim_keys[i], ec->pad_text_to);
+    } else {
+        ec->max_text_len = (int)cfg_int(cfg, "dataset.max_text_len");
+        ec->keep_text_padding = cfg_bool(cfg, "dataset.keep_text_padding");
+    }
     ec->default_fps = (float)cfg_float(cfg, "dataset.default_fps");
     const char *path = cfg_str(cfg, "dataset.path");
     size_t len = strlen(path);
@@ -271,6 +286,11 @@ static EncodeSkip decode_torch(const void *bytes, size_t size, const char *name,
     TorchTensor t;
     vfm_status s = torch_tensor_decode(bytes, size, name, &t);
     if (s == VFM_ERR_NOMEM) return ENC_SKIP_COUNT;
+    if (s == VFM_ERR_REFUSED) {
+        snprintf(reason, reason_size, "part '%s' names a global off the unpickler's allow-list: refused, a security event "
+                 "(nothing was run): %s", name, vfm_last_error());
+        return ENC_SKIP_REFUSED;
+    }
     if (s != VFM_OK) {
         snprintf(reason, reason_size, "%s", vfm_last_error());
         return s == VFM_ERR_UNSUPPORTED ? ENC_SKIP_UNSUPPORTED : ENC_SKIP_FORMAT;
@@ -358,21 +378,40 @@ vfm_status encode_sample(const EncodeConfig *ec, const TarSample *ts, const char
     for (int i = 0; i < n; i++) names[i] = ts->parts[i].name;
     SampleParts sp;
     encode_find_parts(names, n, &sp);
-    *skip = encode_check_parts(&sp, names, reason, reason_size);
-    if (*skip != ENC_OK) return VFM_OK;
-
-    SampleMeta meta;
-    const TarPart *jp = sp.json >= 0 ? &ts->parts[sp.json] : NULL;
-    *skip = encode_read_json(jp ? jp->data : NULL, jp ? jp->size : 0, ec->default_fps, &meta, reason, reason_size);
-    if (*skip != ENC_OK) return VFM_OK;
-
     float *latent = NULL, *text = NULL, *cropped = NULL;
     int ndim = 0, tndim = 0;
     int64_t shape[VFM_MAX_DIMS], tshape[VFM_MAX_DIMS];
     int32_t lshape[4], text_len = 0, text_width = 0, text_real = 0;
     vfm_status status = VFM_OK;
-    const TarPart *lp = &ts->parts[sp.latent];
-    *skip = encode_decode_part(lp->data, lp->size, lp->name, sp.latent_format, &latent, &ndim, shape, reason, reason_size);
+    SampleMeta meta;
+    memset(&meta, 0, sizeof meta);
+    /* The tensor parts are decoded first: one whose pickle names a global off the allow-list is a
+     * security event, named before anything else the sample gets wrong. */
+    char lreason[512] = "", treason[512] = "";
+    EncodeSkip lskip = ENC_SKIP_MISSING, tskip = ENC_OK;
+    if (sp.latent >= 0) {
+        const TarPart *lp = &ts->parts[sp.latent];
+        lskip = encode_decode_part(lp->data, lp->size, lp->name, sp.latent_format, &latent, &ndim, shape, lreason,
+                                   sizeof lreason);
+    }
+    if (sp.text >= 0) {
+        const TarPart *tp = &ts->parts[sp.text];
+        tskip = encode_decode_part(tp->data, tp->size, tp->name, sp.text_format, &text, &tndim, tshape, treason,
+                                   sizeof treason);
+    }
+    if (lskip == ENC_SKIP_REFUSED || tskip == ENC_SKIP_REFUSED) {
+        *skip = ENC_SKIP_REFUSED;
+        snprintf(reason, reason_size, "%s", lskip == ENC_SKIP_REFUSED ? lreason : treason);
+        goto done;
+    }
+    *skip = encode_check_parts(&sp, names, reason, reason_size);
+    if (*skip != ENC_OK) goto done;
+    const TarPart *jp = sp.json >= 0 ? &ts->parts[sp.json] : NULL;
+    *skip = encode_read_json(jp ? jp->data : NULL, jp ? jp->size : 0, ec->default_fps, &meta, reason, reason_size);
+    if (*skip != ENC_OK) goto done;
+
+    *skip = lskip;
+    if (*skip != ENC_OK) snprintf(reason, reason_size, "%s", lreason);
     if (*skip == ENC_OK) *skip = encode_latent_shape(ndim, shape, lshape, reason, reason_size);
     if (*skip == ENC_OK) {
         int64_t numel = (int64_t)lshape[0] * lshape[1] * lshape[2] * lshape[3];
@@ -392,8 +431,8 @@ vfm_status encode_sample(const EncodeConfig *ec, const TarSample *ts, const char
         }
     }
     if (*skip == ENC_OK && sp.text >= 0) {
-        const TarPart *tp = &ts->parts[sp.text];
-        *skip = encode_decode_part(tp->data, tp->size, tp->name, sp.text_format, &text, &tndim, tshape, reason, reason_size);
+        *skip = tskip;
+        if (*skip != ENC_OK) snprintf(reason, reason_size, "%s", treason);
         if (*skip == ENC_OK) *skip = encode_text_shape(tndim, tshape, &text_len, &text_width, reason, reason_size);
         if (*skip == ENC_OK) {
             for (int64_t i = 0; i < (int64_t)text_len * text_width; i++)

@@ -30,6 +30,8 @@ typedef enum {
     ENC_SKIP_TEXT_WIDTH,  /* text width != model.crossattn_emb_size */
     ENC_SKIP_PATCH,       /* H or W not divisible by the patch, or 1 < T < patch_temporal */
     ENC_SKIP_TOO_LONG,    /* more tokens (padded) than dataset.task_encoder_seq_length */
+    ENC_SKIP_REFUSED,     /* a pickle naming a global off the unpickler's allow-list: a security event,
+                           * named first among the sample's problems (nothing was run) */
     ENC_SKIP_COUNT
 } EncodeSkip;
 
@@ -52,7 +54,11 @@ typedef struct EncodeConfig {
     char dataset[256];     /* basename of dataset.path: part of every sample uid */
 } EncodeConfig;
 
+/* The real-data keys of a sample's encoding (and model.in_channels, patch_*, crossattn_emb_size). */
 vfm_status encode_config_from(EncodeConfig *ec, const Config *cfg);
+/* lcm(dataset.pad_multiple, TP·CP): every sample's tokens pad to a multiple of it; VFM_ERR_USAGE
+ * naming dataset.pad_multiple when it exceeds the pack budget. */
+vfm_status encode_pad_multiple_from(const Config *cfg, int64_t budget, int *out);
 int encode_token_dim(const EncodeConfig *ec); /* C·pt·ph·pw */
 
 /* Which parts of a sample hold what. Names: latent `latent.npy` | `latent.safetensors` | `pth` |

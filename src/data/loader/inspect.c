@@ -76,8 +76,10 @@ static void describe_tensor_header(const TarPart *p, PartDesc *d) {
 /* pth / pickle: the whitelist unpickler rebuilds the tensor (nothing can run). */
 static void describe_torch(const TarPart *p, PartDesc *d) {
     TorchTensor t;
-    if (torch_tensor_decode(p->data, p->size, p->name, &t) != VFM_OK) {
+    vfm_status s = torch_tensor_decode(p->data, p->size, p->name, &t);
+    if (s != VFM_OK) {
         snprintf(d->error, sizeof d->error, "%s", vfm_last_error());
+        d->refused = s == VFM_ERR_REFUSED;
         return;
     }
     snprintf(d->dtype, sizeof d->dtype, "%s", torch_dtype_name(t.dtype));
@@ -145,6 +147,7 @@ static int tally_part(InspectReport *r, const char *name, const PartDesc *d) {
     p->count++;
     if (d->error[0]) {
         p->unreadable++;
+        p->refused += d->refused;
         return 0;
     }
     if (d->ndim < 0) return 0;
@@ -161,6 +164,7 @@ static int merge_into(InspectReport *dst, const InspectReport *src) {
         if (!d) return -1;
         d->count += s->count;
         d->unreadable += s->unreadable;
+        d->refused += s->refused;
         for (int k = 0; k < s->n_dtypes; k++)
             if (count_add(&d->dtypes, &d->n_dtypes, &d->cap_dtypes, s->dtypes[k].text, s->dtypes[k].count) != 0) return -1;
         for (int k = 0; k < s->n_shapes; k++)

@@ -18,6 +18,7 @@ typedef struct {
     char format[16]; /* "npy", "safetensors", "torch.save", "pickle", "json", "bytes" */
     char dtype[16];  /* "float32", "bfloat16", ... ("" when not a tensor or unreadable) */
     int ndim;        /* -1 when not a tensor or unreadable */
+    int refused;     /* a pickle naming a global off the allow-list (a security event; nothing run) */
     int64_t shape[16];
     char error[256]; /* why the header could not be read ("" when it could) */
 } PartDesc;
@@ -38,6 +39,7 @@ typedef struct {
     char format[16];
     int64_t count;       /* samples holding it */
     int64_t unreadable;  /* of those, whose header could not be read */
+    int64_t refused;     /* of those, pickles refused for naming a global off the allow-list */
     InspectCount *dtypes, *shapes; /* most common first after inspect_dataset */
     int n_dtypes, n_shapes, cap_dtypes, cap_shapes;
 } InspectPart;

@@ -32,7 +32,8 @@
 #include "data/formats/tar.h"
 
 #define CACHE_MAGIC "VFMLIDX1"
-#define CACHE_VERSION 2u /* 2: pth / pickle parts are read (version 1 recorded them as unsupported) */
+#define CACHE_VERSION 3u /* 2: pth / pickle parts are read (version 1 recorded them as unsupported); 3: refused
+                          * pickles have their own status, named first */
 #define MAX_JSON_BYTES (16u << 20)
 #define MAX_SAFETENSORS_LATENT_BYTES (1u << 30)
 #define MAX_TORCH_PART_BYTES (1u << 30) /* pth / pickle parts are read whole to learn their shape */
@@ -323,6 +324,23 @@ static EncodeSkip torch_part_at(int fd, const Member *m, int *ndim, int64_t *sha
     return skip;
 }
 
+/* A torch part (pth latent, pickle text) decoded ahead: its outcome, kept for the checks in order. */
+typedef struct {
+    int done;
+    EncodeSkip skip;
+    int ndim;
+    int64_t shape[VFM_MAX_DIMS];
+    float *values;
+    char reason[512];
+} TorchAhead;
+
+static void torch_ahead(int fd, const Member *m, int want_values, TorchAhead *t) {
+    memset(t, 0, sizeof *t);
+    if (m->available < m->size) return; /* truncated: the checks below name it */
+    t->done = 1;
+    t->skip = torch_part_at(fd, m, &t->ndim, t->shape, want_values ? &t->values : NULL, t->reason, sizeof t->reason);
+}
+
 /* Fills e (status, shape, text) for the sample whose members are m[0..n). */
 static void read_sample(int fd, const Member *m, int n, LengthEntry *e, char **pixel_space, char *reason, size_t rn) {
     const char *names[256];
@@ -330,7 +348,20 @@ static void read_sample(int fd, const Member *m, int n, LengthEntry *e, char **p
     for (int i = 0; i < k; i++) names[i] = m[i].part;
     SampleParts sp;
     encode_find_parts(names, k, &sp);
-    EncodeSkip skip = encode_check_parts(&sp, names, reason, rn);
+    /* the torch parts first: a pickle naming a global off the allow-list is a security event, named
+     * before anything else the sample gets wrong (nothing was run) */
+    TorchAhead lat = {0}, txt = {0};
+    if (sp.latent >= 0 && sp.latent_format == PART_PTH) torch_ahead(fd, &m[sp.latent], 0, &lat);
+    if (sp.text >= 0 && sp.text_format == PART_PICKLE) torch_ahead(fd, &m[sp.text], 1, &txt);
+    EncodeSkip skip = ENC_OK;
+    if (lat.done && lat.skip == ENC_SKIP_REFUSED) {
+        skip = ENC_SKIP_REFUSED;
+        snprintf(reason, rn, "%s", lat.reason);
+    } else if (txt.done && txt.skip == ENC_SKIP_REFUSED) {
+        skip = ENC_SKIP_REFUSED;
+        snprintf(reason, rn, "%s", txt.reason);
+    }
+    if (skip == ENC_OK) skip = encode_check_parts(&sp, names, reason, rn);
     for (int i = 0; i < n && skip == ENC_OK; i++)
         if (m[i].available < m[i].size) {
             snprintf(reason, rn, "the shard ends inside member '%s.%s' (%lld of its %lld bytes): truncated", m[i].key,
@@ -364,7 +395,10 @@ static void read_sample(int fd, const Member *m, int n, LengthEntry *e, char **p
             ndim = a.ndim;
             memcpy(shape, a.shape, sizeof a.shape);
         } else if (sp.latent_format == PART_PTH) {
-            skip = torch_part_at(fd, l, &ndim, shape, NULL, reason, rn);
+            skip = lat.skip;
+            if (skip != ENC_OK) snprintf(reason, rn, "%s", lat.reason);
+            ndim = lat.ndim;
+            memcpy(shape, lat.shape, sizeof lat.shape);
         } else {
             uint8_t *buf = l->size <= MAX_SAFETENSORS_LATENT_BYTES ? read_part(fd, l) : NULL;
             SafetensorsFile *f = NULL;
@@ -387,13 +421,11 @@ static void read_sample(int fd, const Member *m, int n, LengthEntry *e, char **p
         if (skip == ENC_OK) skip = encode_latent_shape(ndim, shape, e->shape, reason, rn);
     }
     if (skip == ENC_OK && sp.text >= 0 && sp.text_format == PART_PICKLE) {
-        int ndim = 0;
-        int64_t shape[VFM_MAX_DIMS];
-        float *text = NULL;
-        skip = torch_part_at(fd, &m[sp.text], &ndim, shape, &text, reason, rn);
-        if (skip == ENC_OK) skip = encode_text_shape(ndim, shape, &e->text_len, &e->text_width, reason, rn);
-        if (skip == ENC_OK) e->text_real = e->text_len > 0 ? encode_text_real_rows(text, e->text_len, e->text_width) : 0;
-        free(text);
+        skip = txt.skip;
+        if (skip != ENC_OK) snprintf(reason, rn, "%s", txt.reason);
+        if (skip == ENC_OK) skip = encode_text_shape(txt.ndim, txt.shape, &e->text_len, &e->text_width, reason, rn);
+        if (skip == ENC_OK)
+            e->text_real = e->text_len > 0 ? encode_text_real_rows(txt.values, e->text_len, e->text_width) : 0;
     } else if (skip == ENC_OK && sp.text >= 0) {
         const Member *t = &m[sp.text];
         NpyArray a;
@@ -403,6 +435,7 @@ static void read_sample(int fd, const Member *m, int n, LengthEntry *e, char **p
         if (skip == ENC_OK)
             skip = text_real_rows(fd, &a, data_at, e->text_len, e->text_width, t->part, &e->text_real, reason, rn);
     }
+    free(txt.values);
     e->status = skip;
 }
 

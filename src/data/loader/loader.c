@@ -26,7 +26,8 @@
 #include "data/loader/plan.h"
 #include "data/loader/selection.h"
 
-#define SKIP_LOG_LINES 100 /* skip lines printed per source before a summary takes over */
+#define SKIP_LOG_LINES 100         /* skip lines printed per source before a summary takes over */
+#define LOADER_SKIP_SHARE_FROM 100 /* samples read before dataset.max_skip_fraction is checked */
 
 enum { SLOT_FREE, SLOT_BUILDING, SLOT_READY };
 
@@ -83,11 +84,17 @@ typedef struct Loader {
     uint8_t *named;     /* [sel->n_entries] 1 once a sample was named as skipped */
     LoaderSkip *skips;
     int n_skips, cap_skips, log_left, log_suppressed;
+    int64_t skips_unlisted; /* skipped samples the list could not hold (out of memory) */
+    /* the trainer's side (wds_next): samples read and skipped when read, and positions in a row
+     * that gave no sample (a whole pass of them stops the source: see loader_give_up) */
+    double max_skip_fraction;
+    int64_t tried, read_skips, empty_run;
     int64_t bytes_read; /* atomic */
     char text_encoder[64];
 } Loader;
 
 /* ---- skipped samples ---- */
+
 
 /* Records entry id as skipped (once) and names it in the log. Caller holds L->mu or is alone. */
 static void note_skip(Loader *L, int64_t id, const char *reason, int at_load, int print) {
@@ -100,7 +107,12 @@ static void note_skip(Loader *L, int64_t id, const char *reason, int at_load, in
     if (L->n_skips == L->cap_skips) {
         int cap = L->cap_skips ? 2 * L->cap_skips : 16;
         LoaderSkip *q = realloc(L->skips, (size_t)cap * sizeof *q);
-        if (q) L->skips = q, L->cap_skips = cap;
+        if (q) {
+            L->skips = q, L->cap_skips = cap;
+        } else if (L->skips_unlisted++ == 0) {
+            log_warn("loader: out of memory for the list of skipped samples: %s:%s and later skips are counted but "
+                     "not listed (vfm data inspect lists them all)", rel, e->key);
+        }
     }
     if (L->n_skips < L->cap_skips) {
         LoaderSkip *s = &L->skips[L->n_skips++];
@@ -302,7 +314,7 @@ static vfm_status start_readers(Loader *L) {
 
 /* ---- PackSource ---- */
 
-static void take_pack(Pack *out, Pack *built) {
+static vfm_status take_pack(Pack *out, Pack *built) {
     if (out->cu_seqlens && out->token_dim == built->token_dim && out->text_dim == built->text_dim) {
         Pack t = *out; /* the slot reuses the caller's buffers next time */
         *out = *built;
@@ -310,8 +322,44 @@ static void take_pack(Pack *out, Pack *built) {
     } else {
         pack_free(out);
         *out = *built;
-        pack_init(built, out->token_dim, out->text_dim, out->pad_multiple, out->text_pad_multiple);
+        return pack_init(built, out->token_dim, out->text_dim, out->pad_multiple, out->text_pad_multiple);
     }
+    return VFM_OK;
+}
+
+/* The samples skipped when read, for a message: "N samples skipped when read (a.tar:k: why; ...)". */
+static void read_skip_summary(Loader *L, char *out, size_t n) {
+    pthread_mutex_lock(&L->mu);
+    size_t k = (size_t)snprintf(out, n, "%lld sample%s skipped when read", (long long)L->read_skips,
+                                L->read_skips == 1 ? "" : "s");
+    int shown = 0;
+    for (int i = 0; i < L->n_skips && shown < 3 && k < n; i++) {
+        if (!L->skips[i].at_load) continue;
+        k += (size_t)snprintf(out + k, n - k, "%s%s: %s", shown ? "; " : " (first: ", L->skips[i].source, L->skips[i].reason);
+        shown++;
+    }
+    if (shown && k < n) k += (size_t)snprintf(out + k, n - k, "%s)", L->read_skips > shown ? "; ..." : "");
+    pthread_mutex_unlock(&L->mu);
+}
+
+/* Stops a source that cannot feed the run (docs/data-loading.md "Skipped samples"): when a whole
+ * pass over this replica's share of the data gave no usable sample (every sample fails when read:
+ * it would otherwise spin for ever), or when the share of samples skipped when read passes
+ * dataset.max_skip_fraction, counted over the samples this replica has read, from the
+ * LOADER_SKIP_SHARE_FROM-th on (a share of a handful says little). */
+static vfm_status loader_give_up(Loader *L) {
+    int64_t pass = (L->epoch_packs + L->world - 1) / L->world; /* this replica's positions in a pass */
+    int whole_pass = L->empty_run >= (pass > 0 ? pass : 1);
+    int too_many = L->tried >= LOADER_SKIP_SHARE_FROM && (double)L->read_skips > L->max_skip_fraction * (double)L->tried;
+    if (!whole_pass && !too_many) return VFM_OK;
+    char summary[1024];
+    read_skip_summary(L, summary, sizeof summary);
+    if (whole_pass)
+        return vfm_fail(VFM_ERR_USAGE, "dataset %s: a whole pass over the data gave no usable sample: %s; see vfm data "
+                        "inspect", L->sel->spec->source, summary);
+    return vfm_fail(VFM_ERR_USAGE, "dataset %s: %s of %lld read (%.1f%%), more than dataset.max_skip_fraction = %g; "
+                    "see vfm data inspect", L->sel->spec->source, summary, (long long)L->tried,
+                    100.0 * (double)L->read_skips / (double)L->tried, L->max_skip_fraction);
 }
 
 static vfm_status wds_next(PackSource *src, Pack *out) {
@@ -340,14 +388,19 @@ static vfm_status wds_next(PackSource *src, Pack *out) {
         int empty = slot->pack.n_samples == 0;
         int dropped = slot->dropped;
         int64_t epoch = slot->epoch;
-        if (!empty) take_pack(out, &slot->pack);
+        vfm_status taken = empty ? VFM_OK : take_pack(out, &slot->pack);
         pthread_mutex_lock(&L->mu);
         slot->state = SLOT_FREE;
         L->consumed++;
         L->last_epoch = epoch;
         pthread_cond_broadcast(&L->space);
         pthread_mutex_unlock(&L->mu);
+        VFM_TRY(taken); /* the slot's new empty pack could not be made: the source stops here */
         src->stats.skipped += dropped;
+        L->tried += dropped + (empty ? 0 : out->n_samples);
+        L->read_skips += dropped;
+        L->empty_run = empty ? L->empty_run + 1 : 0;
+        VFM_TRY(loader_give_up(L));
         if (empty) continue;
         src->stats.packs++;
         src->stats.samples += out->n_samples;
@@ -582,7 +635,28 @@ static void log_selection(const Loader *L, const int64_t *leaf_usable, int64_t p
     }
 }
 
+vfm_status loader_config_from(LoaderConfig *lc, const Config *cfg) {
+    memset(lc, 0, sizeof *lc);
+    VFM_TRY(encode_config_from(&lc->ec, cfg));
+    lc->n_workers = (int)cfg_int(cfg, "dataset.num_workers");
+    lc->pc.seed = (uint64_t)cfg_int(cfg, "rng.seed");
+    lc->pc.shuffle = cfg_bool(cfg, "dataset.shuffle");
+    lc->pc.buffer_size = cfg_int(cfg, "dataset.packing_buffer_size");
+    lc->pc.budget = cfg_int(cfg, "dataset.task_encoder_seq_length");
+    lc->max_skip_fraction = cfg_float(cfg, "dataset.max_skip_fraction");
+    snprintf(lc->path, sizeof lc->path, "%s", cfg_str(cfg, "dataset.path"));
+    snprintf(lc->split, sizeof lc->split, "%s", cfg_str(cfg, "dataset.split"));
+    return VFM_OK;
+}
+
 vfm_status webdataset_source_open(PackSource **out, const Config *cfg, const char *split, int validation, int rank,
+                                  int world) {
+    LoaderConfig lc;
+    VFM_TRY(loader_config_from(&lc, cfg));
+    return webdataset_source_from(out, &lc, split, validation, rank, world);
+}
+
+vfm_status webdataset_source_from(PackSource **out, const LoaderConfig *lc, const char *split, int validation, int rank,
                                   int world) {
     *out = NULL;
     if (world < 1 || rank < 0 || rank >= world)
@@ -609,19 +683,20 @@ vfm_status webdataset_source_open(PackSource **out, const Config *cfg, const cha
     L->world = world;
     L->validation = validation;
     L->log_left = SKIP_LOG_LINES;
-    L->n_workers = (int)cfg_int(cfg, "dataset.num_workers");
+    L->n_workers = lc->n_workers;
     L->depth = L->n_workers == 0 ? 1 : 2 * L->n_workers + 2;
-    L->pc = (PlanConfig){(uint64_t)cfg_int(cfg, "rng.seed"), cfg_bool(cfg, "dataset.shuffle"),
-                         cfg_int(cfg, "dataset.packing_buffer_size"), cfg_int(cfg, "dataset.task_encoder_seq_length")};
+    L->pc = lc->pc;
+    L->max_skip_fraction = lc->max_skip_fraction;
     struct rlimit rl;
     L->max_open = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY ? (int)(rl.rlim_cur / 4) : 256;
     if (L->max_open < 8) L->max_open = 8;
     if (L->max_open > 1024) L->max_open = 1024;
 
-    vfm_status s = encode_config_from(&L->ec, cfg);
+    vfm_status s = VFM_OK;
+    L->ec = lc->ec;
     src->token_dim = encode_token_dim(&L->ec);
     src->text_dim = L->ec.text_dim;
-    const char *path = cfg_str(cfg, "dataset.path");
+    const char *path = lc->path;
     int64_t *leaf_usable = NULL;
     if (s == VFM_OK)
         s = selection_open(&L->sel, path, split, L->ec.dataset, L->n_workers > 0 ? L->n_workers : 1, rank == 0);
@@ -650,7 +725,7 @@ vfm_status webdataset_source_open(PackSource **out, const Config *cfg, const cha
     }
     if (s == VFM_OK) {
         for (int i = 0; i < L->depth; i++)
-            pack_init(&L->slots[i].pack, src->token_dim, src->text_dim, L->ec.pad_multiple, 1);
+            if (s == VFM_OK) s = pack_init(&L->slots[i].pack, src->token_dim, src->text_dim, L->ec.pad_multiple, 1);
         s = start_readers(L);
     }
     if (s != VFM_OK) {
@@ -669,7 +744,9 @@ vfm_status webdataset_source_open(PackSource **out, const Config *cfg, const cha
 }
 
 vfm_status webdataset_source_create(PackSource **out, const Config *cfg, int rank, int world) {
-    return webdataset_source_open(out, cfg, cfg_str(cfg, "dataset.split"), 0, rank, world);
+    LoaderConfig lc;
+    VFM_TRY(loader_config_from(&lc, cfg));
+    return webdataset_source_from(out, &lc, lc.split, 0, rank, world);
 }
 
 /* ---- extras (loader.h) ---- */
@@ -704,6 +781,7 @@ int loader_info(const PackSource *src, LoaderInfo *info) {
     info->n_shards = L->sel->n_shards;
     info->n_samples = L->sel->n_entries;
     info->n_usable = L->n_usable;
+    info->skips_unlisted = L->skips_unlisted;
     info->bytes_read = __atomic_load_n(&L->bytes_read, __ATOMIC_RELAXED);
     info->epoch = L->last_epoch;
     info->epoch_packs = L->epoch_packs;

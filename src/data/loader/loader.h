@@ -7,7 +7,9 @@
 #include <stdint.h>
 
 #include "core/config.h"
+#include "data/loader/encode.h"
 #include "data/loader/pack_source.h"
+#include "data/loader/plan.h"
 
 /* The pixel_space JSON object (text) of the dataset: from the first sample, in shard order, whose
  * json has one. NULL when no sample has one. Owned by the source. */
@@ -19,7 +21,8 @@ typedef struct LoaderSkip {
     int at_load;       /* 0: found by the length index or the config; 1: when the sample was read */
 } LoaderSkip;
 /* The samples skipped so far (each named once), in the order they were found: *out is a
- * malloc'd copy (free it); returns the count. */
+ * malloc'd copy (free it); returns the count. (LoaderInfo.skips_unlisted counts those the list could
+ * not hold; a warning named the first.) */
 int loader_skipped(const PackSource *src, LoaderSkip **out);
 
 typedef struct LoaderInfo {
@@ -27,6 +30,7 @@ typedef struct LoaderInfo {
     int n_shards;           /* shards in their length indexes */
     int64_t n_samples;      /* samples in their length indexes (all splits) */
     int64_t n_usable;       /* samples in every epoch plan */
+    int64_t skips_unlisted; /* skipped samples the skip list could not hold (out of memory) */
     int64_t bytes_read;     /* sample bytes read from the shards so far */
     int64_t epoch;          /* epoch of the last pack delivered */
     int64_t epoch_packs;    /* global packs in epoch 0 */
@@ -37,6 +41,21 @@ typedef struct LoaderInfo {
 } LoaderInfo;
 /* 0 (and *info zeroed) when src is not a WebDataset source. */
 int loader_info(const PackSource *src, LoaderInfo *info);
+
+/* What a WebDataset source reads: encode_config_from's keys, dataset.num_workers, shuffle,
+ * packing_buffer_size, max_skip_fraction, path, split and rng.seed — nothing of the mock set's. */
+typedef struct LoaderConfig {
+    EncodeConfig ec;
+    PlanConfig pc;
+    int n_workers;
+    double max_skip_fraction; /* dataset.max_skip_fraction */
+    char path[1024];          /* dataset.path */
+    char split[128];          /* dataset.split */
+} LoaderConfig;
+vfm_status loader_config_from(LoaderConfig *lc, const Config *cfg);
+/* The source from read keys (webdataset_source_open without the config). */
+vfm_status webdataset_source_from(PackSource **out, const LoaderConfig *lc, const char *split, int validation, int rank,
+                                  int world);
 
 /* WebDataset shards (or a metadataset) at dataset.path: training on dataset.split. */
 vfm_status webdataset_source_create(PackSource **out, const Config *cfg, int rank, int world);

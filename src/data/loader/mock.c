@@ -15,12 +15,8 @@
 #include "data/loader/mock.h"
 #include "ops/ops.h"
 
-typedef struct MockShape {
-    int c, t, h, w;
-} MockShape;
-
 typedef struct Mock {
-    MockShape *shapes;
+    MockShape shapes[MOCK_MAX_SHAPES];
     int n_shapes;
     int64_t n_fixed;        /* 0: endless fresh samples */
     uint64_t identity_offset; /* 0 for training; see pack_source_create_split */
@@ -135,7 +131,6 @@ static vfm_status mock_set_state(PackSource *src, const char *text) {
 static void mock_destroy(PackSource *src) {
     Mock *m = src->impl;
     if (m) {
-        free(m->shapes);
         free(m->latent);
         free(m->tokens);
         free(m->text);
@@ -156,71 +151,101 @@ static vfm_status parse_shape(const char *text, int channels, MockShape *out) {
     return VFM_OK;
 }
 
+vfm_status mock_config_from(MockConfig *mc, const Config *cfg) {
+    memset(mc, 0, sizeof *mc);
+    mc->channels = (int)cfg_int(cfg, "model.in_channels");
+    mc->pt = (int)cfg_int(cfg, "model.patch_temporal");
+    mc->ph = mc->pw = (int)cfg_int(cfg, "model.patch_spatial");
+    mc->text_dim = (int)cfg_int(cfg, "model.crossattn_emb_size");
+    mc->text_len = (int)cfg_int(cfg, "dataset.context_seq_len");
+    mc->max_per_pack = (int)cfg_int(cfg, "dataset.number_packed_samples");
+    mc->budget = cfg_int(cfg, "dataset.task_encoder_seq_length");
+    mc->n_fixed = cfg_int(cfg, "dataset.mock_samples");
+    mc->seed = (uint64_t)cfg_int(cfg, "rng.seed");
+    /* the same padding rule as real data: lcm(dataset.pad_multiple, TP·CP) */
+    VFM_TRY(encode_pad_multiple_from(cfg, mc->budget, &mc->pad_multiple));
+    int k = cfg_list_len(cfg, "dataset.mock_shapes");
+    if (k > MOCK_MAX_SHAPES)
+        return vfm_fail_at(VFM_ERR_USAGE, NULL, "dataset.mock_shapes", NULL, "%d shapes; at most %d", k, MOCK_MAX_SHAPES);
+    for (int i = 0; i < k; i++)
+        VFM_TRY(parse_shape(cfg_list_str(cfg, "dataset.mock_shapes", i), mc->channels, &mc->shapes[i]));
+    if (k == 0) /* one shape from the *_latents keys, which mock_shapes replaces */
+        mc->shapes[0] = (MockShape){mc->channels, (int)cfg_int(cfg, "dataset.F_latents"),
+                                    (int)cfg_int(cfg, "dataset.H_latents"), (int)cfg_int(cfg, "dataset.W_latents")};
+    mc->n_shapes = k > 0 ? k : 1;
+    const char *from = k > 0 ? "dataset.mock_shapes" : "dataset.F_latents, dataset.H_latents, dataset.W_latents";
+    for (int i = 0; i < mc->n_shapes; i++) {
+        const MockShape *sh = &mc->shapes[i];
+        if (sh->t % mc->pt || sh->h % mc->ph || sh->w % mc->pw)
+            return vfm_fail(VFM_ERR_USAGE, "mock latent shape %dx%dx%dx%d (%s) does not divide by the patch size "
+                            "%dx%dx%d (model.patch_temporal, model.patch_spatial)", sh->c, sh->t, sh->h, sh->w, from,
+                            mc->pt, mc->ph, mc->pw);
+        int64_t tok = (int64_t)(sh->t / mc->pt) * (sh->h / mc->ph) * (sh->w / mc->pw);
+        int64_t padded = pack_padded_len(tok, mc->pad_multiple);
+        if (padded > mc->budget)
+            return vfm_fail(VFM_ERR_USAGE, "mock latent shape %dx%dx%dx%d (%s) takes %lld tokens (padded to "
+                            "dataset.pad_multiple), more than dataset.task_encoder_seq_length = %lld", sh->c, sh->t,
+                            sh->h, sh->w, from, (long long)padded, (long long)mc->budget);
+    }
+    return VFM_OK;
+}
+
 vfm_status mock_source_create(PackSource **out, const Config *cfg, int rank, int world) {
     return mock_source_create_offset(out, cfg, 0, rank, world);
 }
 
 vfm_status mock_source_create_offset(PackSource **out, const Config *cfg, uint64_t identity_offset, int rank, int world) {
     *out = NULL;
+    MockConfig mc;
+    VFM_TRY(mock_config_from(&mc, cfg));
+    return mock_source_from(out, &mc, identity_offset, rank, world);
+}
+
+vfm_status mock_source_from(PackSource **out, const MockConfig *mc, uint64_t identity_offset, int rank, int world) {
+    *out = NULL;
     PackSource *src = calloc(1, sizeof *src);
     Mock *m = calloc(1, sizeof *m);
+    if (!src || !m) {
+        free(src);
+        free(m);
+        return vfm_fail(VFM_ERR_NOMEM, "mock: out of memory");
+    }
     src->impl = m;
     src->kind = "mock";
     src->next = mock_next;
     src->get_state = mock_get_state;
     src->set_state = mock_set_state;
     src->destroy = mock_destroy;
-    int C = (int)cfg_int(cfg, "model.in_channels");
-    m->pt = (int)cfg_int(cfg, "model.patch_temporal");
-    m->ph = m->pw = (int)cfg_int(cfg, "model.patch_spatial");
+    m->pt = mc->pt;
+    m->ph = mc->ph;
+    m->pw = mc->pw;
     m->text_pad_multiple = 1;
-    m->text_len = (int)cfg_int(cfg, "dataset.context_seq_len");
-    m->max_per_pack = (int)cfg_int(cfg, "dataset.number_packed_samples");
-    m->budget = cfg_int(cfg, "dataset.task_encoder_seq_length");
-    m->n_fixed = cfg_int(cfg, "dataset.mock_samples");
+    m->text_len = mc->text_len;
+    m->max_per_pack = mc->max_per_pack;
+    m->budget = mc->budget;
+    m->n_fixed = mc->n_fixed;
     m->identity_offset = identity_offset;
-    m->seed = (uint64_t)cfg_int(cfg, "rng.seed");
+    m->seed = mc->seed;
     m->rank = rank;
     m->world = world;
-    src->token_dim = C * m->pt * m->ph * m->pw;
-    src->text_dim = (int)cfg_int(cfg, "model.crossattn_emb_size");
-    EncodeConfig ec; /* the same padding rule as real data: lcm(dataset.pad_multiple, TP·CP) */
-    vfm_status s = encode_config_from(&ec, cfg);
-    m->pad_multiple = ec.pad_multiple;
-    if (s == VFM_OK && cfg_is_set(cfg, "dataset.context_embeddings_dim") && cfg_int(cfg, "dataset.context_embeddings_dim") != src->text_dim)
-        s = vfm_fail(VFM_ERR_USAGE, "dataset.context_embeddings_dim (%lld) must equal model.crossattn_emb_size (%d)",
-                     (long long)cfg_int(cfg, "dataset.context_embeddings_dim"), src->text_dim);
-    int k = cfg_list_len(cfg, "dataset.mock_shapes");
-    m->n_shapes = k > 0 ? k : 1;
-    m->shapes = calloc((size_t)m->n_shapes, sizeof *m->shapes);
-    for (int i = 0; s == VFM_OK && i < k; i++) s = parse_shape(cfg_list_str(cfg, "dataset.mock_shapes", i), C, &m->shapes[i]);
-    if (s == VFM_OK && k == 0)
-        m->shapes[0] = (MockShape){C, (int)cfg_int(cfg, "dataset.F_latents"), (int)cfg_int(cfg, "dataset.H_latents"),
-                                   (int)cfg_int(cfg, "dataset.W_latents")};
-    int64_t max_elems = 0, max_tokens = 0;
-    for (int i = 0; s == VFM_OK && i < m->n_shapes; i++) {
-        MockShape *sh = &m->shapes[i];
-        if (sh->t % m->pt || sh->h % m->ph || sh->w % m->pw) {
-            s = vfm_fail(VFM_ERR_USAGE, "mock latent shape %dx%dx%dx%d does not divide by the patch size %dx%dx%d",
-                         sh->c, sh->t, sh->h, sh->w, m->pt, m->ph, m->pw);
-            break;
-        }
-        int64_t tok = tokens_of(m, sh), padded = pack_padded_len(tok, m->pad_multiple);
-        if (padded > m->budget)
-            s = vfm_fail(VFM_ERR_USAGE, "mock latent shape %dx%dx%dx%d takes %lld tokens (padded), more than "
-                         "dataset.task_encoder_seq_length = %lld", sh->c, sh->t, sh->h, sh->w, (long long)padded,
-                         (long long)m->budget);
+    m->pad_multiple = mc->pad_multiple;
+    m->n_shapes = mc->n_shapes;
+    memcpy(m->shapes, mc->shapes, sizeof m->shapes);
+    src->token_dim = mc->channels * m->pt * m->ph * m->pw;
+    src->text_dim = mc->text_dim;
+    int64_t max_elems = 0;
+    for (int i = 0; i < m->n_shapes; i++) {
+        const MockShape *sh = &m->shapes[i];
         int64_t elems = (int64_t)sh->c * sh->t * sh->h * sh->w;
         if (elems > max_elems) max_elems = elems;
-        if (tok > max_tokens) max_tokens = tok;
-    }
-    if (s != VFM_OK) {
-        mock_destroy(src);
-        return s;
     }
     m->latent = malloc((size_t)max_elems * sizeof(float));
     m->tokens = malloc((size_t)max_elems * sizeof(float));
-    m->text = malloc((size_t)m->text_len * src->text_dim * sizeof(float));
+    m->text = malloc((size_t)(m->text_len > 0 ? m->text_len : 1) * (size_t)src->text_dim * sizeof(float));
+    if (!m->latent || !m->tokens || !m->text) {
+        mock_destroy(src);
+        return vfm_fail(VFM_ERR_NOMEM, "mock: out of memory for a sample of %lld values", (long long)max_elems);
+    }
     src->max_samples = m->max_per_pack;
     src->max_tokens = m->budget;
     src->max_text = (int64_t)m->max_per_pack * m->text_len;

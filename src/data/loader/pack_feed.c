@@ -13,7 +13,7 @@ vfm_status pack_feed_init(PackFeed *f, PackSource *src, Device dev, void *comput
     f->device = dev;
     f->compute_stream = compute_stream;
     f->cur = -1;
-    for (int j = 0; j < 2; j++) pack_init(&f->pack[j], src->token_dim, src->text_dim, 1, 1);
+    for (int j = 0; j < 2; j++) VFM_TRY(pack_init(&f->pack[j], src->token_dim, src->text_dim, 1, 1));
     if (dev != DEV_CUDA) return VFM_OK;
     pack_source_pin(src, 1);
     VFM_TRY(vfm_cuda_stream_create(&f->copy_stream));

@@ -4,7 +4,23 @@
 #define VFM_SOURCE_H
 
 #include "core/config.h"
+#include "data/loader/loader.h"
+#include "data/loader/mock.h"
 #include "data/loader/pack_source.h"
+
+/* What the data source of a config reads: the mock set's keys (mock.h) or real data's (loader.h),
+ * never the other's — a key of the other source that the user set is then named by
+ * config_check_unread. */
+typedef struct PackSourceConfig {
+    int mock;              /* dataset.mock */
+    MockConfig mock_cfg;   /* mock */
+    LoaderConfig data;     /* real data */
+} PackSourceConfig;
+/* Reads and checks them (VFM_ERR_USAGE naming the key): dataset.path must name a dataset for real
+ * data, dataset.context_embeddings_dim (when set) must equal model.crossattn_emb_size. */
+vfm_status pack_source_config_from(PackSourceConfig *sc, const Config *cfg);
+/* The training source from read keys. */
+vfm_status pack_source_from(PackSource **out, const PackSourceConfig *sc, int rank, int world);
 
 /* Builds the training source a config asks for (dataset.mock or dataset.path, split
  * dataset.split) for replica `rank` of `world` data-parallel replicas. patch sizes and channel

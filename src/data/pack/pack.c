@@ -7,7 +7,7 @@
 
 #include "core/cuda_runtime_shim.h"
 
-void pack_init(Pack *p, int token_dim, int text_dim, int pad_multiple, int text_pad_multiple) {
+vfm_status pack_init(Pack *p, int token_dim, int text_dim, int pad_multiple, int text_pad_multiple) {
     memset(p, 0, sizeof *p);
     p->token_dim = token_dim;
     p->text_dim = text_dim;
@@ -17,6 +17,9 @@ void pack_init(Pack *p, int token_dim, int text_dim, int pad_multiple, int text_
     p->cu_seqlens_padded = calloc(1, sizeof(int32_t));
     p->cu_text = calloc(1, sizeof(int32_t));
     p->cu_text_padded = calloc(1, sizeof(int32_t));
+    if (p->cu_seqlens && p->cu_seqlens_padded && p->cu_text && p->cu_text_padded) return VFM_OK;
+    pack_free(p);
+    return vfm_fail(VFM_ERR_NOMEM, "pack: out of memory for an empty pack");
 }
 
 /* The arrays of a pack whose storage may be page-locked (samples is always malloc'd: it never goes
@@ -245,7 +248,8 @@ vfm_status pack_pad_to(Pack *p, int64_t rows) {
 }
 
 vfm_status pack_copy(Pack *dst, const Pack *src) {
-    pack_init(dst, src->token_dim, src->text_dim, src->pad_multiple, src->text_pad_multiple);
+    pack_free(dst);
+    VFM_TRY(pack_init(dst, src->token_dim, src->text_dim, src->pad_multiple, src->text_pad_multiple));
     VFM_TRY(reserve(dst, src->n_samples, src->n_tokens, src->n_text));
     dst->n_samples = src->n_samples;
     dst->n_tokens = src->n_tokens;

@@ -56,7 +56,9 @@ typedef struct Pack {
     int pinned;                /* the arrays (not `samples`) are page-locked host memory (cudaMallocHost) */
 } Pack;
 
-void pack_init(Pack *p, int token_dim, int text_dim, int pad_multiple, int text_pad_multiple);
+/* An empty pack (its offset arrays hold the leading 0). VFM_ERR_NOMEM, and *p all zero (pack_free
+ * is safe), when that memory cannot be had. */
+vfm_status pack_init(Pack *p, int token_dim, int text_dim, int pad_multiple, int text_pad_multiple);
 void pack_free(Pack *p);
 void pack_clear(Pack *p);
 /* Moves the pack's arrays (contents kept) into page-locked host memory (pinned = 1; needs a CUDA
@@ -75,7 +77,7 @@ double pack_fill_ratio(const Pack *p);
  * with samples): the last sample's padding grows by zero rows mapped to -1, masked out of the loss.
  * The fixed pack length of pipeline parallelism (train.fixed_pack_length). */
 vfm_status pack_pad_to(Pack *p, int64_t rows);
-/* Deep copy (dst initialised or freshly zeroed). */
+/* Deep copy into dst, initialised (its memory is freed first) or freshly zeroed. */
 vfm_status pack_copy(Pack *dst, const Pack *src);
 
 #endif

@@ -299,6 +299,11 @@ static vfm_status write_dataset_json(const Ctx *c, const char *dir, const Prepar
     json_object_set(root, "pixel_space", c->pixel_space);
     json_object_set_new(root, "buckets", buckets);
     json_object_set_new(root, "bucket_counts", counts);
+    int hw[64][2], n_hw = 0; /* latent sides of the buckets */
+    for (int i = 0; i < c->buckets.n && n_hw < 64; i++, n_hw++)
+        hw[n_hw][0] = c->buckets.b[i].height / o->factor, hw[n_hw][1] = c->buckets.b[i].width / o->factor;
+    PrepareLatents lat = {3, (int)r->d_text, video ? o->frames : 1, n_hw, (const int (*)[2])hw};
+    prepare_add_train_keys(root, &lat);
     json_object_set_new(root, "resize", json_string("centre crop to the bucket's aspect, then per axis an area (box) filter "
                                                     "when shrinking, Catmull-Rom bicubic when enlarging; then the pixel_space "
                                                     "box filter by factor"));

@@ -227,3 +227,35 @@ vfm_status prepare_write_dataset_json(const char *dir, void *root_ptr) {
     free(with_newline);
     return s;
 }
+
+void prepare_add_train_keys(void *root_ptr, const PrepareLatents *l) {
+    int patch = 2;
+    int64_t most = 0;
+    for (int i = 0; i < l->n; i++)
+        if (l->hw[i][0] % 2 || l->hw[i][1] % 2) patch = 1;
+    for (int i = 0; i < l->n; i++) {
+        int64_t tokens = (int64_t)l->max_t * (l->hw[i][0] / patch) * (l->hw[i][1] / patch);
+        if (tokens > most) most = tokens;
+    }
+    int64_t budget = (most + 63) / 64 * 64; /* the default dataset.pad_multiple */
+    if (budget < 1024) budget = 1024;       /* room to pack several small samples */
+    json_t *keys = json_pack("{s:i,s:i,s:i,s:i,s:i,s:I}", "model.in_channels", l->channels, "model.out_channels",
+                             l->channels, "model.crossattn_emb_size", l->d_text, "model.patch_spatial", patch,
+                             "model.patch_temporal", 1, "dataset.task_encoder_seq_length", (json_int_t)budget);
+    if (keys) json_object_set_new(root_ptr, "train", keys);
+}
+
+int prepare_read_train_keys(const char *dir, char (*out)[160], int max) {
+    char path[1200];
+    path_join(path, sizeof path, dir, PREPARE_DATASET_FILE);
+    if (!path_exists(path)) return 0;
+    json_error_t err;
+    json_t *root = json_load_file(path, 0, &err), *keys = json_object_get(root, "train"), *v;
+    const char *k;
+    int n = 0;
+    json_object_foreach(keys, k, v) {
+        if (n < max && json_is_integer(v)) snprintf(out[n++], 160, "%s=%lld", k, (long long)json_integer_value(v));
+    }
+    json_decref(root);
+    return n;
+}

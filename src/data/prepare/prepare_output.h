@@ -83,4 +83,19 @@ void staged_dir_abort(StagedDir *d);
  * to dir/vfm_dataset.json. Steals root. */
 vfm_status prepare_write_dataset_json(const char *dir, void *root /* json_t* */);
 
+/* The latent sizes a prepared dataset holds: each sample is [channels, T, H, W] with T <= max_t,
+ * (H, W) one of hw[0..n) (latent pixels). */
+typedef struct PrepareLatents {
+    int channels, d_text, max_t, n;
+    const int (*hw)[2];
+} PrepareLatents;
+/* Adds to vfm_dataset.json's root the keys `vfm train` needs to train on it, as "train":
+ * {"model.in_channels": 3, ...} (docs/prepare.md "Training on it"): the channels in and out, the
+ * text width, patch 2 over H and W when every latent side is even (else 1) and 1 over T, and a pack
+ * length that holds the largest sample (its tokens padded to 64; at least 1024). */
+void prepare_add_train_keys(void *root /* json_t* */, const PrepareLatents *l);
+/* DIR/vfm_dataset.json's "train" keys as "key=value" lines into out[0..max); their count (0: no file
+ * or no keys). */
+int prepare_read_train_keys(const char *dir, char (*out)[160], int max);
+
 #endif

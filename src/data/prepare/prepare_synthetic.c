@@ -155,6 +155,13 @@ static vfm_status write_dataset_json(const PrepareContext *ctx, int64_t shards) 
     json_object_set_new(root, "directions", directions);
     json_object_set_new(root, "canvases", canvases);
     json_object_set_new(root, "video_frames", json_pack("[i,i]", ctx->cfg.min_frames, ctx->cfg.max_frames));
+    int hw[2 * SYNTHETIC_MAX_CANVASES][2], n_hw = 0; /* latent sides: images', and videos' when there are any */
+    for (int i = 0; i < ctx->cfg.n_image_canvases && o->images > 0; i++, n_hw++)
+        hw[n_hw][0] = ctx->cfg.image_canvases[i].height / o->factor, hw[n_hw][1] = ctx->cfg.image_canvases[i].width / o->factor;
+    for (int i = 0; i < ctx->cfg.n_video_canvases && o->videos > 0; i++, n_hw++)
+        hw[n_hw][0] = ctx->cfg.video_canvases[i].height / o->factor, hw[n_hw][1] = ctx->cfg.video_canvases[i].width / o->factor;
+    PrepareLatents lat = {3, o->d_text, o->videos > 0 ? ctx->cfg.max_frames : 1, n_hw, (const int (*)[2])hw};
+    prepare_add_train_keys(root, &lat);
     if (!pixel_space) {
         json_decref(root);
         return vfm_fail(VFM_ERR_INTERNAL, "%s: cannot format", PREPARE_DATASET_FILE);

@@ -6,9 +6,7 @@
 #include <string.h>
 
 #include "real.h"
-
-/* Columns per block of the per-sample gradient sums. */
-#define SAMPLE_GRAD_COLS 64
+#include "sample_sums.h"
 
 static inline int64_t column_blocks(int64_t D) { return (D + SAMPLE_GRAD_COLS - 1) / SAMPLE_GRAD_COLS; }
 
@@ -48,6 +46,21 @@ vfm_status CPU_FN(layernorm_modulate_forward)(Tensor *y, Tensor *mean, Tensor *r
     return VFM_OK;
 }
 
+/* dshift's term dy, dscale's dy·x̂ */
+typedef struct {
+    const real *X, *DY, *M, *R;
+    int64_t D;
+} LnTerms;
+static void ln_terms(const void *ctx, int64_t s, int64_t d0, int64_t d1, double *acc0, double *acc1) {
+    const LnTerms *c = ctx;
+    const real *xr = c->X + s * c->D, *g = c->DY + s * c->D;
+    real m = c->M[s], rs = c->R[s];
+    for (int64_t d = d0; d < d1; d++) {
+        acc0[d] += (double)g[d];
+        acc1[d] += (double)g[d] * (double)((xr[d] - m) * rs);
+    }
+}
+
 vfm_status CPU_FN(layernorm_modulate_backward)(Tensor *dx, Tensor *dshift, Tensor *dscale, const Tensor *dy,
                                                const Tensor *x, const Tensor *mean, const Tensor *rstd,
                                                const Tensor *scale, const Tensor *tok2sample) {
@@ -81,41 +94,10 @@ vfm_status CPU_FN(layernorm_modulate_backward)(Tensor *dx, Tensor *dshift, Tenso
     }
 
     if (!dshift && !dscale) return VFM_OK;
-    int64_t B = tensor_rows(dshift ? dshift : dscale);
-    double *acc_shift = calloc((size_t)(B * D) + 1, sizeof(double));
-    double *acc_scale = calloc((size_t)(B * D) + 1, sizeof(double));
-    if (!acc_shift || !acc_scale) {
-        free(acc_shift);
-        free(acc_scale);
-        return vfm_fail(VFM_ERR_NOMEM, "layernorm_modulate_backward: no memory for %lld x %lld sums", (long long)B,
-                        (long long)D);
-    }
-    int64_t blocks = column_blocks(D);
-#pragma omp parallel for schedule(static)
-    for (int64_t blk = 0; blk < blocks; blk++) {
-        int64_t d0 = blk * SAMPLE_GRAD_COLS, d1 = d0 + SAMPLE_GRAD_COLS < D ? d0 + SAMPLE_GRAD_COLS : D;
-        for (int64_t s = 0; s < S; s++) {
-            int64_t b = T2S[s];
-            if (b < 0) continue;
-            const real *xr = X + s * D, *g = DY + s * D;
-            real m = M[s], rs = R[s];
-            for (int64_t d = d0; d < d1; d++) {
-                acc_shift[b * D + d] += (double)g[d];
-                acc_scale[b * D + d] += (double)g[d] * (double)((xr[d] - m) * rs);
-            }
-        }
-    }
-    if (dshift) {
-        real *DS = RDATA(dshift);
-        for (int64_t i = 0; i < B * D; i++) DS[i] += (real)acc_shift[i];
-    }
-    if (dscale) {
-        real *DS = RDATA(dscale);
-        for (int64_t i = 0; i < B * D; i++) DS[i] += (real)acc_scale[i];
-    }
-    free(acc_shift);
-    free(acc_scale);
-    return VFM_OK;
+    LnTerms c = {X, DY, M, R, D};
+    return sample_column_sums("layernorm_modulate_backward", dshift ? RDATA(dshift) : NULL,
+                              dscale ? RDATA(dscale) : NULL, tensor_rows(dshift ? dshift : dscale), S, D, T2S,
+                              ln_terms, &c);
 }
 
 vfm_status CPU_FN(gated_residual_forward)(Tensor *out, const Tensor *x, const Tensor *y, const Tensor *gate,
