@@ -311,7 +311,10 @@ int cmd_sample(int argc, char **argv) {
     go.objective = &j.objective;
     if (args_flag(flags, nflags, "--ddim")->present) go.ddim = 1;
     if (solver && j.objective.kind == OBJECTIVE_FLOW) go.flow_unipc = strcmp(solver, "unipc") == 0;
-    if (go.flow_unipc && !go.unipc_order) go.unipc_order = (int)cfg_int(j.cfg, "sampler.unipc_order"); /* --solver unipc */
+    if (solver && j.objective.kind == OBJECTIVE_FLOW && go.flow_unipc != defaults.flow_unipc) { /* the other solver's key */
+        if (go.flow_unipc) go.unipc_order = (int)cfg_int(j.cfg, "sampler.unipc_order");
+        else go.flow_linear = strcmp(cfg_str(j.cfg, "sampler.flow_schedule"), "linear") == 0;
+    }
     if (solver && j.objective.kind != OBJECTIVE_FLOW)
         fprintf(stderr, "vfm sample: --solver applies to flow; this checkpoint is %s (ignored)\n",
                 objective_name(j.objective.kind));

@@ -23,11 +23,16 @@ vfm_status sample_settings_from_config(SampleSettings *s, const Config *cfg, Obj
     else cfg_warn_unused(cfg, "sampler.ddim", "sampler.ddim applies to diffusion.objective=ddpm (ignored with %s)", name);
     static const char *const flow_keys[] = {"sampler.flow_schedule", "sampler.flow_solver", "sampler.unipc_order"};
     if (kind == OBJECTIVE_FLOW) {
-        s->flow_linear = strcmp(cfg_str(cfg, "sampler.flow_schedule"), "linear") == 0;
         s->flow_unipc = strcmp(cfg_str(cfg, "sampler.flow_solver"), "unipc") == 0;
-        if (s->flow_unipc) s->unipc_order = (int)cfg_int(cfg, "sampler.unipc_order");
-        else cfg_warn_unused(cfg, "sampler.unipc_order", "sampler.unipc_order applies to sampler.flow_solver=unipc "
-                             "(ignored with euler)");
+        if (s->flow_unipc) {
+            s->unipc_order = (int)cfg_int(cfg, "sampler.unipc_order");
+            cfg_warn_unused(cfg, "sampler.flow_schedule", "sampler.flow_schedule applies to the Euler sampler; "
+                            "sampler.flow_solver=unipc steps on its own times (ignored)");
+        } else {
+            s->flow_linear = strcmp(cfg_str(cfg, "sampler.flow_schedule"), "linear") == 0;
+            cfg_warn_unused(cfg, "sampler.unipc_order", "sampler.unipc_order applies to sampler.flow_solver=unipc "
+                            "(ignored with euler)");
+        }
     } else {
         for (int i = 0; i < 3; i++)
             cfg_warn_unused(cfg, flow_keys[i], "%s applies to diffusion.objective=flow (ignored with %s)", flow_keys[i],
