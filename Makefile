@@ -209,6 +209,7 @@ goldens:
 	/usr/bin/python3 reference/ops_golden.py --out tests/fixtures/golden
 	/usr/bin/python3 reference/model_golden.py --out tests/fixtures/golden
 	/usr/bin/python3 reference/moviegen_golden.py --out tests/fixtures/golden
+	/usr/bin/python3 reference/stdit_golden.py --out tests/fixtures/golden
 
 clean:
 	rm -rf $(BUILD)

@@ -119,13 +119,15 @@ def record_case(model, samples, pack_loss, key, draw_times, gen, out):
     return losses
 
 
-def write_case(outdir, name, cfg, specs):
+def write_case(outdir, name, cfg, specs, model_class=DiT, extra=None):
+    """extra: more tensors for the file (another architecture's configuration, stdit_golden.py)."""
     gen = torch.Generator().manual_seed(20241122)
-    model = DiT(cfg)
+    model = model_class(cfg)
     randomize(model, gen)
     samples = make_samples(cfg, specs, gen, SIGMAS)
     out = {"config.ints": torch.tensor(cfg.c_ints(), dtype=torch.int32),
            "config.floats": torch.tensor([cfg.ln_eps, cfg.class_dropout_prob], dtype=torch.float32)}
+    out.update(extra or {})
     losses = record_case(model, samples, edm_pack_loss, "sigma",
                          lambda g: (0.2 + 3.0 * torch.rand(len(samples), generator=g)).tolist(), gen, out)
     out["trajectory.lr"] = torch.tensor([LR], dtype=torch.float64)
@@ -133,13 +135,14 @@ def write_case(outdir, name, cfg, specs):
     print(f"{name}: loss {out['loss'].item():.6f}, trajectory {losses[0]:.5f} -> {losses[-1]:.5f}")
 
 
-def main():
+def main(cases=CASES, model_class=DiT, extra=lambda cfg: None):
+    """Writes every case; extra(cfg): more tensors for a case's file (stdit_golden.py)."""
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "tests", "fixtures", "golden"))
     args = ap.parse_args()
     torch.set_num_threads(1)
-    for name, (cfg, specs) in CASES.items():
-        write_case(args.out, name, cfg, specs)
+    for name, (cfg, specs) in cases.items():
+        write_case(args.out, name, cfg, specs, model_class, extra(cfg))
 
 
 if __name__ == "__main__":

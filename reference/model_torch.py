@@ -26,7 +26,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-VARIANTS = ("dfm", "nemo-adaln", "adaln-zero")
+VARIANTS = ("dfm", "nemo-adaln", "adaln-zero", "moviegen", "stdit", "wan")  # DiTVariant's order; moviegen: moviegen_torch.py, stdit: stdit_torch.py; wan: diffusers (make_wan_fixtures.py)
 
 
 @dataclass
@@ -242,12 +242,16 @@ class Block(nn.Module):
     def ln(self, x, shift, scale):
         return F.layer_norm(x, x.shape[-1:], eps=self.cfg.block_ln_eps) * (1 + scale) + shift
 
+    def self_attention(self, h):
+        """Over every token of the sample (ST-DiT's blocks restrict it: stdit_torch.py)."""
+        return self.attn(h, h) if self.cfg.dit else self.self_attn(h, h)
+
     def forward(self, x, c, text):
         mod = self.adaLN_modulation(c) if self.cfg.dit else self.adaln(F.silu(c))
         ch = mod.chunk(self.cfg.n_chunks, dim=-1)
         sa, mlp = ch[0:3], ch[-3:]
         h = self.ln(x, sa[0], sa[1])
-        x = x + sa[2] * (self.attn(h, h) if self.cfg.dit else self.self_attn(h, h))
+        x = x + sa[2] * self.self_attention(h)
         if self.cfg.cross:
             ca = ch[3:6]
             x = x + ca[2] * self.cross_attn(self.ln(x, ca[0], ca[1]), text)

@@ -26,7 +26,7 @@ static int64_t count_group(const ParamTable *t, int group) {
     return n;
 }
 
-static void print_info(const Config *cfg, const DiTConfig *c, const ParamTable *t, int seq, int text) {
+static void print_info(const Config *cfg, const DiTConfig *c, const ParamTable *t, int seq, int text, int frames) {
     const DiTFeatures *f = &c->f;
     const char *preset = cfg_str(cfg, "model.preset");
     printf("model %s (preset %s): hidden %d, layers %d, heads %d (head dim %d, kv heads %d), ffn %d, patch %dx%dx%d, "
@@ -44,6 +44,12 @@ static void print_info(const Config *cfg, const DiTConfig *c, const ParamTable *
                                   : "cross-attention to the text",
            f->swiglu ? "SwiGLU" : f->mlp_act == ACT_GELU_TANH ? "tanh GELU" : "erf GELU",
            f->linear_bias ? "; linears with biases" : "");
+    if (f->factorised) {
+        printf("ST-DiT: %d layers of a spatial and a temporal block", c->layers / 2);
+        if (c->stdit_full_every > 0)
+            printf("; the spatial block of every layer k·%d attends over the whole sample", c->stdit_full_every);
+        printf("\n");
+    }
     if (f->cross_attn) printf("text width %d%s\n", c->d_text, f->cross_qk_norm ? ", cross-attention QK-norm" : "");
     if (c->num_classes > 0)
         printf("classes: %d%s\n", c->num_classes, c->class_dropout_prob > 0 ? " + the null class" : "");
@@ -61,9 +67,12 @@ static void print_info(const Config *cfg, const DiTConfig *c, const ParamTable *
         if (n) printf("  %-30s %14lld  (%5.2f%%)\n", dit_group_name(g), (long long)n, 100.0 * n / (double)t->total);
     }
     int32_t cu_q[2] = {0, seq}, cu_t[2] = {0, f->cross_attn ? text : 0};
-    double fwd = dit_forward_flops(c, 1, cu_q, cu_t);
-    printf("FLOPs for one sample of %d tokens%s: forward %.4g (%.4g per token), training step %.4g (%.4g per token)\n",
-           seq, f->cross_attn ? "" : " (no text)", fwd, fwd / seq, 3 * fwd, 3 * fwd / seq);
+    int32_t t_frames = frames;
+    double fwd = dit_forward_flops_frames(c, 1, cu_q, cu_t, &t_frames);
+    char in_frames[48] = "";
+    if (f->factorised) snprintf(in_frames, sizeof in_frames, " in %d frame%s", frames, frames > 1 ? "s" : "");
+    printf("FLOPs for one sample of %d tokens%s%s: forward %.4g (%.4g per token), training step %.4g (%.4g per token)\n",
+           seq, in_frames, f->cross_attn ? "" : " (no text)", fwd, fwd / seq, 3 * fwd, 3 * fwd / seq);
     if (f->cross_attn) printf("  (with %d text rows)\n", text);
 }
 
@@ -72,10 +81,32 @@ static double mb(double bytes) { return bytes / 1e6; }
 /* One rank's share (stage `stage` under PP) at layout l with n = DP×CP ranks: parameters, memory under
  * the sharding strategy (activations with the recomputation rc), bytes sent per micro-batch and per
  * step. */
+/* ST-DiT: what one block of each span sends over CP for one sample of `frames` frames of seq/frames
+ * tokens (dit_st_block_bytes), the mean over the CP ranks. */
+static void print_st_bytes(const DiT *m, int seq, int frames, const char *in) {
+    int counts[3], t = frames, tokens = seq / frames;
+    double mean[3][2] = {{0}};
+    dit_st_span_blocks(m, counts);
+    for (int r = 0; r < m->par.cp; r++) {
+        double b[3][2];
+        dit_st_block_bytes(m, 1, &t, &tokens, r, 2, b);
+        for (int k = 0; k < 3; k++) mean[k][0] += b[k][0] / m->par.cp, mean[k][1] += b[k][1] / m->par.cp;
+    }
+    static const char *const SPAN[] = {"full", "spatial", "temporal"};
+    printf("%sCP bytes per block (one sample of %d frames of %d tokens, bf16, mean over the CP ranks):", in, t, tokens);
+    for (int k = 0, first = 1; k < 3; k++)
+        if (counts[k]) {
+            printf("%s %s %.2f + %.2f MB (%d blocks)", first ? "" : ",", SPAN[k], mb(mean[k][0]), mb(mean[k][1]), counts[k]);
+            first = 0;
+        }
+    printf("\n");
+}
+
 static vfm_status print_rank(const DiTConfig *c, const TrainLayout *l, const RecomputeConfig *rc, int stage, int n,
-                             DpSharding sharding, int seq, int text) {
+                             DpSharding sharding, int seq, int text, int frames) {
     DiTParallel par = {.tp = l->tp, .sequence_parallel = l->sp, .cp = l->cp, .pp = l->pp, .pp_rank = stage, .vp = l->vp};
     par.cpa.type = l->cp_type;
+    par.st_hybrid = l->hybrid;
     par.cpa.A = l->cp_type == CP_COMM_A2A ? l->cp : l->a2a_size;
     DiT m;
     VFM_TRY(dit_describe_parallel(&m, c, &par));
@@ -132,6 +163,7 @@ static vfm_status print_rank(const DiTConfig *c, const TrainLayout *l, const Rec
            mb(cb.cp_forward), mb(cb.cp_backward), mb(cb.output));
     if (l->pp > 1) printf(", to the next/previous stage %.1f + %.1f MB", mb(cb.pp_forward), mb(cb.pp_backward));
     printf("\n");
+    if (c->f.factorised && l->cp > 1) print_st_bytes(&m, seq, frames, in);
     double share = n > 1 ? 2.0 * (n - 1) / n : 0, tshare = l->tp > 1 ? 2.0 * (l->tp - 1) / l->tp : 0;
     double pshare = l->pp > 1 ? 2.0 * (l->pp - 1) / l->pp : 0;
     printf("%ssent per step (f32 gradients): DP×CP reduction over %d rank%s %.1f MB%s, TP sums of replicated weights "
@@ -148,12 +180,12 @@ static vfm_status print_rank(const DiTConfig *c, const TrainLayout *l, const Rec
 
 /* Per rank at the layout of the config's parallel keys (and `world` ranks), stage by stage under PP. */
 static vfm_status print_per_rank(const DiTConfig *c, const TrainLayout *l, const RecomputeConfig *rc, DpSharding sharding,
-                                 int world, int seq, int text) {
+                                 int world, int seq, int text, int frames) {
     int dp = world / (l->tp * l->pp * l->cp), n = dp * l->cp;
     char name[128];
     train_layout_describe(l, dp, name, sizeof name);
     printf("per rank at %s (%d rank%s)%s:\n", name, world, world > 1 ? "s" : "", l->pp > 1 ? ", by pipeline stage" : "");
-    for (int p = 0; p < l->pp; p++) VFM_TRY(print_rank(c, l, rc, p, n, sharding, seq, text));
+    for (int p = 0; p < l->pp; p++) VFM_TRY(print_rank(c, l, rc, p, n, sharding, seq, text, frames));
     return VFM_OK;
 }
 
@@ -196,13 +228,14 @@ static void print_count(int64_t n, int markdown) {
 static int cmd_model_presets(int markdown) {
     static const char *const variant_ov[3] = {"model.variant=dfm", "model.variant=nemo-adaln", "model.variant=adaln-zero"};
     static const char *const moviegen_ov[1] = {"model.variant=moviegen"};
+    static const char *const stdit_ov[1] = {"model.variant=stdit"}; /* L: ST-DiT layers of two blocks */
     static const char *const wan_ov[1] = {"model.variant=wan"};
     if (markdown) {
-        printf("| preset | D | L | H | dfm | nemo-adaln | adaln-zero | adaln-zero, DiT paper setting | moviegen | wan |\n");
-        printf("|---|---|---|---|---|---|---|---|---|---|\n");
+        printf("| preset | D | L | H | dfm | nemo-adaln | adaln-zero | adaln-zero, DiT paper setting | moviegen | stdit | wan |\n");
+        printf("|---|---|---|---|---|---|---|---|---|---|---|\n");
     } else {
-        printf("%-12s %5s %3s %3s %14s %14s %14s %14s %14s %14s\n", "preset", "D", "L", "H", "dfm", "nemo-adaln",
-               "adaln-zero", "adaln-zero-DiT", "moviegen", "wan");
+        printf("%-12s %5s %3s %3s %14s %14s %14s %14s %14s %14s %14s\n", "preset", "D", "L", "H", "dfm", "nemo-adaln",
+               "adaln-zero", "adaln-zero-DiT", "moviegen", "stdit", "wan");
     }
     for (const char *const *p = config_preset_names(); *p; p++) {
         char ov[64];
@@ -218,6 +251,7 @@ static int cmd_model_presets(int markdown) {
         for (int v = 0; v < 3; v++) print_count(preset_count(*p, &variant_ov[v], 1), markdown);
         print_count(preset_count(*p, DIT_PAPER, N_DIT_PAPER), markdown);
         print_count(preset_count(*p, moviegen_ov, 1), markdown);
+        print_count(preset_count(*p, stdit_ov, 1), markdown);
         print_count(preset_count(*p, wan_ov, 1), markdown);
         printf("\n");
     }
@@ -231,6 +265,7 @@ int cmd_model(int argc, char **argv) {
         {"--config", "FILE", "a config file (its model.* keys)", NULL, 0},
         {"--seq", "N", "tokens of one sample for the FLOP count (default 1024)", NULL, 0},
         {"--text", "L", "text rows of one sample (default 512, DFM's T5 length)", NULL, 0},
+        {"--frames", "T", "stdit: the sample's frames (it is T frames of N/T tokens; default 1)", NULL, 0},
         {"--list", NULL, "print every parameter tensor", NULL, 0},
         {"--world", "N", "ranks of the job for the per-rank figures (default TP·CP)", NULL, 0},
         {"--dit-paper", NULL, "adaln-zero in the DiT paper's setting (4 channels, 1000 classes, learned sigma)", NULL, 0},
@@ -279,8 +314,9 @@ int cmd_model(int argc, char **argv) {
         for (int i = 0; i < N_DIT_PAPER; i++) ov[n++] = DIT_PAPER[i];
     for (int i = 1; i < pos.n && n < 270; i++) ov[n++] = pos.items[i];
     int seq = atoi(args_value(flags, nflags, "--seq", "1024")), text = atoi(args_value(flags, nflags, "--text", "512"));
-    if (seq < 1 || text < 0) {
-        fprintf(stderr, "vfm model info: --seq must be >= 1 and --text >= 0\n");
+    int frames = atoi(args_value(flags, nflags, "--frames", "1"));
+    if (seq < 1 || text < 0 || frames < 1 || seq % frames != 0) {
+        fprintf(stderr, "vfm model info: --seq must be >= 1, --text >= 0 and --frames >= 1 dividing --seq\n");
         return 2;
     }
     Config *cfg;
@@ -310,10 +346,10 @@ int cmd_model(int argc, char **argv) {
     }
     DiT m;
     dit_describe(&m, &c);
-    print_info(cfg, &m.cfg, &m.table, seq, text);
+    print_info(cfg, &m.cfg, &m.table, seq, text, frames);
     if (args_flag(flags, nflags, "--list")->present) print_list(&m.table);
     dit_destroy(&m);
-    if (per_rank) s = print_per_rank(&c, &l, &rc, sharding, world, seq, text);
+    if (per_rank) s = print_per_rank(&c, &l, &rc, sharding, world, seq, text, frames);
     config_free(cfg);
     return s == VFM_OK ? 0 : cli_report(s);
 }

@@ -32,15 +32,16 @@
 
 const CfgKeyDef cfg_key_defs[] = {
     /* model */
-    KCHOICE("model.variant", "dfm", CHOICES("dfm", "nemo-adaln", "adaln-zero", "moviegen", "wan"),
+    KCHOICE("model.variant", "dfm", CHOICES("dfm", "nemo-adaln", "adaln-zero", "moviegen", "stdit", "wan"),
             "DiT variant: dfm (DFM, adaLN-LoRA), nemo-adaln (NeMo, full-rank adaLN), adaln-zero (original DiT), "
-            "moviegen (NeMo's MovieGen/DiT-Llama), wan (Wan 2.1)", REFUSE),
+            "moviegen (NeMo's MovieGen/DiT-Llama), stdit (spatial and temporal blocks), wan (Wan 2.1)", REFUSE),
     KCHOICE("model.preset", "\"\"",
             CHOICES("", "tiny", "tiny-demo", "dit-s", "dit-b", "dit-l", "dit-xl", "dit-7b", "dit-7b-nemo", "dit-28b",
-                    "moviegen-1b", "moviegen-5b", "moviegen-30b", "wan2.1-1.3b", "wan2.1-14b"),
+                    "moviegen-1b", "moviegen-5b", "moviegen-30b", "stdit3-xl", "stdit-xl", "stdit-3b", "wan2.1-1.3b",
+                    "wan2.1-14b"),
             "model size preset, applied before the file and overrides (\"\" = none)", FREE),
     KINT("model.hidden_size", "384", "[8, 65536]", "transformer width D", REFUSE),
-    KINT("model.num_layers", "12", "[1, 1024]", "number of DiT blocks", REFUSE),
+    KINT("model.num_layers", "12", "[1, 1024]", "number of DiT blocks (stdit: of layers, a spatial and a temporal block each)", REFUSE),
     KINT("model.num_attention_heads", "6", "[1, 1024]", "attention heads (head dim = hidden_size / heads)", REFUSE),
     KINT("model.num_query_groups", "0", "[0, 1024]", "key/value head groups (0 = same as heads)", REFUSE),
     KINT("model.ffn_hidden_size", "0", "[0, 1048576]", "MLP width (0 = 4 * hidden_size)", REFUSE),
@@ -68,8 +69,14 @@ const CfgKeyDef cfg_key_defs[] = {
     KINT("model.pipeline_model_parallel_size", "1", "[1, 4096]", "PP size", NOTE),
     KINT("model.context_parallel_size", "1", "[1, 4096]", "CP size", NOTE),
     KBOOL("model.sequence_parallel", "false", "sequence parallelism: token rows split over TP between TP regions", NOTE),
-    KCHOICE("model.cp_comm_type", "p2p", CHOICES("p2p", "a2a", "a2a+p2p", "all_gather"),
-            "context-parallel attention: p2p ring, a2a (Ulysses), a2a+p2p (hierarchical), all_gather", NOTE),
+    KCHOICE("model.cp_comm_type", "p2p", CHOICES("p2p", "a2a", "a2a+p2p", "all_gather", "hybrid"),
+            "context-parallel attention: p2p ring, a2a (Ulysses), a2a+p2p (hierarchical), all_gather; hybrid (stdit's "
+            "default): spatial attention local, temporal by all-to-all, full attention by stdit_full_cp_comm_type", NOTE),
+    /* ST-DiT (docs/models.md "ST-DiT") */
+    KINT("model.stdit_full_attention_every", "0", "[0, 1024]",
+         "stdit: every k-th layer's spatial block attends over the whole sample (0 = never)", REFUSE, SHAPE),
+    KCHOICE("model.stdit_full_cp_comm_type", "p2p", CHOICES("p2p", "a2a", "a2a+p2p"),
+            "stdit with cp_comm_type hybrid: the CP scheme of the full-attention layers", NOTE),
     KLIST("model.hierarchical_context_parallel_sizes", CFG_INT_LIST, "[]",
           "a2a+p2p: [all-to-all group size, ring size], product = context_parallel_size", NOTE),
     KINT("model.virtual_pipeline_model_parallel_size", "1", "[1, 1024]", "interleaved PP: model chunks per pipeline stage (needs pipeline_model_parallel_size > 1)", NOTE),

@@ -46,6 +46,14 @@ static const CfgPreset g_presets[] = {
     {"moviegen-1b", MOVIEGEN(2048, 16, 32, 8192)},
     {"moviegen-5b", MOVIEGEN(3072, 32, 24, 8192)},
     {"moviegen-30b", MOVIEGEN(6144, 48, 48, 16384)},
+    /* NeMo's ST-DiT configs (nemo/collections/diffusion/models/model.py: STDiTV3_XLConfig,
+     * STDiTXLConfig, STDiT3BConfig); num_layers counts ST-DiT layers of two blocks */
+#define STDIT_SIZE(hidden, layers, heads, ffn)                                                                      \
+    SETTINGS("model.variant=stdit", "model.hidden_size=" #hidden, "model.num_layers=" #layers,                         \
+             "model.num_attention_heads=" #heads, "model.ffn_hidden_size=" #ffn, "model.crossattn_emb_size=1024")
+    {"stdit3-xl", STDIT_SIZE(1152, 28, 16, 4608)},
+    {"stdit-xl", STDIT_SIZE(1536, 24, 12, 6144)},
+    {"stdit-3b", STDIT_SIZE(2048, 24, 16, 8192)},
     /* Wan 2.1 text-to-video (diffusers' Wan2.1-T2V-*-Diffusers configs; docs/models.md "Wan 2.1") */
     {"wan2.1-1.3b", WAN_SIZE(1536, 8960, 30, 12)},
     {"wan2.1-14b", WAN_SIZE(5120, 13824, 40, 40)},

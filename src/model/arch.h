@@ -19,7 +19,12 @@ typedef struct DiTArch {
 } DiTArch;
 
 extern const DiTArch dit_arch_dfm, dit_arch_nemo_adaln, dit_arch_adaln_zero;
-extern const DiTArch dit_arch_moviegen, dit_arch_wan;
+extern const DiTArch dit_arch_moviegen;
+extern const DiTArch dit_arch_stdit;
+extern const DiTArch dit_arch_wan;
+/* ST-DiT's keys (arch_stdit.c): model.stdit_full_attention_every, and model.num_layers counting
+ * layers of two blocks (c->layers = 2·num_layers); read for model.variant=stdit only. */
+vfm_status dit_stdit_config_from(DiTConfig *c, const Config *cfg);
 /* dfm's features and layers (arch_dfm.c), which nemo-adaln shares; its conditioning (t-, [class,]
  * fps-embedders, the norm when c->f.cond_norm), which moviegen shares. */
 void dit_dfm_features(DiTConfig *c);

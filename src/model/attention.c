@@ -1,4 +1,5 @@
-/* The attention layer (attention.h): its table entries, forward, backward, activations and cost. */
+/* The attention layer (attention.h): its table entries, forward, backward and activations (its cost:
+ * attention_cost.c). */
 #include <stdio.h>
 
 #include "model/dit_internal.h"
@@ -113,7 +114,7 @@ static vfm_status mix_forward(const DiT *m, const AttentionLayer *at, const Acts
                               const Tensor *q, const Tensor *k, const Tensor *v, int64_t Sq, int64_t Skv) {
     int hd = m->cfg.head_dim, H = m->heads_local, Hkv = local_heads(m, at->kv_heads);
     Tensor qv = V3(q, Sq, H, hd), kv = V3(k, Skv, Hkv, hd), vv = V3(v, Skv, Hkv, hd), ov = V3(o, Sq, H, hd);
-    if (at->self) return dit_self_attention_forward(m, a, &ov, lse, &qv, &kv, &vv);
+    if (at->self) return dit_self_attention_forward(m, a, at->span, &ov, lse, &qv, &kv, &vv);
     return op_attention_forward(&ov, lse, &qv, &kv, &vv, &a->pl.cross);
 }
 
@@ -123,21 +124,37 @@ static vfm_status mix_backward(const DiT *m, const AttentionLayer *at, const Act
     Tensor dqv = V3(dq, Sq, H, hd), dkv = V3(dk, Skv, Hkv, hd), dvv = V3(dv, Skv, Hkv, hd);
     Tensor dov = V3(dout, Sq, H, hd), qv = V3(&b->qn, Sq, H, hd), kv = V3(&b->kn, Skv, Hkv, hd);
     Tensor vv = V3(&b->v, Skv, Hkv, hd), ov = V3(&b->o, Sq, H, hd);
-    if (at->self) return dit_self_attention_backward(m, a, &dqv, &dkv, &dvv, &dov, &qv, &kv, &vv, &ov, &b->lse);
+    if (at->self)
+        return dit_self_attention_backward(m, a, at->span, &dqv, &dkv, &dvv, &dov, &qv, &kv, &vv, &ov, &b->lse);
     return op_attention_backward(&dqv, &dkv, &dvv, &dov, &qv, &kv, &vv, &ov, &b->lse, &a->pl.cross);
 }
 
 /* ---- forward and backward ------------------------------------------------------------------------ */
 
+/* Rows of the layer's queries: the temporal layout's for temporal attention (st_layout.h). */
+static int temporal(const AttentionLayer *at) { return at->self && at->span == ATTN_SPAN_TEMPORAL; }
+static int64_t q_rows(const Acts *a, const AttentionLayer *at) { return temporal(at) ? a->Rt : a->R; }
+
+/* The CP bytes of a self-attention, by span and direction (dit.h cp_sent). */
+static void count_sent(const DiT *m, const AttentionLayer *at, int backward, double before) {
+    if (m->cp_sent && at->self) m->cp_sent[at->span][backward] += dit_cp_bytes_sent(m) - before;
+}
+
 vfm_status attention_forward(const DiT *m, const AttentionLayer *at, AttnActs *b, Acts *a, const DiTInputs *in,
                              const Tensor *xm, Tensor *out, int skip) {
-    int64_t R = a->R, Rkv = at->self ? a->R : a->L;
+    int64_t R = q_rows(a, at), Rkv = at->self ? R : a->L;
+    double sent = dit_cp_bytes_sent(m);
     Tensor xf;
     VFM_TRY(region_enter(m, a, xm, &xf));
-    const Tensor *kv_in = at->self ? &xf : at->text_embedded ? &a->cond.text_emb : in->text;
+    const Tensor *x = &xf, *o = &b->o;
+    if (temporal(at)) { /* the rows of every frame at this rank's positions */
+        VFM_TRY(dit_st_to_positions(m, a, &b->xt, &xf, skip & ATTN_SKIP_ST));
+        x = &b->xt;
+    }
+    const Tensor *kv_in = at->self ? x : at->text_embedded ? &a->cond.text_emb : in->text;
     int64_t hd = m->cfg.head_dim;
     int Hkv = local_heads(m, at->kv_heads);
-    VFM_TRY(linear_forward(m, &b->q, NULL, &xf, &at->q, ACT_NONE));
+    VFM_TRY(linear_forward(m, &b->q, NULL, x, &at->q, ACT_NONE));
     VFM_TRY(linear_forward(m, &b->k, NULL, kv_in, &at->k, ACT_NONE));
     VFM_TRY(linear_forward(m, &b->v, NULL, kv_in, &at->v, ACT_NONE));
     VFM_TRY(qk_norm_forward(m, at, &b->qn, &b->q_rstd, &b->q, R, m->heads_local, at->q_norm, m->cfg.heads * hd));
@@ -145,15 +162,22 @@ vfm_status attention_forward(const DiT *m, const AttentionLayer *at, AttnActs *b
     VFM_TRY(rope(m, at, a, &b->qn, R, m->heads_local, 0));
     VFM_TRY(rope(m, at, a, &b->kn, Rkv, Hkv, 0));
     VFM_TRY(mix_forward(m, at, a, &b->o, &b->lse, &b->qn, &b->kn, &b->v, R, Rkv));
-    return region_exit(m, a, out, &b->o, &at->proj, skip);
+    if (temporal(at)) { /* back to this rank's frames */
+        VFM_TRY(dit_st_to_frames(m, a, &b->o_rows, &b->o));
+        o = &b->o_rows;
+    }
+    count_sent(m, at, 0, sent);
+    return region_exit(m, a, out, o, &at->proj, skip & ATTN_SKIP_TP);
 }
 
 vfm_status attention_backward(const DiT *m, const AttentionLayer *at, const AttnActs *b, Acts *a, const DiTInputs *in,
                               const Tensor *xm) {
     AttnScratch *s = &a->attn;
     int H = m->heads_local, Hkv = local_heads(m, at->kv_heads);
-    int64_t R = a->R, Rkv = at->self ? a->R : a->L, hd = m->cfg.head_dim, Dq = H * hd, Dkv = Hkv * hd;
-    Tensor dq = V2(&s->d_q, R, Dq), dqn = V2(&s->d_qn, R, Dq);
+    int64_t R = q_rows(a, at), Rkv = at->self ? R : a->L, hd = m->cfg.head_dim, Dq = H * hd, Dkv = Hkv * hd;
+    int64_t D = m->cfg.hidden;
+    double sent = dit_cp_bytes_sent(m);
+    Tensor dq = V2(&s->d_q, R, Dq), dqn = V2(&s->d_qn, R, Dq), d_o = V2(&s->d_o, R, Dq);
     Tensor dk = V2(at->self ? &s->d_k : &s->d_tk, Rkv, Dkv), dkn = V2(at->self ? &s->d_kn : &s->d_tkn, Rkv, Dkv);
     Tensor dv = V2(at->self ? &s->d_v : &s->d_tv, Rkv, Dkv), dpart, xf;
     if (m->recompute.granularity == RECOMPUTE_SELECTIVE) { /* o and lse again, into the shared scratch */
@@ -161,8 +185,14 @@ vfm_status attention_backward(const DiT *m, const AttentionLayer *at, const Attn
         VFM_TRY(mix_forward(m, at, a, &o, &lse, &b->qn, &b->kn, &b->v, R, Rkv));
     }
     VFM_TRY(region_exit_backward(m, a, &dpart));
-    VFM_TRY(linear_backward(m, &s->d_o, 0, &dpart, &b->o, &at->proj, NULL, ACT_NONE));
-    VFM_TRY(mix_backward(m, at, a, &dqn, &dkn, &dv, &s->d_o, b, R, Rkv));
+    if (temporal(at)) { /* proj read o in the frame layout; its gradient goes to the positions */
+        Tensor d_rows = V2(&s->d_o_rows, a->R, Dq);
+        VFM_TRY(linear_backward(m, &d_rows, 0, &dpart, &b->o_rows, &at->proj, NULL, ACT_NONE));
+        VFM_TRY(dit_st_to_positions(m, a, &d_o, &d_rows, 0));
+    } else {
+        VFM_TRY(linear_backward(m, &d_o, 0, &dpart, &b->o, &at->proj, NULL, ACT_NONE));
+    }
+    VFM_TRY(mix_backward(m, at, a, &dqn, &dkn, &dv, &d_o, b, R, Rkv));
     VFM_TRY(rope(m, at, a, &dqn, R, H, 1));
     VFM_TRY(rope(m, at, a, &dkn, Rkv, Hkv, 1));
     VFM_TRY(qk_norm_backward(m, at, a, &dq, &dqn, &b->q, &b->q_rstd, R, H, at->q_norm, m->cfg.heads * hd));
@@ -173,12 +203,19 @@ vfm_status attention_backward(const DiT *m, const AttentionLayer *at, const Attn
         VFM_TRY(linear_backward(m, dtext, 1, &dk, text, &at->k, NULL, ACT_NONE));
         VFM_TRY(linear_backward(m, dtext, 1, &dv, text, &at->v, NULL, ACT_NONE));
     }
-    VFM_TRY(region_enter(m, a, xm, &xf));
-    VFM_TRY(linear_backward(m, &a->d_xm_full, 0, &dq, &xf, &at->q, NULL, ACT_NONE));
-    if (at->self) {
-        VFM_TRY(linear_backward(m, &a->d_xm_full, 1, &dk, &xf, &at->k, NULL, ACT_NONE));
-        VFM_TRY(linear_backward(m, &a->d_xm_full, 1, &dv, &xf, &at->v, NULL, ACT_NONE));
+    const Tensor *x = &b->xt;
+    Tensor dx = V2(&s->d_xt, R, D), *dxp = &dx;
+    if (!temporal(at)) {
+        VFM_TRY(region_enter(m, a, xm, &xf));
+        x = &xf, dxp = &a->d_xm_full;
     }
+    VFM_TRY(linear_backward(m, dxp, 0, &dq, x, &at->q, NULL, ACT_NONE));
+    if (at->self) {
+        VFM_TRY(linear_backward(m, dxp, 1, &dk, x, &at->k, NULL, ACT_NONE));
+        VFM_TRY(linear_backward(m, dxp, 1, &dv, x, &at->v, NULL, ACT_NONE));
+    }
+    if (temporal(at)) VFM_TRY(dit_st_to_frames(m, a, &a->d_xm_full, &dx));
+    count_sent(m, at, 1, sent);
     return region_enter_backward(m, a);
 }
 
@@ -187,7 +224,11 @@ vfm_status attention_backward(const DiT *m, const AttentionLayer *at, const Attn
 vfm_status attention_carve(const DiT *m, const AttentionLayer *at, ActCarver *cv, AttnActs *b, const Acts *a,
                            int selective) {
     int64_t hd = m->cfg.head_dim, H = m->heads_local, Hkv = local_heads(m, at->kv_heads);
-    int64_t Dq = H * hd, Dkv = Hkv * hd, R = a->R, Rkv = at->self ? a->R : a->L;
+    int64_t Dq = H * hd, Dkv = Hkv * hd, R = q_rows(a, at), Rkv = at->self ? R : a->L;
+    if (temporal(at)) {
+        VFM_TRY(carve_act(cv, &b->xt, R, m->cfg.hidden));
+        VFM_TRY(carve_act(cv, &b->o_rows, a->R, Dq));
+    }
     VFM_TRY(carve_attn(cv, &b->q, R, Dq));
     VFM_TRY(carve_attn(cv, &b->k, Rkv, Dkv));
     VFM_TRY(carve_attn(cv, &b->v, Rkv, Dkv));
@@ -199,17 +240,29 @@ vfm_status attention_carve(const DiT *m, const AttentionLayer *at, ActCarver *cv
     } else {
         b->qn = b->q, b->kn = b->k;
     }
-    return selective ? VFM_OK : attention_carve_recomputed(m, cv, b, a);
+    return selective ? VFM_OK : attention_carve_recomputed(m, cv, b, R);
 }
 
-vfm_status attention_carve_recomputed(const DiT *m, ActCarver *cv, AttnActs *b, const Acts *a) {
-    VFM_TRY(carve_attn(cv, &b->o, a->R, (int64_t)m->heads_local * m->cfg.head_dim));
-    return carve_f32(cv, &b->lse, a->R, m->heads_local);
+vfm_status attention_carve_recomputed(const DiT *m, ActCarver *cv, AttnActs *b, int64_t rows) {
+    VFM_TRY(carve_attn(cv, &b->o, rows, (int64_t)m->heads_local * m->cfg.head_dim));
+    return carve_f32(cv, &b->lse, rows, m->heads_local);
 }
 
-vfm_status attention_carve_scratch(const DiT *m, ActCarver *cv, AttnScratch *s, const Acts *a, int cross) {
+void attention_use_recomputed(const DiT *m, const AttentionLayer *at, AttnActs *b, const AttnActs *rc, const Acts *a) {
+    int64_t R = q_rows(a, at);
+    b->o = V2(&rc->o, R, (int64_t)m->heads_local * m->cfg.head_dim);
+    b->lse = V2(&rc->lse, R, m->heads_local);
+}
+
+vfm_status attention_carve_scratch(const DiT *m, ActCarver *cv, AttnScratch *s, const Acts *a, int cross,
+                                   int temporal_rows) {
     int64_t hd = m->cfg.head_dim, Dq = (int64_t)m->heads_local * hd, Dkv = (int64_t)m->kv_heads_local * hd;
     int64_t Dk = Dkv > Dq ? Dkv : Dq, R = a->R;
+    if (temporal_rows) { /* the temporal layout's rows too, and its frame-layout gradients */
+        if (a->Rt > R) R = a->Rt;
+        VFM_TRY(carve_act(cv, &s->d_o_rows, a->R, Dq));
+        VFM_TRY(carve_act(cv, &s->d_xt, a->Rt, m->cfg.hidden));
+    }
     VFM_TRY(carve_attn(cv, &s->d_o, R, Dq));
     VFM_TRY(carve_attn(cv, &s->d_q, R, Dq));
     VFM_TRY(carve_attn(cv, &s->d_qn, R, Dq));
@@ -221,39 +274,4 @@ vfm_status attention_carve_scratch(const DiT *m, ActCarver *cv, AttnScratch *s, 
     VFM_TRY(carve_attn(cv, &s->d_tk, a->L, Dq));
     VFM_TRY(carve_attn(cv, &s->d_tkn, a->L, Dq));
     return carve_attn(cv, &s->d_tv, a->L, Dq);
-}
-
-/* ---- cost ---------------------------------------------------------------------------------------- */
-
-double attention_flops(const DiT *m, const AttentionLayer *at, const FlopShape *s) {
-    double kv_rows = at->self ? s->tokens : s->text, pairs = at->self ? s->self_pairs : s->cross_pairs;
-    return linear_flops(m, &at->q, s->tokens) + linear_flops(m, &at->k, kv_rows) + linear_flops(m, &at->v, kv_rows) +
-           4 * pairs * (double)at->q.out /* scores and values over every head */ + linear_flops(m, &at->proj, s->tokens);
-}
-
-/* Per layer and rank, with P CP ranks of r rows, h q heads and g kv heads per TP rank of d values. */
-void attention_cp_bytes(const DiT *m, const AttentionLayer *at, double r, double b, double *fwd, double *bwd) {
-    const CpAttention *cpa = &m->par.cpa;
-    int P = m->par.cp;
-    double h = m->heads_local, g = local_heads(m, at->kv_heads), d = m->cfg.head_dim;
-    *fwd = *bwd = 0;
-    if (P <= 1 || !at->self) return; /* cross-attention sees the whole text on every rank */
-    if (cpa->type == CP_COMM_ALL_GATHER) { /* K, V gathered; backward: again, and dK, dV reduce-scattered */
-        *fwd = 2.0 * (P - 1) * r * g * d * b;
-        *bwd = 4.0 * (P - 1) * r * g * d * b;
-        return;
-    }
-    int A = cpa->type == CP_COMM_P2P ? 1 : cpa->type == CP_COMM_A2A ? P : (cpa->A > 0 ? cpa->A : 1);
-    int R = P / A;
-    double ph = A > 1 ? h / A : h, pg = A > 1 ? (g >= A ? g / A : 1) : g, lse = 4;
-    if (A > 1) { /* all-to-all (A-1)/A of each buffer of A·r rows: q, k, v, o back, lse back */
-        *fwd += (A - 1) * r * ((2 * ph + 2 * pg) * d * b + ph * lse);
-        /* backward: q, k, v, o, lse, dO again, then dq, dk, dv back */
-        *bwd += (A - 1) * r * ((3 * ph + 2 * pg) * d * b + ph * lse + (ph + 2 * pg) * d * b);
-    }
-    if (R > 1) { /* the ring over super-chunks of A·r rows: K, V hops; backward also dK, dV every step */
-        double rows = A * r;
-        *fwd += 2.0 * (R - 1) * rows * pg * d * b;
-        *bwd += (2.0 * (R - 1) + 2.0 * R) * rows * pg * d * b;
-    }
 }

@@ -18,11 +18,16 @@
 
 #include "model/layer.h"
 
+/* What a self-attention's tokens attend to (ST-DiT, parallel/st_layout.h): every token of their
+ * sample, the tokens of their frame, or the tokens at their position in every frame. */
+typedef enum { ATTN_SPAN_FULL, ATTN_SPAN_SPATIAL, ATTN_SPAN_TEMPORAL, ATTN_N_SPANS } AttnSpan;
+
 /* The base of Wan's 3-D RoPE frequencies (diffusers' WanRotaryPosEmbed theta). */
 #define DIT_ROPE_THETA 10000.0f
 
 typedef struct AttentionLayer {
     int self;           /* 1: self-attention (k, v from the tokens, through CP); 0: cross-attention to the text */
+    AttnSpan span;      /* self-attention: full (the default), spatial or temporal */
     int kv_heads;       /* key/value heads of the whole layer (grouped-query when < heads); TP splits them */
     Linear q, k, v, proj;
     int q_norm, k_norm; /* per-head RMSNorm weights [head_dim] ([H·hd] with norm_all), or -1 (no QK-norm) */
@@ -53,15 +58,20 @@ typedef struct AttentionSpec {
 } AttentionSpec;
 
 /* What the forward keeps for the backward: q [R,Dq], k, v [Rkv,Dkv] (Rkv = R, or the text rows),
- * their normed forms (the same tensors without QK-norm) and RMS statistics, o [R,Dq], lse [R,H]. */
+ * their normed forms (the same tensors without QK-norm) and RMS statistics, o [R,Dq], lse [R,H].
+ * Temporal attention runs in the temporal layout of Rt rows (Acts.Rt): xt [Rt, D], its input,
+ * q, k, v, o, lse there, and o_rows [R, Dq], o back in the frame layout (proj's input). */
 typedef struct AttnActs {
     Tensor q, k, v, qn, kn, q_rstd, k_rstd, o, lse;
+    Tensor xt, o_rows;
 } AttnActs;
 
 /* Backward scratch shared by every attention layer: d(o), d(q), d(norm q), and d(k), d(norm k),
- * d(v) of self-attention ([R, max(Dq, Dkv)]) and of cross-attention ([L, Dq]). */
+ * d(v) of self-attention ([max(R, Rt), max(Dq, Dkv)]) and of cross-attention ([L, Dq]); with
+ * temporal attention d(o_rows) [R, Dq] and d(xt) [Rt, D]. */
 typedef struct AttnScratch {
     Tensor d_o, d_q, d_qn, d_k, d_kn, d_v, d_tk, d_tkn, d_tv;
+    Tensor d_o_rows, d_xt;
     Tensor dot;         /* [max(R, L)] f32: the QK-norm over all heads' row statistic of the backward */
 } AttnScratch;
 
@@ -72,7 +82,9 @@ void attention_add(AttentionLayer *at, ParamTable *t, const char *prefix, int64_
 void attention_handles(AttentionLayer *at, const HandleVisitor *v);
 
 /* out[Rl, D] = the layer on xm[Rl, D] (this rank's rows of the normed residual stream). skip: the
- * tests' broken variant (the row-parallel sum left out). */
+ * tests' broken variants (ATTN_SKIP_TP: the row-parallel sum left out; ATTN_SKIP_ST: temporal
+ * attention's all-to-all left out). */
+enum { ATTN_SKIP_TP = 1, ATTN_SKIP_ST = 2 };
 vfm_status attention_forward(const struct DiT *m, const AttentionLayer *at, AttnActs *b, struct Acts *a,
                              const struct DiTInputs *in, const Tensor *xm, Tensor *out, int skip);
 /* From a->d_branch = d(out): the weights' gradients, and a->d_xm = d(xm) (the text gets none). */
@@ -82,10 +94,16 @@ vfm_status attention_backward(const struct DiT *m, const AttentionLayer *at, con
 /* The layer's activations (o and lse only when kept: not `selective`). */
 vfm_status attention_carve(const struct DiT *m, const AttentionLayer *at, ActCarver *cv, AttnActs *b,
                            const struct Acts *a, int selective);
-/* The recomputed o and lse of selective recomputation (one pair per attention of a block). */
-vfm_status attention_carve_recomputed(const struct DiT *m, ActCarver *cv, AttnActs *b, const struct Acts *a);
+/* The recomputed o and lse of selective recomputation (one pair per attention of a block, of
+ * `rows` rows: max(R, Rt) for the scratch every block shares), and a layer's o and lse as views of
+ * such a pair with its own rows. */
+vfm_status attention_carve_recomputed(const struct DiT *m, ActCarver *cv, AttnActs *b, int64_t rows);
+void attention_use_recomputed(const struct DiT *m, const AttentionLayer *at, AttnActs *b, const AttnActs *rc,
+                              const struct Acts *a);
+/* The shared backward scratch; temporal: some block has temporal attention (its rows and frame-layout
+ * gradients too). */
 vfm_status attention_carve_scratch(const struct DiT *m, ActCarver *cv, AttnScratch *s, const struct Acts *a,
-                                   int cross);
+                                   int cross, int temporal);
 
 double attention_flops(const struct DiT *m, const AttentionLayer *at, const FlopShape *s);
 /* Bytes one rank sends for self-attention through CP with r rows per rank, b bytes per value. */

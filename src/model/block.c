@@ -175,8 +175,10 @@ vfm_status block_forward(const DiT *m, int l, const DiTBlock *p, BlockActs *b, A
         const Tensor *xm = mixer_in(p, b, k);
         if (s->kind == MIXER_MLP) {
             VFM_TRY(mlp_forward(m, &s->mlp, &sa->mlp, a, xm, &sa->out));
-        } else { /* the tests' broken variant skips one self-attention's TP sum */
-            int skip = s->kind == MIXER_SELF_ATTENTION && m->par.test_skip_tp_reduce == l + 1;
+        } else { /* the tests' broken variants skip one self-attention's TP sum or all-to-all */
+            int self = s->kind == MIXER_SELF_ATTENTION;
+            int skip = (self && m->par.test_skip_tp_reduce == l + 1 ? ATTN_SKIP_TP : 0) |
+                       (self && m->par.test_skip_st_a2a == l + 1 ? ATTN_SKIP_ST : 0);
             VFM_TRY(attention_forward(m, &s->attn, &sa->attn, a, in, xm, &sa->out, skip));
         }
         if (!s->residual) { /* what the next sub-layer reads: this output */

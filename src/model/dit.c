@@ -60,6 +60,7 @@ vfm_status dit_chunk_forward(DiT *m, DiTSaved *sv, const DiTInputs *in, int b0, 
     sv->b1 = 0;
     dit_place_free(&a->pl);
     VFM_TRY(dit_place_plan(m, in, &a->pl));
+    if (m->cfg.f.factorised) VFM_TRY(dit_fit_pack(m, a, L, B, b0, b1)); /* frame padding: past the reserve's bound */
     VFM_TRY(dit_saved_fit(m, sv));
     arena_rewind(&sv->arena, 0);
     size_t bytes;

@@ -43,6 +43,7 @@ typedef enum {
     DIT_VARIANT_NEMO_ADALN,
     DIT_VARIANT_ADALN_ZERO,
     DIT_VARIANT_MOVIEGEN,
+    DIT_VARIANT_STDIT, /* ST-DiT: spatial and temporal blocks (arch_stdit.c) */
     DIT_VARIANT_WAN
 } DiTVariant;
 enum { DIT_AUTO = 0, DIT_ON = 1, DIT_OFF = 2 }; /* DiTConfig.cross_attention */
@@ -70,6 +71,7 @@ typedef struct DiTFeatures {
     int swiglu;           /* SwiGLU MLP (fc1 [2F, D]: gate, value) instead of GELU */
     int block_rms;        /* block norms: RMSNorm with one learnable weight per block, not LayerNorm */
     int cross_feeds_mlp;  /* cross-attention without norm, modulation or residual: the MLP normalises its output */
+    int factorised;       /* ST-DiT: blocks alternate spatial and temporal self-attention (attention.h AttnSpan) */
     /* Wan's (arch_wan.c) */
     int mod_table;        /* one modulation projection shared by the blocks plus each block's table */
 } DiTFeatures;
@@ -77,7 +79,7 @@ typedef struct DiTFeatures {
 typedef struct DiTConfig {
     DiTVariant variant;
     int hidden;        /* D */
-    int layers;        /* L */
+    int layers;        /* L: blocks (an ST-DiT layer is two: model.num_layers counts layers) */
     int heads;         /* H */
     int kv_heads;      /* Hkv (grouped-query when < H) */
     int head_dim;      /* D / H */
@@ -98,6 +100,7 @@ typedef struct DiTConfig {
     DiTPosEmbedding pos_embedding; /* DIT_POS_AUTO: 2-D for adaln-zero, learned for moviegen, 3-D otherwise */
     int pos_rows[3];           /* rows of the learned position's t, h, w tables (0: 34, 40, 40, DFM's
                                 * max_frames 34 / pt 1, max_img 80 / p 2) */
+    int stdit_full_every;      /* ST-DiT: every k-th layer's spatial block attends over the whole sample (0 = never) */
     DiTFeatures f;             /* derived by dit_config_resolve */
 } DiTConfig;
 
@@ -142,6 +145,12 @@ typedef struct DiTParallel {
     int test_skip_tp_reduce;
     /* Tests only: 1 leaves the row statistics of the QK-norm over all heads (Wan) unsummed over TP. */
     int test_skip_qk_norm_sum;
+    /* ST-DiT under CP (st_attention.h): 1 = model.cp_comm_type hybrid (spatial attention local,
+     * temporal attention an all-to-all from frames to positions and back, full attention through
+     * cpa); 0 = every self-attention through cpa's ring. Tests only: k >= 1 skips the all-to-all
+     * that brings block k-1's temporal attention input to its positions. */
+    int st_hybrid;
+    int test_skip_st_a2a;
 } DiTParallel;
 
 /* Before any work: VFM_ERR_USAGE with one line naming the key and the numbers when the model does
@@ -212,6 +221,9 @@ typedef struct DiT {
      * sub-layer). dit_gather_rows turns the rows into the whole pack's. */
     void (*probe)(void *ctx, const char *site, int layer, const Tensor *rows);
     void *probe_ctx;
+    /* Optional (tests, vfm model info): when set, [span][0 forward, 1 backward] gains the bytes this
+     * rank sends over CP in the self-attentions of each AttnSpan (attention.h; comm.h bytes_sent). */
+    double (*cp_sent)[2];
     /* ZeRO-2/3 (dit_fsdp.c, parallel/fsdp.h): when set, the weights and gradients live in its units
      * (params and grads are NULL) and the forward and backward gather, release and reduce them
      * around each block. */
@@ -255,6 +267,12 @@ typedef struct DiTCommBytes {
     double tp_forward, tp_backward, cp_forward, cp_backward, output, pp_forward, pp_backward;
 } DiTCommBytes;
 void dit_comm_bytes(const DiT *m, int64_t tokens, int64_t text, int elem, DiTCommBytes *out);
+/* ST-DiT (docs/parallel.md "ST-DiT's hybrid parallelism"): the bytes CP rank `cp_rank` sends over CP
+ * in ONE self-attention of each span — out[span][0 forward, 1 backward], span 0 full, 1 spatial,
+ * 2 temporal (attention.h AttnSpan) — for a pack of n samples of t[i] frames of tokens[i] tokens,
+ * values of `elem` bytes; and how many of this rank's blocks have each span (counts[3]). */
+void dit_st_block_bytes(const DiT *m, int n, const int *t, const int *tokens, int cp_rank, int elem, double out[3][2]);
+void dit_st_span_blocks(const DiT *m, int counts[3]);
 
 /* The variant's initialisation (docs/parameters.md), Philox-keyed by parameter name and seed: a
  * TP rank gets exactly the single-rank model's values at its elements (on any device: the values
@@ -364,5 +382,9 @@ double dit_forward_flops(const DiTConfig *c, int n, const int32_t *cu_q, const i
  * pipeline stage's blocks. *attention: the self- and cross-attention scores and values (4 per query-key
  * pair and head dimension); *matmul: every linear layer (2 per multiply-add). */
 void dit_rank_forward_flops(const DiT *m, int64_t tokens, int64_t text, int samples, double *matmul, double *attention);
+/* The same with sample i of frames[i] frames (ST-DiT's spatial and temporal attention; frames NULL:
+ * every sample one frame, as dit_forward_flops counts them). */
+double dit_forward_flops_frames(const DiTConfig *c, int n, const int32_t *cu_q, const int32_t *cu_text,
+                                const int32_t *frames);
 
 #endif

@@ -41,7 +41,8 @@ static vfm_status carve_group(const DiT *m, ActCarver *cv, Acts *a, int first, i
 static vfm_status carve_selective(const DiT *m, ActCarver *cv, Acts *a) {
     const DiTBlock *p = dit_block(m, a->b0);
     for (int k = 0; k < p->n_sub; k++)
-        if (p->sub[k].kind != MIXER_MLP) VFM_TRY(attention_carve_recomputed(m, cv, &a->rc[k], a));
+        if (p->sub[k].kind != MIXER_MLP)
+            VFM_TRY(attention_carve_recomputed(m, cv, &a->rc[k], a->Rt > a->R ? a->Rt : a->R));
     return VFM_OK;
 }
 
@@ -77,8 +78,8 @@ vfm_status dit_carve_selective(DiT *m, Acts *a) {
     for (int l = a->b0; l < a->b1; l++) {
         const DiTBlock *p = dit_block(m, l);
         for (int k = 0; k < p->n_sub; k++) {
-            AttnActs *at = &a->blocks[l].sub[k].attn;
-            if (p->sub[k].kind != MIXER_MLP) at->o = a->rc[k].o, at->lse = a->rc[k].lse;
+            if (p->sub[k].kind != MIXER_MLP)
+                attention_use_recomputed(m, &p->sub[k].attn, &a->blocks[l].sub[k].attn, &a->rc[k], a);
         }
     }
     return VFM_OK;
@@ -145,6 +146,7 @@ vfm_status dit_carve_acts(const DiT *m, Arena *arena, size_t *bytes, Acts *a, in
     a->pl = pl;
     memset(blocks, 0, (size_t)c->layers * sizeof *blocks);
     a->S = pl.S_in, a->R = R, a->Rl = Rl, a->L = L, a->B = B;
+    a->Rt = pl.have_st ? pl.st.rows_t : R;
     a->b0 = b0, a->b1 = b1;
     ActCarver cv = carver(m, arena);
     VFM_TRY(carve_staging(m, &cv, a, L, B));
@@ -161,7 +163,7 @@ vfm_status dit_carve_acts(const DiT *m, Arena *arena, size_t *bytes, Acts *a, in
     VFM_TRY(carve_act(&cv, &a->d_xm, Rl, D));
     if (!a->d_xm_full.data) a->d_xm_full = a->d_xm; /* no SP: the region's rows are the local rows */
     if (!a->d_partial.data) a->d_partial = a->d_branch;
-    VFM_TRY(attention_carve_scratch(m, &cv, &a->attn, a, dit_has_mixer(m, MIXER_CROSS_ATTENTION)));
+    VFM_TRY(attention_carve_scratch(m, &cv, &a->attn, a, dit_has_mixer(m, MIXER_CROSS_ATTENTION), c->f.factorised));
     const MlpLayer *mlp = block_mlp(&m->blocks[0]);
     if (mlp) VFM_TRY(mlp_carve_scratch(m, mlp, &cv, &a->mlp, a));
     VFM_TRY(modulation_carve_scratch(&m->blocks[0].mod, &cv, &a->mod, B));
@@ -194,6 +196,28 @@ static vfm_status slot_bytes(const DiT *m, int64_t max_tokens, int64_t max_text,
     }
     free(probe.blocks);
     return s;
+}
+
+/* The scratch arena at least `bytes` (zeroed as a slot's). */
+static vfm_status fit_scratch(DiT *m, size_t bytes) {
+    if (bytes <= m->rc_scratch.size) return VFM_OK;
+    if (m->rc_scratch.base) arena_destroy(&m->rc_scratch);
+    VFM_TRY(arena_init(&m->rc_scratch, m->device, bytes));
+    return device_memset0(m->device, m->rc_scratch.base, bytes);
+}
+
+vfm_status dit_fit_pack(DiT *m, const Acts *a, int64_t L, int B, int b0, int b1) {
+    Acts probe;
+    memset(&probe, 0, sizeof probe);
+    probe.pl = a->pl; /* read only: carving copies the plan's sizes */
+    probe.blocks = calloc((size_t)m->cfg.layers, sizeof *probe.blocks);
+    if (!probe.blocks) return vfm_fail(VFM_ERR_NOMEM, "dit: block activations");
+    size_t bytes = 0, scratch = 0;
+    vfm_status s = dit_carve_acts(m, NULL, &bytes, &probe, L, B, b0, b1);
+    if (s == VFM_OK) s = scratch_bytes(m, &probe, &scratch);
+    free(probe.blocks);
+    if (s == VFM_OK && bytes > m->slot_bytes) m->slot_bytes = bytes;
+    return s == VFM_OK ? fit_scratch(m, scratch) : s;
 }
 
 /* A fresh arena is zeroed: rows no op writes (the attention operands' spare rows) must be finite. */
@@ -235,11 +259,7 @@ vfm_status dit_reserve(DiT *m, int64_t max_tokens, int64_t max_text, int max_sam
     size_t bytes, scratch;
     VFM_TRY(slot_bytes(m, max_tokens, max_text, max_samples, 0, &bytes, &scratch));
     if (bytes > m->slot_bytes) m->slot_bytes = bytes;
-    if (scratch > m->rc_scratch.size) { /* zeroed as a slot's */
-        if (m->rc_scratch.base) arena_destroy(&m->rc_scratch);
-        VFM_TRY(arena_init(&m->rc_scratch, m->device, scratch));
-        VFM_TRY(device_memset0(m->device, m->rc_scratch.base, scratch));
-    }
+    VFM_TRY(fit_scratch(m, scratch));
     if (!m->saved) VFM_TRY(dit_saved_create(m, &m->saved));
     return dit_saved_fit(m, m->saved);
 }

@@ -133,5 +133,6 @@ vfm_status dit_config_from(DiTConfig *c, const Config *cfg) {
         for (int k = 0; k < 3; k++)
             if (c->pos_rows[k] == 0) c->pos_rows[k] = -1; /* less than one patch: refused by the resolve */
     }
+    VFM_TRY(dit_stdit_config_from(c, cfg));
     return dit_config_resolve(c);
 }

@@ -13,6 +13,7 @@
 
 #include "model/block.h"
 #include "model/dit.h"
+#include "parallel/st_layout.h"
 #include "parallel/tp.h"
 
 /* Where the caller's whole pack lives on this rank (dit_parallel.c). With one rank (and whenever
@@ -27,6 +28,8 @@ typedef struct Placement {
     int32_t *t2s_host;             /* host [Rl] */
     int have_chunks;
     CpChunks ch;                   /* the internal pack in CP parts (parts = CP; 1 for SP alone) */
+    int have_st;
+    StLayout st;                   /* ST-DiT: the frame and position layouts of this rank (st_layout.h) */
     VarlenLayout self, cross;      /* the layouts this rank's ops see */
     Tensor x, t2s, pos;            /* [Rl, token_dim], [Rl] i32, [Rl, 3] i32 */
     Tensor pos_r;                  /* [R, 3] i32: the positions of a TP region's rows (RoPE; pos without SP) */
@@ -46,6 +49,7 @@ typedef struct Staging {
 
 typedef struct Acts {
     int64_t S, R, Rl, L;           /* S here = the caller's S_in (what dit_backward checks) */
+    int64_t Rt;                    /* rows of ST-DiT's temporal layout (R without one) */
     int B;
     Placement pl;
     Staging stage;
@@ -101,6 +105,9 @@ void *dit_weight_ptr(const DiT *m, int entry, int64_t at, DType *dt);
 float *dit_grad_ptr(const DiT *m, int entry, int64_t at);
 
 /* ---- dit_acts.c ---- */
+/* Raises m->slot_bytes and the recomputation scratch to what this planned pack (a->pl) needs when
+ * dit_reserve's bounds fell short (ST-DiT pads samples to whole frames per CP rank). */
+vfm_status dit_fit_pack(DiT *m, const Acts *a, int64_t L, int B, int b0, int b1);
 /* Sizes the slot's arena to m->slot_bytes when it is smaller (before carving a forward into it). */
 vfm_status dit_saved_fit(DiT *m, DiTSaved *sv);
 /* Lays out the activations of a pack (a->pl sized: S, R, Rl), L text rows and B samples, with
@@ -163,10 +170,31 @@ vfm_status dit_gather_output(DiT *m, Acts *a, Tensor *whole_out);
 vfm_status dit_scatter_dout(DiT *m, Acts *a, const Tensor *dout);
 /* The TP regions with the model's TP context (tp.h), and the self-attention through CP. */
 TpContext dit_tp_context(const DiT *m);
-vfm_status dit_self_attention_forward(const DiT *m, const Acts *a, Tensor *o, Tensor *lse, const Tensor *q,
-                                      const Tensor *k, const Tensor *v);
-vfm_status dit_self_attention_backward(const DiT *m, const Acts *a, Tensor *dq, Tensor *dk, Tensor *dv,
+vfm_status dit_self_attention_forward(const DiT *m, const Acts *a, AttnSpan span, Tensor *o, Tensor *lse,
+                                      const Tensor *q, const Tensor *k, const Tensor *v);
+vfm_status dit_self_attention_backward(const DiT *m, const Acts *a, AttnSpan span, Tensor *dq, Tensor *dk, Tensor *dv,
                                        const Tensor *dout, const Tensor *q, const Tensor *k, const Tensor *v,
                                        const Tensor *o, const Tensor *lse);
+
+/* ---- dit_stdit.c: ST-DiT's placement and row moves (parallel/st_layout.h) ---- */
+/* Per-sample frames (t) and tokens per frame (n) of the caller's pack from its positions (t-major
+ * frames of equal size: VFM_ERR_USAGE naming the sample otherwise); host arrays [n_samples]. */
+vfm_status dit_st_shapes(const DiT *m, const DiTInputs *in, const Placement *pl, int *t, int *n);
+/* Sample i's slot rows under ST-DiT: P·F frame slots of n tokens, F = ⌈t/P⌉ raised so F·n divides by
+ * TP under sequence parallelism. */
+int32_t dit_st_slot(const DiT *m, int t, int n);
+/* pl->st from the placement (after its chunks): this rank's samples and the layouts. */
+vfm_status dit_st_plan(const DiT *m, Placement *pl, const int *t, const int *n);
+/* Spatial or temporal attention on this rank (local, or the ring under plain p2p). */
+vfm_status dit_st_attention_forward(const DiT *m, const Acts *a, AttnSpan span, Tensor *o, Tensor *lse,
+                                    const Tensor *q, const Tensor *k, const Tensor *v);
+vfm_status dit_st_attention_backward(const DiT *m, const Acts *a, AttnSpan span, Tensor *dq, Tensor *dk, Tensor *dv,
+                                     const Tensor *dout, const Tensor *q, const Tensor *k, const Tensor *v,
+                                     const Tensor *o, const Tensor *lse);
+/* The temporal layout of frame-layout rows and back (st_layout.h, over the CP group). */
+vfm_status dit_st_to_positions(const DiT *m, const Acts *a, Tensor *y, const Tensor *x, int skip);
+vfm_status dit_st_to_frames(const DiT *m, const Acts *a, Tensor *x, const Tensor *y);
+/* The bytes this rank's CP comms have sent so far (comm.h bytes_sent; each comm once). */
+double dit_cp_bytes_sent(const DiT *m);
 
 #endif

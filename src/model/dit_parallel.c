@@ -44,6 +44,7 @@ static int is_identity(const DiT *m) { return m->par.cp == 1 && !sp_on(m); }
 void dit_place_free(Placement *pl) {
     free(pl->cu_real), free(pl->cu_in_pad), free(pl->cu_pad), free(pl->t2s_host);
     if (pl->have_chunks) cp_chunks_free(&pl->ch);
+    if (pl->have_st) st_layout_free(&pl->st);
     memset(pl, 0, sizeof *pl);
 }
 
@@ -74,14 +75,10 @@ static vfm_status host_i32(int32_t **dst, const Tensor *t, int64_t n) {
     return device_memcpy(*dst, DEV_CPU, t->data, t->device, (size_t)n * sizeof(int32_t));
 }
 
-vfm_status dit_place_plan(const DiT *m, const DiTInputs *in, Placement *pl) {
-    memset(pl, 0, sizeof *pl);
-    pl->S_in = tensor_dim(in->x, 0);
-    pl->identity = is_identity(m);
-    int n = in->self_layout.n_samples, mult = slot_multiple(m), cp = m->par.cp;
-    pl->n = n;
-    VFM_TRY(host_i32(&pl->cu_real, &in->self_layout.cu_q, n + 1));
-    VFM_TRY(host_i32(&pl->cu_in_pad, &in->self_layout.cu_q_padded, n + 1));
+/* The placement's rows once the caller's offsets are read; st_shape: ST-DiT's frames [n] and
+ * tokens per frame [n] of every sample (NULL for other variants), whose slots hold whole frames. */
+static vfm_status place_rows(const DiT *m, Placement *pl, const int *st_shape) {
+    int n = pl->n, mult = slot_multiple(m), cp = m->par.cp;
     if (pl->identity) {
         pl->S = pl->R = pl->Rl = pl->S_in;
         return VFM_OK;
@@ -89,12 +86,15 @@ vfm_status dit_place_plan(const DiT *m, const DiTInputs *in, Placement *pl) {
     pl->cu_pad = malloc((size_t)(n + 1) * sizeof(int32_t));
     if (!pl->cu_pad) return vfm_fail(VFM_ERR_NOMEM, "dit: %d offsets", n + 1);
     pl->repacked = pl->cu_in_pad[n] != pl->S_in || pl->cu_in_pad[0] != 0;
-    for (int i = 0; i < n; i++)
-        if ((pl->cu_in_pad[i + 1] - pl->cu_in_pad[i]) % mult != 0) pl->repacked = 1;
+    for (int i = 0; i < n; i++) {
+        int32_t slot = pl->cu_in_pad[i + 1] - pl->cu_in_pad[i];
+        if (st_shape ? slot != dit_st_slot(m, st_shape[i], st_shape[n + i]) : slot % mult != 0) pl->repacked = 1;
+    }
     pl->cu_pad[0] = 0;
     for (int i = 0; i < n; i++) {
         int32_t len = pl->cu_real[i + 1] - pl->cu_real[i];
-        int32_t slot = pl->repacked ? (len + mult - 1) / mult * mult : pl->cu_in_pad[i + 1] - pl->cu_in_pad[i];
+        int32_t slot = st_shape ? dit_st_slot(m, st_shape[i], st_shape[n + i])
+                       : pl->repacked ? (len + mult - 1) / mult * mult : pl->cu_in_pad[i + 1] - pl->cu_in_pad[i];
         pl->cu_pad[i + 1] = pl->cu_pad[i] + slot;
     }
     pl->S = pl->cu_pad[n];
@@ -117,6 +117,24 @@ vfm_status dit_place_plan(const DiT *m, const DiTInputs *in, Placement *pl) {
     memcpy(pl->t2s_host, t2s + first, (size_t)pl->Rl * sizeof *t2s);
     free(t2s);
     return VFM_OK;
+}
+
+vfm_status dit_place_plan(const DiT *m, const DiTInputs *in, Placement *pl) {
+    memset(pl, 0, sizeof *pl);
+    pl->S_in = tensor_dim(in->x, 0);
+    pl->identity = is_identity(m);
+    int n = in->self_layout.n_samples;
+    pl->n = n;
+    VFM_TRY(host_i32(&pl->cu_real, &in->self_layout.cu_q, n + 1));
+    VFM_TRY(host_i32(&pl->cu_in_pad, &in->self_layout.cu_q_padded, n + 1));
+    if (!m->cfg.f.factorised) return place_rows(m, pl, NULL);
+    int *shape = malloc(2 * (size_t)(n > 0 ? n : 1) * sizeof *shape); /* ST-DiT: frames, tokens per frame */
+    if (!shape) return vfm_fail(VFM_ERR_NOMEM, "dit: %d sample shapes", n);
+    vfm_status s = dit_st_shapes(m, in, pl, shape, shape + n);
+    if (s == VFM_OK) s = place_rows(m, pl, shape);
+    if (s == VFM_OK) s = dit_st_plan(m, pl, shape, shape + n);
+    free(shape);
+    return s;
 }
 
 /* [rows, w] view of a scratch tensor's memory as dtype dt (scratch is carved wide enough). */
@@ -252,15 +270,17 @@ vfm_status dit_gather_rows(DiT *m, const Tensor *rows, Tensor *whole) {
     return s;
 }
 
-vfm_status dit_self_attention_forward(const DiT *m, const Acts *a, Tensor *o, Tensor *lse, const Tensor *q,
-                                      const Tensor *k, const Tensor *v) {
+vfm_status dit_self_attention_forward(const DiT *m, const Acts *a, AttnSpan span, Tensor *o, Tensor *lse,
+                                      const Tensor *q, const Tensor *k, const Tensor *v) {
+    if (span != ATTN_SPAN_FULL) return dit_st_attention_forward(m, a, span, o, lse, q, k, v);
     if (m->par.cp > 1) return cp_attention_forward(&m->par.cpa, &a->pl.ch, o, lse, q, k, v);
     return op_attention_forward(o, lse, q, k, v, &a->pl.self);
 }
 
-vfm_status dit_self_attention_backward(const DiT *m, const Acts *a, Tensor *dq, Tensor *dk, Tensor *dv,
+vfm_status dit_self_attention_backward(const DiT *m, const Acts *a, AttnSpan span, Tensor *dq, Tensor *dk, Tensor *dv,
                                        const Tensor *dout, const Tensor *q, const Tensor *k, const Tensor *v,
                                        const Tensor *o, const Tensor *lse) {
+    if (span != ATTN_SPAN_FULL) return dit_st_attention_backward(m, a, span, dq, dk, dv, dout, q, k, v, o, lse);
     if (m->par.cp > 1) return cp_attention_backward(&m->par.cpa, &a->pl.ch, dq, dk, dv, dout, q, k, v, o, lse);
     return op_attention_backward(dq, dk, dv, dout, q, k, v, o, lse, &a->pl.self);
 }

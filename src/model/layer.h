@@ -128,9 +128,11 @@ vfm_status carve_attn(ActCarver *cv, Tensor *t, int64_t d0, int64_t d1);
 
 /* ---- FLOPs ------------------------------------------------------------------------------------- */
 /* What a pack's FLOPs depend on (real rows only): token rows, text rows, samples, and Σ q², Σ q·l
- * over the samples (the attention score pairs of self- and cross-attention). */
+ * over the samples (the attention score pairs of self- and cross-attention); ST-DiT's Σ t·n² and
+ * Σ n·t² (spatial and temporal attention of samples of t frames of n tokens). */
 typedef struct FlopShape {
     double tokens, text, samples, self_pairs, cross_pairs;
+    double spatial_pairs, temporal_pairs;
 } FlopShape;
 
 #endif

@@ -275,6 +275,7 @@ vfm_status comm_send(Comm *c, const void *buf, int64_t count, DType dt, int peer
     VFM_TRY(check_rank(c, "send", peer, "peer"));
     if (peer == c->rank) return op_error(c, "send", VFM_ERR_INTERNAL, "peer is this rank");
     VFM_TRY(check_buf(c, "send", buf, count));
+    c->bytes_sent += (double)count * (double)dtype_size(dt);
     STAGED(buf, (size_t)count * dtype_size(dt), NULL, 0, mpi_send, st_.host_send, count, dt, peer);
     return BACKEND(send, c, buf, count, dt, peer);
 }
@@ -295,6 +296,8 @@ vfm_status comm_all_to_all_v(Comm *c, const void *send, const int64_t *send_coun
         if (send_counts[j] < 0 || recv_counts[j] < 0 || send_displs[j] < 0 || recv_displs[j] < 0)
             return op_error(c, "all_to_all", VFM_ERR_INTERNAL, "negative count or displacement");
     size_t es = dtype_size(dt);
+    for (int j = 0; j < c->size; j++)
+        if (j != c->rank) c->bytes_sent += (double)send_counts[j] * (double)es;
     if (SELF_GROUP) {
         if (send_counts[0] != recv_counts[0])
             return op_error(c, "all_to_all", VFM_ERR_INTERNAL, "send and receive counts differ");
@@ -343,6 +346,8 @@ vfm_status comm_exchange_start(Comm *c, const CommP2P *ops, int n, CommRequest *
         VFM_TRY(check_buf(c, op, ops[i].buf, ops[i].count));
     }
     if (n == 0) return VFM_OK;
+    for (int i = 0; i < n; i++)
+        if (ops[i].is_send) c->bytes_sent += (double)ops[i].count * (double)dtype_size(ops[i].dtype);
     if (comm_stage_exchange_wanted(c, ops, n)) return comm_stage_exchange_start(c, ops, n, &req->pending);
     return BACKEND(exchange_start, c, ops, n, &req->pending);
 }

@@ -57,6 +57,10 @@ typedef struct Comm {
     int size, rank;       /* group size; this process's index in members */
     int *members;         /* [size] global ranks; index = group rank */
     CommImpl *impl;
+    /* Payload this process has addressed to other members through point-to-point sends and
+     * all-to-alls (what ST-DiT's byte counts read: docs/parallel.md); reductions and gathers are not
+     * counted. The caller may reset it. */
+    double bytes_sent;
 } Comm;
 
 /* A comm over the listed global ranks (the caller among them); collective over the members.

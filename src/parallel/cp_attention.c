@@ -5,18 +5,19 @@
 
 #include <string.h>
 
-static const char *const TYPE_NAMES[] = {"p2p", "a2a", "a2a+p2p", "all_gather"};
+static const char *const TYPE_NAMES[] = {"p2p", "a2a", "a2a+p2p", "all_gather", "hybrid"};
 
 vfm_status cp_comm_type_parse(const char *s, CpCommType *out) {
-    for (int t = 0; t < 4; t++)
+    for (int t = 0; t < 5; t++)
         if (s && strcmp(s, TYPE_NAMES[t]) == 0) {
             *out = (CpCommType)t;
             return VFM_OK;
         }
-    return vfm_fail(VFM_ERR_USAGE, "model.cp_comm_type is '%s'; allowed: p2p, a2a, a2a+p2p, all_gather", s ? s : "");
+    return vfm_fail(VFM_ERR_USAGE, "model.cp_comm_type is '%s'; allowed: p2p, a2a, a2a+p2p, all_gather, hybrid",
+                    s ? s : "");
 }
 
-const char *cp_comm_type_name(CpCommType t) { return t >= 0 && t < 4 ? TYPE_NAMES[t] : "?"; }
+const char *cp_comm_type_name(CpCommType t) { return t >= 0 && t < 5 ? TYPE_NAMES[t] : "?"; }
 
 /* The head rules of an all-to-all over n ranks (n = CP for a2a, A for a2a+p2p). */
 static vfm_status check_heads(const char *mode, int n, const char *n_key, int heads, int kv_heads) {
@@ -55,6 +56,7 @@ vfm_status cp_attention_init(CpAttention *a, CpCommType type, Comm *cp, Comm *a2
     case CP_COMM_P2P: a->A = 1, a->R = a->P, a->ring = cp, a->ring_rank = cp->rank; break;
     case CP_COMM_A2A: a->A = a->P, a->R = 1, a->a2a = cp, a->a2a_rank = cp->rank; break;
     case CP_COMM_ALL_GATHER: a->A = 1, a->R = 1; break;
+    case CP_COMM_HYBRID: return vfm_fail(VFM_ERR_INTERNAL, "cp_attention_init: hybrid is ST-DiT's scheme, not an attention");
     case CP_COMM_A2A_P2P:
         if (!a2a || !ring || a2a->size * ring->size != cp->size || cp->rank != ring->rank * a2a->size + a2a->rank)
             return vfm_fail(VFM_ERR_INTERNAL, "cp_attention_init: a2a+p2p needs an all-to-all group and a ring whose "

@@ -34,9 +34,11 @@
 #include "parallel/comm.h"
 #include "parallel/cp_layout.h"
 
-typedef enum { CP_COMM_P2P, CP_COMM_A2A, CP_COMM_A2A_P2P, CP_COMM_ALL_GATHER } CpCommType;
+/* CP_COMM_HYBRID is ST-DiT's model-level scheme (st_layout.h), not an attention of this file: its
+ * full-attention layers run one of the others (model.stdit_full_cp_comm_type). */
+typedef enum { CP_COMM_P2P, CP_COMM_A2A, CP_COMM_A2A_P2P, CP_COMM_ALL_GATHER, CP_COMM_HYBRID } CpCommType;
 
-/* "p2p", "a2a", "a2a+p2p", "all_gather"; VFM_ERR_USAGE naming model.cp_comm_type otherwise. */
+/* "p2p", "a2a", "a2a+p2p", "all_gather", "hybrid"; VFM_ERR_USAGE naming model.cp_comm_type otherwise. */
 vfm_status cp_comm_type_parse(const char *s, CpCommType *out);
 const char *cp_comm_type_name(CpCommType t);
 /* Before any work: VFM_ERR_USAGE with one line naming the key and the numbers when the layout

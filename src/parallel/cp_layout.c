@@ -13,6 +13,7 @@ static vfm_status device_i32(Tensor *t, const int32_t *host, int64_t n, Device d
 void cp_chunks_free(CpChunks *c) {
     free(c->cu_seqlens), free(c->cu_seqlens_padded), free(c->cu_padded), free(c->cu_valid), free(c->max_valid);
     tensor_free(&c->t_cu_seqlens), tensor_free(&c->t_cu_seqlens_padded), tensor_free(&c->t_cu_padded);
+    tensor_free(&c->t_cu_zero);
     if (c->t_cu_valid)
         for (int j = 0; j < c->parts; j++) tensor_free(&c->t_cu_valid[j]);
     free(c->t_cu_valid);
@@ -76,9 +77,19 @@ vfm_status cp_chunks_init(CpChunks *c, int n, const int32_t *cu_seqlens, const i
     return s;
 }
 
+vfm_status cp_chunks_diagonal(CpChunks *c) {
+    int32_t *zero = calloc((size_t)c->n_samples + 1, sizeof *zero);
+    if (!zero) return vfm_fail(VFM_ERR_NOMEM, "cp_chunks_diagonal: %d samples", c->n_samples);
+    vfm_status s = device_i32(&c->t_cu_zero, zero, (int64_t)c->n_samples + 1, c->device);
+    free(zero);
+    c->diagonal = s == VFM_OK;
+    return s;
+}
+
 VarlenLayout cp_tile_layout(const CpChunks *c, int q_chunk, int kv_chunk) {
     VarlenLayout l = {c->n_samples, c->t_cu_valid[q_chunk], c->t_cu_padded, c->t_cu_valid[kv_chunk], c->t_cu_padded,
                       c->max_valid[q_chunk], c->max_valid[kv_chunk]};
+    if (c->diagonal && q_chunk != kv_chunk) l.cu_kv = c->t_cu_zero, l.max_kv = 0;
     return l;
 }
 

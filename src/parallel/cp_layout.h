@@ -38,6 +38,10 @@ typedef struct CpChunks {
     /* the same arrays as layout tensors on `device` */
     Tensor t_cu_seqlens, t_cu_seqlens_padded, t_cu_padded;
     Tensor *t_cu_valid;         /* [parts] */
+    /* cp_chunks_diagonal: sequences whose rows all lie in one chunk (ST-DiT's frames, st_layout.h):
+     * a tile of two different chunks has no keys (t_cu_zero, [n+1] zeros) */
+    int diagonal;
+    Tensor t_cu_zero;
 } CpChunks;
 
 /* From a pack's cu_seqlens[n+1] and cu_seqlens_padded[n+1] (host arrays): every padded length must
@@ -46,11 +50,15 @@ typedef struct CpChunks {
 vfm_status cp_chunks_init(CpChunks *c, int n, const int32_t *cu_seqlens, const int32_t *cu_seqlens_padded, int parts,
                           Device device);
 void cp_chunks_free(CpChunks *c);
+/* Marks c diagonal: cp_tile_layout(c, a, b) with a != b has no keys, so ring attention over c
+ * computes attention inside each chunk only (while the ring still moves every block). */
+vfm_status cp_chunks_diagonal(CpChunks *c);
 /* Real rows of chunk j of sample i. */
 int cp_chunk_valid(const CpChunks *c, int chunk, int sample);
 
 /* Self-attention tile: the queries of chunk q_chunk against the keys of chunk kv_chunk, both held
- * in chunk-set tensors of c->rows rows (the returned layout points into c). */
+ * in chunk-set tensors of c->rows rows (the returned layout points into c; none when c is
+ * diagonal and the chunks differ). */
 VarlenLayout cp_tile_layout(const CpChunks *c, int q_chunk, int kv_chunk);
 /* The queries of chunk q_chunk against every key of the sample (keys in a whole-pack tensor). */
 VarlenLayout cp_gathered_kv_layout(const CpChunks *c, int q_chunk);

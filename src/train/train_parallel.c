@@ -27,7 +27,7 @@ vfm_status train_layout_from(TrainLayout *l, const Config *cfg, int warn) {
         l->sp = 0;
     }
     const char *type = cfg_str(cfg, "model.cp_comm_type");
-    VFM_TRY(cp_comm_type_parse(type, &l->cp_type));
+    VFM_TRY(st_layout_keys(l, cfg, &type));
     int n = cfg_list_len(cfg, "model.hierarchical_context_parallel_sizes");
     const char *hkey = "model.hierarchical_context_parallel_sizes";
     if (l->cp_type == CP_COMM_A2A_P2P) {
@@ -64,7 +64,8 @@ void train_layout_describe(const TrainLayout *l, int dp, char *out, size_t n) {
         if (l->vp > 1) PUT(" (V=%d)", l->vp);
     }
     if (l->cp > 1) {
-        PUT("%sCP%d %s", k ? " × " : "", l->cp, cp_comm_type_name(l->cp_type));
+        PUT("%sCP%d %s", k ? " × " : "", l->cp, l->hybrid ? "hybrid, full attention" : "");
+        PUT("%s%s", l->hybrid ? " " : "", cp_comm_type_name(l->cp_type));
         if (l->cp_type == CP_COMM_A2A_P2P) PUT(" [%d, %d]", l->a2a_size, l->cp / l->a2a_size);
     }
     PUT("%sDP%d", k ? " × " : "", dp);
@@ -139,6 +140,8 @@ vfm_status train_parallel_init(TrainParallel *p, const TrainLayout *keys, int wo
     if (brk && strcmp(brk, "tp") == 0) d->test_skip_tp_reduce = 2;
     if (brk && strcmp(brk, "qknorm") == 0) d->test_skip_qk_norm_sum = 1;
     if (brk && strcmp(brk, "ring") == 0) d->cpa.test_drop_ring_step = 1;
+    d->st_hybrid = keys->hybrid; /* ST-DiT: =st skips the all-to-all of block 1's temporal attention */
+    if (brk && strcmp(brk, "st") == 0) d->test_skip_st_a2a = 2;
     return VFM_OK;
 }
 

@@ -25,7 +25,14 @@ typedef struct TrainLayout {
     CpCommType cp_type;    /* model.cp_comm_type */
     int a2a_size;          /* a2a+p2p: model.hierarchical_context_parallel_sizes[0] */
     int vp;                /* model.virtual_pipeline_model_parallel_size (0 or 1: one chunk per stage) */
+    int hybrid;            /* ST-DiT's model.cp_comm_type hybrid; cp_type is then its full attention's */
 } TrainLayout;
+
+/* ST-DiT's CP keys (train_stdit.c): model.cp_comm_type (hybrid by default for model.variant stdit,
+ * and only there) into l->cp_type and l->hybrid, the full attention's model.stdit_full_cp_comm_type
+ * then in cp_type; *type names what cp_type holds. VFM_ERR_USAGE naming the key for a combination
+ * that makes no sense. */
+vfm_status st_layout_keys(TrainLayout *l, const Config *cfg, const char **type);
 
 /* The keys alone: cp_comm_type parsed, the hierarchical
  * sizes checked against it and CP; keys that do nothing at this layout are named in a warning

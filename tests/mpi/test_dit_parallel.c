@@ -47,6 +47,8 @@ static DiTConfig model_config(DiTVariant v, int tp) {
     c.in_channels = 4, c.out_channels = 4, c.patch_spatial = 2, c.patch_temporal = 1;
     c.d_text = D_TEXT, c.adaln_lora = 16, c.fps_dim = 16, c.qk_norm = 1, c.ln_eps = 1e-5f, c.init_std = 0.02f;
     if (v == DIT_VARIANT_ADALN_ZERO) c.num_classes = 3, c.class_dropout_prob = 0.1f, c.learn_sigma = 1;
+    if (v == DIT_VARIANT_STDIT) /* 2 ST-DiT layers: spatial, temporal, full (every 2nd layer), temporal */
+        c.layers = 4, c.stdit_full_every = 2, c.kv_heads = tp <= 2 ? 2 : 4;
     dit_config_resolve(&c);
     return c;
 }
@@ -201,7 +203,33 @@ typedef struct Layout {
     int zero1;
 } Layout;
 
-enum { BREAK_NONE, BREAK_TP, BREAK_RING, BREAK_CP_MEAN };
+enum { BREAK_NONE, BREAK_TP, BREAK_RING, BREAK_CP_MEAN, BREAK_ST };
+
+/* The layout keys; type CP_COMM_HYBRID (ST-DiT) runs its full attention as p2p (a2a = 0), a2a
+ * (a2a = cp) or a2a+p2p. */
+static TrainLayout layout_keys(const Layout *L) {
+    int hybrid = L->type == CP_COMM_HYBRID;
+    CpCommType t = !hybrid ? L->type : L->a2a == 0 ? CP_COMM_P2P : L->a2a == L->cp ? CP_COMM_A2A : CP_COMM_A2A_P2P;
+    TrainLayout k = {L->tp, 1, L->cp, L->sp, t, L->a2a, 1, hybrid};
+    return k;
+}
+
+/* ST-DiT: the bytes this rank sent over CP in each span's self-attentions against the formula
+ * (dit_st_block_bytes, docs/parallel.md); "" when they agree, else what differs. */
+static void st_bytes_check(const DiT *m, const double sent[3][2], char *bad, size_t n) {
+    int t[NS], tokens[NS], count[3];
+    for (int i = 0; i < NS; i++) t[i] = GRID[i][0], tokens[i] = GRID[i][1] * GRID[i][2];
+    double per[3][2];
+    dit_st_block_bytes(m, NS, t, tokens, m->par.cp_rank, 4, per);
+    dit_st_span_blocks(m, count);
+    static const char *const SPAN[] = {"full", "spatial", "temporal"};
+    bad[0] = 0;
+    for (int k = 0; k < 3 && !bad[0]; k++)
+        for (int d = 0; d < 2 && !bad[0]; d++)
+            if (fabs(sent[k][d] - count[k] * per[k][d]) > 0.5)
+                snprintf(bad, n, "CP bytes of the %s attention (%s): sent %.0f, formula %d x %.0f", SPAN[k],
+                         d ? "backward" : "forward", sent[k][d], count[k], per[k][d]);
+}
 
 typedef struct Outcome {
     int ok;             /* everything within the tolerance */
@@ -233,7 +261,7 @@ static void keep_free(RunKeep *k) {
 /* Runs the layout on this rank and compares it with ref (packs[dp_rank]); keep may be NULL. */
 static Outcome run_layout(const Layout *L, const DiTConfig *cfg, DitPack *packs, const Ref *ref, int brk, RunKeep *keep) {
     Outcome res = {0, "", ""};
-    TrainLayout keys = {L->tp, 1, L->cp, L->sp, L->type, L->a2a, 1};
+    TrainLayout keys = layout_keys(L);
     TrainParallel p;
     if (train_parallel_init(&p, &keys, mt_world(), mt_rank()) != VFM_OK) {
         snprintf(res.detail, sizeof res.detail, "train_parallel_init: %s", vfm_last_error());
@@ -241,6 +269,7 @@ static Outcome run_layout(const Layout *L, const DiTConfig *cfg, DitPack *packs,
     }
     if (brk == BREAK_TP) p.model.test_skip_tp_reduce = 2;
     if (brk == BREAK_RING) p.model.cpa.test_drop_ring_step = 1;
+    if (brk == BREAK_ST) p.model.test_skip_st_a2a = 2;
     DiT m;
     DitPack *pk = &packs[p.layout.dp_rank];
     int ok = dit_create_parallel(&m, cfg, DEV_CPU, &p.model) == VFM_OK;
@@ -256,11 +285,15 @@ static Outcome run_layout(const Layout *L, const DiTConfig *cfg, DitPack *packs,
     memset(m.grads, 0, (size_t)n * sizeof(float));
     ProbeCtx pc = {.m = &m, .pack = pk, .ref = &ref->probes, .keep = keep ? &keep->probes : NULL};
     m.probe = probe_cb, m.probe_ctx = &pc;
+    double sent[3][2] = {{0}};
+    char bad_bytes[160] = "";
+    if (cfg->f.factorised) m.cp_sent = sent;
     Tensor tout = TF32(out, pk->S, out_w);
     vfm_status s = dit_reserve(&m, pk->S, pk->L, NS);
     if (s == VFM_OK) s = dit_forward(&m, &pk->in, &tout);
     if (s == VFM_OK) s = dit_backward(&m, &pk->in, &pk->tdout);
     m.probe = NULL;
+    if (s == VFM_OK && cfg->f.factorised) st_bytes_check(&m, (const double (*)[2])sent, bad_bytes, sizeof bad_bytes);
     double e_out = s == VFM_OK ? rows_err(pk, out, ref->out, out_w) : INFINITY;
     DataParallel dp;
     int have_dp = 0;
@@ -310,7 +343,8 @@ static Outcome run_layout(const Layout *L, const DiTConfig *cfg, DitPack *packs,
         optimizer_free(&o);
     }
     double e_norm = fabs(norm - ref->norm) / ref->norm;
-    res.ok = s == VFM_OK && !pc.first_bad[0] && e_out <= 1.1e-5 && !bad_entry[0] && e_norm <= 1e-5;
+    res.ok = s == VFM_OK && !pc.first_bad[0] && e_out <= 1.1e-5 && !bad_entry[0] && e_norm <= 1e-5 && !bad_bytes[0];
+    if (bad_bytes[0] && !bad_entry[0]) snprintf(bad_entry, sizeof bad_entry, "%s", bad_bytes);
     snprintf(res.first_bad, sizeof res.first_bad, "%s", pc.first_bad);
     if (s != VFM_OK) snprintf(res.detail, sizeof res.detail, "failed: %s", vfm_last_error());
     else
@@ -338,7 +372,7 @@ static const char *variant_label(DiTVariant v) { return dit_variant_name(v); }
 /* Every variant (and dfm without padding) at this layout, plus its broken variants. */
 static void check_layout(const Layout *L) {
     int dp = mt_world() / (L->tp * L->cp);
-    TrainLayout keys = {L->tp, 1, L->cp, L->sp, L->type, L->a2a, 1};
+    TrainLayout keys = layout_keys(L);
     ParallelLayout pl;
     REQUIRE_OK(layout_init(&pl, mt_world(), mt_rank(), keys.tp, 1, keys.cp));
     struct { DiTVariant v; int pad; } cases[] = {{DIT_VARIANT_DFM, 64}, {DIT_VARIANT_DFM, 1}, {DIT_VARIANT_NEMO_ADALN, 64},
@@ -378,6 +412,118 @@ static void check_layout(const Layout *L) {
         }
         ref_free(&ref);
         for (int j = 0; j < dp; j++) dit_pack_free(&packs[j]);
+    }
+}
+
+/* ST-DiT at a layout (hybrid, or plain p2p), with and without padding in the pack, and its broken
+ * variants: an all-to-all skipped (hybrid) or a ring step dropped (p2p) at block 1's temporal
+ * attention, and CP gradients averaged. */
+static void check_stdit_layout(const Layout *L) {
+    int dp = mt_world() / (L->tp * L->cp);
+    TrainLayout keys = layout_keys(L);
+    ParallelLayout pl;
+    REQUIRE_OK(layout_init(&pl, mt_world(), mt_rank(), keys.tp, 1, keys.cp));
+    DiTConfig cfg = model_config(DIT_VARIANT_STDIT, L->tp);
+    for (int pad = 64; pad >= 1; pad -= 63) {
+        DitPack packs[2];
+        for (int j = 0; j < dp; j++) dit_pack_make_shaped(&packs[j], &cfg, GRID, TEXT_LEN, pad, 1000 * (uint64_t)(j + 1));
+        Ref ref;
+        REQUIRE(ref_run(&ref, &cfg, packs, dp, pl.dp_rank));
+        Outcome o = run_layout(L, &cfg, packs, &ref, BREAK_NONE, NULL);
+        CHECK_MSG(everywhere(o.ok), "%s, stdit%s: %s", L->name, pad == 1 ? " (no padding)" : "", o.detail);
+        if (mt_rank() == 0 && pad == 64) printf("      %s, stdit: %s\n", L->name, o.detail);
+        if (pad == 64 && L->cp > 1) {
+            int hybrid = L->type == CP_COMM_HYBRID;
+            Outcome b = run_layout(L, &cfg, packs, &ref, hybrid ? BREAK_ST : BREAK_RING, NULL);
+            CHECK_MSG(anywhere(!b.ok), "%s with block 1's %s still matched", L->name,
+                      hybrid ? "all-to-all skipped" : "ring step dropped");
+            CHECK_MSG(strcmp(b.first_bad, "blocks.1 self_attn") == 0, "%s, block 1 broken: first difference at '%s'",
+                      L->name, b.first_bad);
+            if (mt_rank() == 0) printf("      %s, %s: %s\n", L->name, hybrid ? "an all-to-all skipped" : "a ring step dropped", b.detail);
+            b = run_layout(L, &cfg, packs, &ref, BREAK_CP_MEAN, NULL);
+            CHECK_MSG(anywhere(!b.ok), "%s (stdit) with gradients averaged over CP still matched", L->name);
+        }
+        ref_free(&ref);
+        for (int j = 0; j < dp; j++) dit_pack_free(&packs[j]);
+    }
+}
+
+TEST(dit_parallel_stdit_world1) {
+    REQUIRE_WORLD(1);
+    const Layout l = {"one rank", 1, 0, 1, CP_COMM_P2P, 0, 0};
+    check_stdit_layout(&l);
+}
+
+TEST(dit_parallel_stdit_world2) {
+    REQUIRE_WORLD(2);
+    const Layout ls[] = {{"CP2 hybrid", 1, 0, 2, CP_COMM_HYBRID, 0, 0}, {"CP2 p2p", 1, 0, 2, CP_COMM_P2P, 0, 0},
+                         {"TP2+SP", 2, 1, 1, CP_COMM_P2P, 0, 0}};
+    for (size_t i = 0; i < sizeof ls / sizeof ls[0]; i++) check_stdit_layout(&ls[i]);
+}
+
+TEST(dit_parallel_stdit_world3) {
+    REQUIRE_WORLD(3);
+    const Layout l = {"CP3 hybrid", 1, 0, 3, CP_COMM_HYBRID, 0, 0};
+    check_stdit_layout(&l);
+}
+
+TEST(dit_parallel_stdit_world4) {
+    REQUIRE_WORLD(4);
+    const Layout ls[] = {{"CP4 hybrid", 1, 0, 4, CP_COMM_HYBRID, 0, 0},
+                         {"CP4 hybrid, full attention a2a+p2p 2x2", 1, 0, 4, CP_COMM_HYBRID, 2, 0},
+                         {"TP2+SP x CP2 hybrid", 2, 1, 2, CP_COMM_HYBRID, 0, 0}};
+    for (size_t i = 0; i < sizeof ls / sizeof ls[0]; i++) check_stdit_layout(&ls[i]);
+}
+
+/* The seeds' bandwidth claim (docs/parallel.md "ST-DiT's hybrid parallelism"): the bytes every
+ * rank sends over CP in the spatial and temporal attentions of the same model and pack under hybrid
+ * and under plain p2p, summed over the ranks (the counts are checked against the formula rank by
+ * rank above), at two pack shapes; the p2p / hybrid ratios are printed beside hw/cp and t/cp. */
+static void st_bytes_of(const Layout *L, const int grid[NS][3], double total[3]) {
+    DiTConfig cfg = model_config(DIT_VARIANT_STDIT, 1);
+    cfg.layers = 2, cfg.stdit_full_every = 0, cfg.kv_heads = cfg.heads; /* a spatial and a temporal block, MHA */
+    TrainLayout keys = layout_keys(L);
+    TrainParallel p;
+    REQUIRE_OK(train_parallel_init(&p, &keys, mt_world(), mt_rank()));
+    DiT m;
+    REQUIRE_OK(dit_create_parallel(&m, &cfg, DEV_CPU, &p.model));
+    int64_t n;
+    float *w = dit_test_weights(&cfg, 5, &n);
+    tp_shard_extract(m.shards, m.params, w);
+    free(w);
+    DitPack pk;
+    dit_pack_make_shaped(&pk, &cfg, grid, TEXT_LEN, 1, 7);
+    double sent[3][2] = {{0}};
+    m.cp_sent = sent;
+    float *out = calloc((size_t)(pk.S * dit_out_dim(&cfg)), sizeof(float));
+    Tensor tout = TF32(out, pk.S, dit_out_dim(&cfg));
+    CHECK_OK(dit_reserve(&m, pk.S, pk.L, NS));
+    CHECK_OK(dit_forward(&m, &pk.in, &tout));
+    CHECK_OK(dit_backward(&m, &pk.in, &pk.tdout));
+    for (int k = 0; k < 3; k++) total[k] = sent[k][0] + sent[k][1];
+    comm_all_reduce(mt_world_comm(), total, 3, DT_F64, COMM_SUM);
+    free(out);
+    dit_pack_free(&pk);
+    dit_destroy(&m);
+    train_parallel_free(&p);
+}
+
+TEST(dit_parallel_stdit_bandwidth_p2p_vs_hybrid) {
+    REQUIRE_WORLD(4);
+    static const int SHAPES[2][NS][3] = {{{4, 8, 8}, {4, 8, 8}, {4, 8, 8}, {4, 8, 8}},       /* t 4, hw 64 */
+                                         {{16, 4, 4}, {16, 4, 4}, {16, 4, 4}, {16, 4, 4}}}; /* t 16, hw 16 */
+    const Layout hybrid = {"CP4 hybrid", 1, 0, 4, CP_COMM_HYBRID, 0, 0}, p2p = {"CP4 p2p", 1, 0, 4, CP_COMM_P2P, 0, 0};
+    for (int k = 0; k < 2; k++) {
+        double h[3], r[3];
+        st_bytes_of(&hybrid, SHAPES[k], h);
+        st_bytes_of(&p2p, SHAPES[k], r);
+        int t = SHAPES[k][0][0], hw = SHAPES[k][0][1] * SHAPES[k][0][2];
+        CHECK_MSG(h[1] == 0 && r[1] > 0 && h[2] > 0 && r[2] > h[2],
+                  "bytes: spatial %.0f (hybrid) vs %.0f (p2p), temporal %.0f vs %.0f", h[1], r[1], h[2], r[2]);
+        if (mt_rank() == 0)
+            printf("      CP4, 4 samples of t %d x hw %d, forward + backward over all ranks: temporal p2p %.0f B / "
+                   "hybrid %.0f B = %.2f (hw/cp = %g); spatial p2p %.0f B / hybrid %.0f B (t/cp = %g)\n",
+                   t, hw, r[2], h[2], r[2] / h[2], hw / 4.0, r[1], h[1], t / 4.0);
     }
 }
 
@@ -460,7 +606,7 @@ TEST(dit_parallel_bad_layouts_refused) {
     s = dit_check_parallel(&c, 1, 0, 3, CP_COMM_A2A, 3);
     CHECK(s == VFM_ERR_USAGE && strstr(vfm_last_error(), "a2a"));
     CHECK_OK(dit_check_parallel(&c, 1, 0, 3, CP_COMM_P2P, 0));
-    TrainLayout l = {2, 1, 1, 0, CP_COMM_P2P, 0, 1};
+    TrainLayout l = {2, 1, 1, 0, CP_COMM_P2P, 0, 1, 0};
     s = train_layout_check(&l, &c, 3);
     CHECK(s == VFM_ERR_USAGE && strstr(vfm_last_error(), "world size 3 is not divisible by TP·PP·CP = 2"));
     DiT m;

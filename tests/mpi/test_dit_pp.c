@@ -13,7 +13,8 @@
  * embedders bit for bit equal on every stage after each of two steps; a broken variant (the
  * embedders' gradients not summed over PP) must fail. Layouts by world size: 2: PP2 1F1B with
  * M = P and 2P+1, PP2 interleaved V = 2 with M = P and 2P+1; 4: PP4 1F1B (M = P, 2P+1),
- * PP2 × TP2+SP, PP2 × DP2 with ZeRO-1; 8: CP2 × TP2+SP × PP2 (tests/mpi/run.sh runs it alone); and
+ * PP2 × TP2+SP, PP2 × DP2 with ZeRO-1, PP2 × CP2 of stdit with the hybrid (a 3-frame video padded
+ * to 4 frames, its stages spatial + temporal | full + temporal); 8: CP2 × TP2+SP × PP2 (tests/mpi/run.sh runs it alone); and
  * activation recomputation (full uniform, full block, selective) at PP2 1F1B and V = 2. */
 #include <math.h>
 #include <stdio.h>
@@ -103,6 +104,7 @@ static DiTConfig model_config(DiTVariant v) {
     c.in_channels = 4, c.out_channels = 4, c.patch_spatial = 2, c.patch_temporal = 1;
     c.d_text = D_TEXT, c.adaln_lora = 8, c.fps_dim = 16, c.qk_norm = 1, c.ln_eps = 1e-5f, c.init_std = 0.02f;
     if (v == DIT_VARIANT_ADALN_ZERO) c.num_classes = 3, c.class_dropout_prob = 0.1f, c.learn_sigma = 1;
+    if (v == DIT_VARIANT_STDIT) c.stdit_full_every = 2, c.kv_heads = 2; /* spatial, temporal | full, temporal */
     dit_config_resolve(&c);
     return c;
 }
@@ -175,6 +177,7 @@ static void to_local(const DiT *m, float *local, const float *full) {
 typedef struct Layout {
     const char *name;
     int tp, sp, cp, pp, vp, zero1;
+    int hybrid; /* ST-DiT's model.cp_comm_type hybrid (its full attention p2p) */
 } Layout;
 
 typedef struct StageCtx {
@@ -259,7 +262,7 @@ static RecomputeConfig run_recompute;
 static int run_layout(const Layout *L, const DiTConfig *cfg, int M, int no_pp_sum, char *detail, size_t dn) {
     detail[0] = 0;
     int dp = mt_world() / (L->tp * L->cp * L->pp);
-    TrainLayout keys = {L->tp, L->pp, L->cp, L->sp, CP_COMM_P2P, 0, L->vp};
+    TrainLayout keys = {L->tp, L->pp, L->cp, L->sp, CP_COMM_P2P, 0, L->vp, L->hybrid};
     TrainParallel p;
     NEED_OK(train_parallel_init(&p, &keys, mt_world(), mt_rank()));
     int V = L->vp > 1 ? L->vp : 1, my_dp = p.layout.dp_rank, stage = p.layout.pp_rank;
@@ -399,7 +402,7 @@ static void check_broken(const Layout *L, int M) {
 
 TEST(dit_pp_world2_1f1b_and_interleaved) {
     REQUIRE_WORLD(2);
-    const Layout pp2 = {"PP2 1F1B", 1, 0, 1, 2, 1, 0}, vp2 = {"PP2 interleaved V=2", 1, 0, 1, 2, 2, 0};
+    const Layout pp2 = {"PP2 1F1B", 1, 0, 1, 2, 1, 0, 0}, vp2 = {"PP2 interleaved V=2", 1, 0, 1, 2, 2, 0, 0};
     check(&pp2, DIT_VARIANT_DFM, 2);
     check(&pp2, DIT_VARIANT_DFM, 5);
     check(&pp2, DIT_VARIANT_ADALN_ZERO, 5);
@@ -414,8 +417,8 @@ TEST(dit_pp_world2_1f1b_and_interleaved) {
  * the single-rank model without recomputation (docs/parallel.md "Activation recomputation"). */
 TEST(dit_pp_world2_recompute) {
     REQUIRE_WORLD(2);
-    const Layout full = {"PP2 1F1B, full uniform 2", 1, 0, 1, 2, 1, 0}, sel = {"PP2 1F1B, selective", 1, 0, 1, 2, 1, 0},
-                 blk = {"PP2 interleaved V=2, full block 1", 1, 0, 1, 2, 2, 0};
+    const Layout full = {"PP2 1F1B, full uniform 2", 1, 0, 1, 2, 1, 0, 0}, sel = {"PP2 1F1B, selective", 1, 0, 1, 2, 1, 0, 0},
+                 blk = {"PP2 interleaved V=2, full block 1", 1, 0, 1, 2, 2, 0, 0};
     run_recompute = (RecomputeConfig){RECOMPUTE_FULL, RECOMPUTE_UNIFORM, 2};
     check(&full, DIT_VARIANT_DFM, 5);
     run_recompute = (RecomputeConfig){RECOMPUTE_SELECTIVE, RECOMPUTE_METHOD_NONE, 0};
@@ -427,20 +430,21 @@ TEST(dit_pp_world2_recompute) {
 
 TEST(dit_pp_world4_layouts) {
     REQUIRE_WORLD(4);
-    const Layout pp4 = {"PP4 1F1B", 1, 0, 1, 4, 1, 0}, tp = {"PP2 x TP2+SP", 2, 1, 1, 2, 1, 0},
-                 dp = {"PP2 x DP2 ZeRO-1", 1, 0, 1, 2, 1, 1};
+    const Layout pp4 = {"PP4 1F1B", 1, 0, 1, 4, 1, 0, 0}, tp = {"PP2 x TP2+SP", 2, 1, 1, 2, 1, 0, 0},
+                 dp = {"PP2 x DP2 ZeRO-1", 1, 0, 1, 2, 1, 1, 0}, st = {"PP2 x CP2 hybrid", 1, 0, 2, 2, 1, 0, 1};
     check(&pp4, DIT_VARIANT_DFM, 4);
     check(&pp4, DIT_VARIANT_DFM, 9);
     check(&tp, DIT_VARIANT_DFM, 3);
     check(&tp, DIT_VARIANT_ADALN_ZERO, 2);
     check(&tp, DIT_VARIANT_MOVIEGEN, 3);
     check(&dp, DIT_VARIANT_DFM, 3);
+    check(&st, DIT_VARIANT_STDIT, 3);
     check_broken(&dp, 2);
 }
 
 TEST(dit_pp_world8_cp_tp_sp_pp) {
     REQUIRE_WORLD(8);
-    const Layout l = {"CP2 x TP2+SP x PP2", 2, 1, 2, 2, 1, 1};
+    const Layout l = {"CP2 x TP2+SP x PP2", 2, 1, 2, 2, 1, 1, 0};
     check(&l, DIT_VARIANT_DFM, 2);
 }
 
@@ -450,7 +454,7 @@ TEST(dit_pp_world8_cp_tp_sp_pp) {
 TEST(dit_pp_checkpoint_pp2_tp2_reads_at_pp1) {
     REQUIRE_WORLD(4);
     DiTConfig cfg = model_config(DIT_VARIANT_ADALN_ZERO);
-    TrainLayout keys = {2, 2, 1, 1, CP_COMM_P2P, 0, 1};
+    TrainLayout keys = {2, 2, 1, 1, CP_COMM_P2P, 0, 1, 0};
     TrainParallel p;
     REQUIRE_OK(train_parallel_init(&p, &keys, mt_world(), mt_rank()));
     DiT one, m;

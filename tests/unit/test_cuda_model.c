@@ -5,7 +5,8 @@
  * the order of float sums differs) and in bf16 (the training precision: bounds from bf16
  * rounding, below). The GPU's backward is repeated and must give the same bits. Every variant:
  * dfm with EDM, nemo-adaln with flow matching, adaln-zero with classes and a learned variance
- * with DDPM, moviegen (GQA) with Movie Gen's flow (σ_min), wan with flow. Skipped without a CUDA device (the harness suite runs them on the CPU). Also: the
+ * with DDPM, moviegen (GQA) with Movie Gen's flow (σ_min), stdit (a spatial and a temporal block)
+ * with EDM, wan with flow. Skipped without a CUDA device (the harness suite runs them on the CPU). Also: the
  * objective's own draws on the device (noise by op_randn_fill there) give the bits of the host's
  * draws, and an ObjectiveWork kept from pack to pack (the trainer's) gives the bits of a fresh one
  * — the latter on the CPU too.
@@ -28,7 +29,7 @@
 #include "model/dit_internal.h"
 #include "test.h"
 
-enum { N_CASES = 5 }; /* make_case's: one per variant */
+enum { N_CASES = 6 }; /* make_case's: one per variant */
 
 typedef struct Case {
     const char *name;
@@ -52,7 +53,11 @@ static Case make_case(int k) {
         c.variant = DIT_VARIANT_MOVIEGEN, c.kv_heads = 1, c.ffn = 48;
         return (Case){"moviegen/flow with Movie Gen's sigma_min", c, OBJECTIVE_FLOW};
     }
-    if (k == 4) { /* RoPE, QK-norm over all heads, the text MLP, the tables, the affine norm */
+    if (k == 4) { /* a spatial and a temporal block: the temporal layout's row gathers on the device */
+        c.variant = DIT_VARIANT_STDIT;
+        return (Case){"stdit/edm", c, OBJECTIVE_EDM};
+    }
+    if (k == 5) { /* RoPE, QK-norm over all heads, the text MLP, the tables, the affine norm */
         c.variant = DIT_VARIANT_WAN;
         return (Case){"wan/flow", c, OBJECTIVE_FLOW};
     }

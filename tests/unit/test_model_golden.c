@@ -1,6 +1,7 @@
 /* The whole DiT + objective against the PyTorch twin (reference/model_golden.py for EDM with every
  * variant: dfm (and its pt 2 + grouped-query case), adaln-zero with class labels, adaln-zero with
- * cross-attention, class labels and a conv3d patch, nemo-adaln with a text width != D;
+ * cross-attention, class labels and a conv3d patch, nemo-adaln with a text width != D, stdit (spatial,
+ * temporal and full-attention blocks; two videos of different T and H·W and an image: stdit_golden.py);
  * reference/objectives_golden.py for flow matching and DDPM, the latter also on the DiT paper's
  * setting: adaln-zero, classes, learned sigma). Random non-zero weights, a pack of 3 samples of
  * different sizes (a dropped prompt or label) with given σ/t and noise → network output, loss,
@@ -34,6 +35,10 @@ static int config_from_golden(const Golden *g, DiTConfig *c) {
     c->ln_eps = f[0], c->class_dropout_prob = f[1], c->init_std = 0.02f;
     const Tensor *rows = golden_get(g, "config.pos_rows"); /* moviegen's learned position */
     for (int k = 0; rows && k < 3; k++) c->pos_rows[k] = ((const int32_t *)rows->data)[k];
+    if (c->variant == DIT_VARIANT_STDIT) { /* layers of two blocks (reference/stdit_golden.py) */
+        c->layers *= 2;
+        c->stdit_full_every = (int)golden_scalar(g, "config.stdit_full_every");
+    }
     return dit_config_resolve(c) == VFM_OK;
 }
 
@@ -215,6 +220,8 @@ TEST(model_golden_forward_backward_moviegen) { check_forward_backward("model_mov
 TEST(model_golden_adamw_trajectory_moviegen) { check_trajectory("model_moviegen.bin"); }
 TEST(objective_golden_flow_moviegen_forward_backward) { check_forward_backward("objective_flow_moviegen.bin"); }
 TEST(objective_golden_flow_moviegen_trajectory) { check_trajectory("objective_flow_moviegen.bin"); }
+TEST(model_golden_forward_backward_stdit) { check_forward_backward("model_stdit.bin"); }
+TEST(model_golden_adamw_trajectory_stdit) { check_trajectory("model_stdit.bin"); }
 TEST(objective_golden_flow_forward_backward) { check_forward_backward("objective_flow.bin"); }
 TEST(objective_golden_flow_trajectory) { check_trajectory("objective_flow.bin"); }
 TEST(objective_golden_ddpm_dit_learned_sigma_forward_backward) { check_forward_backward("objective_ddpm_dit.bin"); }

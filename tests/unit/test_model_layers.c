@@ -185,7 +185,7 @@ TEST(model_layer_mlp_gradients) {
 
 static vfm_status attn_carve_all(Rig *g, ActCarver *cv, const void *layer) {
     VFM_TRY(carve_rows(g, cv));
-    VFM_TRY(attention_carve_scratch(&g->m, cv, &g->a.attn, &g->a, 1));
+    VFM_TRY(attention_carve_scratch(&g->m, cv, &g->a.attn, &g->a, 1, 0));
     return attention_carve(&g->m, layer, cv, &g->attn, &g->a, 0);
 }
 
