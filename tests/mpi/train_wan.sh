@@ -41,9 +41,11 @@ train tp2_sp_recompute 2 model.tensor_model_parallel_size=2 model.sequence_paral
     model.recompute_granularity=full model.recompute_method=uniform model.recompute_num_layers=1
 check "wan TP2+SP with full recomputation equals TP2+SP without, bitwise" \
     $VFM checkpoint diff $T/tp2_sp $T/tp2_sp_recompute --atol 0 --quiet
+VFM_PLAIN=$VFM; VFM=$VFM_FAULTS # the test build: its VFM_TEST_* hooks are live
 export VFM_TEST_BREAK=qknorm
 train broken_qknorm 2 model.tensor_model_parallel_size=2
 unset VFM_TEST_BREAK
+VFM=$VFM_PLAIN
 check "the QK-norm statistic unsummed over TP: TP2 ends far from one rank ($(diff_of broken_qknorm))" \
     sh -c "test -f $T/broken_qknorm/iter_0000008/DONE && ! $VFM checkpoint diff $T/one $T/broken_qknorm --atol $BOUND --quiet > /dev/null"
 finish
