@@ -1,6 +1,6 @@
 #!/bin/sh
 # make demo: prepare the synthetic image+video set, train the tiny DiT (on the GPU when there is one), sample one
-# picture per caption of a fixed list beside a real example, and score the colours.
+# picture per caption of a fixed list beside a real example, and score the colours and the shapes.
 # Everything goes to out/demo/. Environment: DEMO_ITERS overrides train.train_iters; DEMO_ARGS adds
 # training overrides (e.g. DEMO_ARGS=diffusion.objective=flow, or train.device=cuda); DEMO_SAMPLE_ARGS
 # adds sampling flags (--device cuda); VFM is the binary ("scripts/gpu_run.sh build/vfm" on the GPU

@@ -66,6 +66,20 @@ static void print_info(const Config *cfg, const DiTConfig *c, const ParamTable *
         int64_t n = count_group(t, g);
         if (n) printf("  %-30s %14lld  (%5.2f%%)\n", dit_group_name(g), (long long)n, 100.0 * n / (double)t->total);
     }
+    if (c->moe.experts > 0) { /* docs/models.md "The MoE layer" */
+        const MoeSpec *e = &c->moe;
+        static const char *const ROUTING[] = {"expert choice", "token choice with the load-balancing loss",
+                                              "token choice"};
+        double used = e->routing == MOE_EXPERT_CHOICE ? (e->capacity_factor > 0 ? e->capacity_factor : e->experts)
+                                                      : e->topk; /* experts a token passes through, at most */
+        if (used > e->experts) used = e->experts;
+        double per_expert = 2.0 * c->hidden * (double)e->ffn;
+        double active = (double)t->total - (double)c->layers * (e->experts - used) * per_expert;
+        printf("mixture of experts: %d experts of width %lld in every block, %s (top-%d), capacity factor %g; "
+               "active parameters per token %.0f (%.1f M: %g of the %d experts)\n",
+               e->experts, (long long)e->ffn, ROUTING[e->routing], e->routing == MOE_EXPERT_CHOICE ? 1 : e->topk,
+               e->capacity_factor, active, active / 1e6, used, e->experts);
+    }
     int32_t cu_q[2] = {0, seq}, cu_t[2] = {0, f->cross_attn ? text : 0};
     int32_t t_frames = frames;
     double fwd = dit_forward_flops_frames(c, 1, cu_q, cu_t, &t_frames);

@@ -195,6 +195,9 @@ vfm_status diffusers_wan_export(const DiTConfig *c, const char *weights, const c
     if (c->variant != DIT_VARIANT_WAN)
         return vfm_fail_at(VFM_ERR_USAGE, NULL, "--format", "diffusers", "writes Wan 2.1's WanTransformer3DModel: the "
                            "checkpoint is model.variant=%s", dit_variant_name(c->variant));
+    if (c->moe.experts > 0)
+        return vfm_fail_at(VFM_ERR_USAGE, NULL, "--format", "diffusers", "WanTransformer3DModel has a dense MLP: the "
+                           "checkpoint has model.num_moe_experts=%d", c->moe.experts);
     VFM_TRY(mkdir_p(dir));
     DiT m;
     dit_describe(&m, c);

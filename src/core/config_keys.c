@@ -63,6 +63,21 @@ const CfgKeyDef cfg_key_defs[] = {
     KBOOL("model.learn_sigma", "false", "predict the variance too: 2x output channels (prediction, then variance)", REFUSE),
     KCHOICE("model.pos_embedding", "auto", CHOICES("auto", "sincos3d", "sincos2d"),
             "fixed position embedding: 3-D (t,h,w) or 2-D (h,w) sin-cos (auto = 2-D for adaln-zero, else 3-D)", REFUSE),
+    KINT("model.num_moe_experts", "0", "[0, 4096]",
+         "experts of a mixture-of-experts MLP in every block (0 = dense MLP); alone it gives expert choice, "
+         "capacity factor 1, expert width ffn_hidden_size: the dense MLP's FLOPs, balanced by construction", REFUSE),
+    KINT("model.moe_router_topk", "1", "[1, 4096]", "experts per token (token choice; expert choice uses 1)", REFUSE),
+    KINT("model.moe_ffn_hidden_size", "0", "[0, 1048576]", "each expert's MLP width (0 = ffn_hidden_size)", REFUSE, SHAPE),
+    KFLT("model.moe_expert_capacity_factor", "1.0", "[0, 1024]",
+         "slots per expert and sample = ceil(tokens * topk * factor / experts), at most the tokens "
+         "(0 = no drop: every token fits)", REFUSE),
+    KCHOICE("model.moe_router_load_balancing_type", "expert_choice", CHOICES("expert_choice", "aux_loss", "none"),
+            "expert_choice: each expert takes its top tokens of a sample; aux_loss: token choice (top-k) with "
+            "the load-balancing loss; none: token choice without it", REFUSE),
+    KFLT("model.moe_aux_loss_coeff", "0.01", "[0, 100]", "weight of the load-balancing loss (aux_loss routing)", REFUSE),
+    KFLT("model.moe_z_loss_coeff", "0", "[0, 100]", "weight of the router z-loss (mean squared log-sum-exp)", REFUSE),
+    KBOOL("model.moe_router_pre_softmax", "true",
+          "token choice: softmax over all experts before the top-k (required: false is refused, see docs/models.md)", REFUSE),
     KFLT("model.init_method_std", "0.02", "[0, 10]", "dfm, nemo-adaln: std of the normal weight init (adaln-zero: DiT's own init)", NOTE),
     KINT("model.fps_embedding_dim", "256", "[2, 65536]", "dfm, nemo-adaln: width of the sinusoidal fps embedding (adaln-zero has none)", REFUSE, SHAPE),
     KINT("model.tensor_model_parallel_size", "1", "[1, 4096]", "TP size (heads, kv heads and MLP units split over TP)", NOTE),

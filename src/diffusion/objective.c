@@ -217,6 +217,7 @@ static vfm_status run_batch(DiT *model, const Objective *o, ObjectiveBatch *b, d
     VFM_TRY(dit_reserve(model, p->n_tokens, p->n_text, p->n_samples));
     VFM_TRY(dit_forward(model, &b->cond.in, &b->F));
     VFM_TRY(batch_finish(model, o, b, grad_scale, res));
+    model->loss_grad_scale = grad_scale;
     if (grad_scale > 0) VFM_TRY(dit_backward(model, &b->cond.in, &b->dF));
     return VFM_OK;
 }

@@ -49,6 +49,7 @@ static void build(DiT *m) {
     AttentionSpec cross = self;
     cross.self = 0, cross.fused_qkv = 0, cross.kv_in = c->d_text, cross.kv_heads = c->heads, cross.qk_norm = f->cross_qk_norm;
     MlpSpec mlp = {.ffn = c->ffn, .act = f->mlp_act, .in = linear_xavier(1), .out = linear_xavier(1)};
+    mlp.moe = c->moe;
     float eps = f->block_ln_eps;
     for (int l = 0; l < c->layers; l++) {
         DiTBlock *b = &m->blocks[l];

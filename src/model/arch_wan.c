@@ -56,6 +56,7 @@ static void build(DiT *m) {
     cross.self = 0, cross.rope = 0, cross.text_embedded = 1;
     MlpSpec mlp = {.ffn = c->ffn, .act = ACT_GELU_TANH, .in = linear_torch_default(D, 0),
                    .out = linear_torch_default(c->ffn, 0), .fc1_name = "net.0.proj", .fc2_name = "net.2"};
+    mlp.moe = c->moe; /* model.num_moe_experts: experts in the ffn slot (not Wan's own; no diffusers export) */
     for (int l = 0; l < c->layers; l++) {
         DiTBlock *b = &m->blocks[l];
         block_begin(b, t);

@@ -27,6 +27,7 @@
 #include "model/conditioning.h"
 #include "model/embed.h"
 #include "model/head.h"
+#include "model/moe.h"
 #include "model/params.h"
 #include "model/pos_learned.h"
 #include "ops/ops.h"
@@ -101,6 +102,9 @@ typedef struct DiTConfig {
     int pos_rows[3];           /* rows of the learned position's t, h, w tables (0: 34, 40, 40, DFM's
                                 * max_frames 34 / pt 1, max_img 80 / p 2) */
     int stdit_full_every;      /* ST-DiT: every k-th layer's spatial block attends over the whole sample (0 = never) */
+    /* Mixture of experts in every block's MLP slot (moe.h; Megatron's model.moe_* keys): moe.experts
+     * = model.num_moe_experts (0: dense); moe.ffn 0 = ffn; the rest as moe.h's MoeSpec. */
+    MoeSpec moe;
     DiTFeatures f;             /* derived by dit_config_resolve */
 } DiTConfig;
 
@@ -230,6 +234,10 @@ typedef struct DiT {
     struct Fsdp *fsdp;
     int *fsdp_unit;            /* [table.count] the unit of each entry */
     int fsdp_last_microbatch;  /* the caller sets it: this backward is the step's last micro-batch */
+    /* The weight of the model's own loss terms (the MoE router's load-balancing and z losses) in
+     * its backward: the objective sets its grad_scale (1/micro-batches) before each backward, so they
+     * accumulate like the loss; 0 (unset) is 1. */
+    double loss_grad_scale;
 } DiT;
 
 /* Builds the table (names as reference/model_torch.py) and allocates params and grads (zero).

@@ -46,6 +46,17 @@ vfm_status dit_config_resolve(DiTConfig *c) {
         return vfm_fail(VFM_ERR_USAGE, "model.num_classes (%d) must be >= 0 and model.class_dropout_prob (%g) in [0, 1]",
                         c->num_classes, c->class_dropout_prob);
     if (f->pos == DIT_POS_ROPE_3D) VFM_TRY(dit_check_rope(c));
+    if (c->moe.experts > 0) {
+        MoeSpec *e = &c->moe;
+        if (e->ffn <= 0) e->ffn = c->ffn;
+        if (e->routing == MOE_EXPERT_CHOICE) e->topk = 1;
+        if (e->topk < 1 || e->topk > e->experts)
+            return vfm_fail(VFM_ERR_USAGE, "model.moe_router_topk (%d) must be in [1, model.num_moe_experts = %d]",
+                            e->topk, e->experts);
+        if (e->capacity_factor < 0)
+            return vfm_fail(VFM_ERR_USAGE, "model.moe_expert_capacity_factor (%g) must be >= 0 (0: no token dropped)",
+                            e->capacity_factor);
+    }
     if (f->cross_attn && c->d_text <= 0)
         return vfm_fail(VFM_ERR_USAGE, "model.crossattn_emb_size (%d) must be positive with cross-attention", c->d_text);
     static const int DEFAULT_ROWS[3] = {34, 40, 40}; /* DFM's max_frames 34 / pt 1, max_img 80 / p 2 */
@@ -134,5 +145,25 @@ vfm_status dit_config_from(DiTConfig *c, const Config *cfg) {
             if (c->pos_rows[k] == 0) c->pos_rows[k] = -1; /* less than one patch: refused by the resolve */
     }
     VFM_TRY(dit_stdit_config_from(c, cfg));
+    /* mixture of experts: its keys read only with experts, each routing's only for it */
+    c->moe.experts = (int)cfg_int(cfg, "model.num_moe_experts");
+    if (c->moe.experts > 0) {
+        const char *lb = cfg_str(cfg, "model.moe_router_load_balancing_type");
+        c->moe.routing = strcmp(lb, "expert_choice") == 0 ? MOE_EXPERT_CHOICE
+                         : strcmp(lb, "aux_loss") == 0 ? MOE_TOKEN_AUX_LOSS : MOE_TOKEN_NONE;
+        c->moe.ffn = cfg_int(cfg, "model.moe_ffn_hidden_size");
+        c->moe.capacity_factor = (float)cfg_float(cfg, "model.moe_expert_capacity_factor");
+        c->moe.z_coeff = (float)cfg_float(cfg, "model.moe_z_loss_coeff");
+        c->moe.topk = 1;
+        if (c->moe.routing != MOE_EXPERT_CHOICE) {
+            c->moe.topk = (int)cfg_int(cfg, "model.moe_router_topk");
+            if (!cfg_bool(cfg, "model.moe_router_pre_softmax"))
+                return vfm_fail_at(VFM_ERR_USAGE, NULL, "model.moe_router_pre_softmax", "false",
+                                   "true: vfm's router takes the softmax over all experts before the top-k (with k = 1 a "
+                                   "softmax after it makes every weight 1 and the router learns nothing; the post-top-k "
+                                   "form for k > 1 is not implemented)");
+        }
+        if (c->moe.routing == MOE_TOKEN_AUX_LOSS) c->moe.aux_coeff = (float)cfg_float(cfg, "model.moe_aux_loss_coeff");
+    }
     return dit_config_resolve(c);
 }

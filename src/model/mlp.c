@@ -1,5 +1,6 @@
 /* The MLP layer (mlp.h). */
 #include <stdio.h>
+#include <string.h>
 
 #include "model/dit_internal.h"
 
@@ -7,6 +8,15 @@ void mlp_add(MlpLayer *ml, ParamTable *t, const char *prefix, int64_t D, const M
     LinearSpec in = s->in, out = s->out;
     in.tp_dim = 0, out.tp_dim = 1; /* column-parallel fc1, row-parallel fc2 */
     char name[128];
+    memset(ml, 0, sizeof *ml);
+    if (s->moe.experts > 0) {
+        MoeSpec ms = s->moe;
+        ms.in = s->in, ms.out = s->out, ms.act = s->act;
+        if (ms.router.w_init == INIT_ZERO && ms.router.w_scale == 0) ms.router = s->in;
+        ml->fc1 = ml->fc2 = LINEAR_NONE;
+        moe_add(&ml->moe, t, prefix, D, &ms);
+        return;
+    }
     param_table_set_group(t, DIT_GROUP_MLP);
     ml->swiglu = s->swiglu;
     ml->act = s->act;
@@ -20,9 +30,13 @@ void mlp_add(MlpLayer *ml, ParamTable *t, const char *prefix, int64_t D, const M
     ml->fc2 = linear_add(t, name, D, s->ffn, out);
 }
 
-void mlp_handles(MlpLayer *ml, const HandleVisitor *v) { visit_linear(v, &ml->fc1), visit_linear(v, &ml->fc2); }
+void mlp_handles(MlpLayer *ml, const HandleVisitor *v) {
+    if (ml->moe.s.experts > 0) moe_handles(&ml->moe, v);
+    else visit_linear(v, &ml->fc1), visit_linear(v, &ml->fc2);
+}
 
 vfm_status mlp_forward(const DiT *m, const MlpLayer *ml, MlpActs *b, Acts *a, const Tensor *xm, Tensor *out) {
+    if (ml->moe.s.experts > 0) return moe_forward(m, &ml->moe, &b->moe, a, xm, out);
     Tensor xf;
     VFM_TRY(region_enter(m, a, xm, &xf));
     if (ml->swiglu) {
@@ -35,6 +49,7 @@ vfm_status mlp_forward(const DiT *m, const MlpLayer *ml, MlpActs *b, Acts *a, co
 }
 
 vfm_status mlp_backward(const DiT *m, const MlpLayer *ml, const MlpActs *b, Acts *a, const Tensor *xm) {
+    if (ml->moe.s.experts > 0) return moe_backward(m, &ml->moe, &b->moe, a, xm);
     MlpScratch *s = &a->mlp;
     Tensor dpart, xf;
     VFM_TRY(region_exit_backward(m, a, &dpart));
@@ -50,15 +65,18 @@ vfm_status mlp_backward(const DiT *m, const MlpLayer *ml, const MlpActs *b, Acts
 }
 
 vfm_status mlp_carve(const DiT *m, const MlpLayer *ml, ActCarver *cv, MlpActs *b, const Acts *a) {
+    if (ml->moe.s.experts > 0) return moe_carve(m, &ml->moe, cv, &b->moe, a);
     VFM_TRY(carve_act(cv, &b->pre, a->R, (ml->swiglu ? 2 : 1) * m->ffn_local));
     return carve_act(cv, &b->h, a->R, m->ffn_local);
 }
 
 vfm_status mlp_carve_scratch(const DiT *m, const MlpLayer *ml, ActCarver *cv, MlpScratch *s, const Acts *a) {
+    if (ml->moe.s.experts > 0) return moe_carve_scratch(m, &ml->moe, cv, &s->moe, a);
     VFM_TRY(carve_act(cv, &s->d_h, a->R, m->ffn_local));
     return ml->swiglu ? carve_act(cv, &s->d_pre, a->R, 2 * m->ffn_local) : VFM_OK;
 }
 
 double mlp_flops(const DiT *m, const MlpLayer *ml, const FlopShape *s) {
+    if (ml->moe.s.experts > 0) return moe_flops(m, &ml->moe, s);
     return linear_flops(m, &ml->fc1, s->tokens) + linear_flops(m, &ml->fc2, s->tokens);
 }

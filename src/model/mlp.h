@@ -3,17 +3,19 @@
  *   SwiGLU  out = fc2(silu(g) ⊙ u), [g | u] = fc1(x)   fc1 [2F, D]: the gate rows, then the value rows
  * fc1 is column-parallel and fc2 row-parallel (layer.h's TP region): each TP rank holds F/TP units
  * (SwiGLU: F/TP gate and F/TP value rows, fc1 split in two parts). The slot of every architecture's
- * MLP: the mixture-of-experts layer takes this place in a block (block.h MIXER_MLP) with the same
- * interface. */
+ * MLP: with MlpSpec.moe.experts > 0 the slot is a mixture-of-experts layer (moe.h), and every
+ * function below hands it on. */
 #ifndef VFM_MODEL_MLP_H
 #define VFM_MODEL_MLP_H
 
 #include "model/layer.h"
+#include "model/moe.h"
 
 typedef struct MlpLayer {
     int swiglu;         /* 1: SwiGLU; 0: GELU of kind act */
     Activation act;
     Linear fc1, fc2;
+    MoeLayer moe;       /* moe.s.experts > 0: the slot is this MoE layer (fc1, fc2 unused) */
 } MlpLayer;
 
 typedef struct MlpSpec {
@@ -22,16 +24,20 @@ typedef struct MlpSpec {
     Activation act;     /* GELU kind (not SwiGLU) */
     LinearSpec in, out; /* initialisation of fc1 and fc2 (their TP split is the layer's) */
     const char *fc1_name, *fc2_name; /* NULL: "fc1", "fc2" */
+    MoeSpec moe;        /* experts > 0: a mixture-of-experts layer instead (its in, out, act: the
+                         * caller's in, out and act when left zero) */
 } MlpSpec;
 
 /* What the forward keeps: fc1's output [R, F/TP] (SwiGLU [R, 2F/TP]) and the hidden units [R, F/TP]. */
 typedef struct MlpActs {
     Tensor pre, h;
+    MoeActs moe;
 } MlpActs;
 
 /* Backward scratch shared by every MLP: d(h) [R, F/TP], and SwiGLU's d(fc1 output) [R, 2F/TP]. */
 typedef struct MlpScratch {
     Tensor d_h, d_pre;
+    MoeScratch moe;
 } MlpScratch;
 
 /* Appends "<prefix>.fc1" [F, D] (SwiGLU [2F, D]) and "<prefix>.fc2" [D, F]. */

@@ -438,6 +438,53 @@ vfm_status op_rmsnorm_dot(Tensor *dot, const Tensor *dy, const Tensor *x, const 
 vfm_status op_rmsnorm_split_backward(Tensor *dx, Tensor *dw, const Tensor *dy, const Tensor *x, const Tensor *rstd,
                                      const Tensor *w, const Tensor *dot, int64_t n);
 
+/* ---- mixture of experts (docs/models.md "The MoE layer") -------------------------------------
+ * E experts, a pack of S rows and B samples. The slots: each expert has C rows (C = Σ_b C_b, the
+ * pack's capacity), sample b's at [cu_cap[b], cu_cap[b+1]) of them; slot s = e·C + c. slot_tok
+ * [E,C] i32 names the token of each slot (-1: an empty slot, which reads zeros and takes no
+ * gradient); tok_slot [S,E] i32 is its inverse (-1: token t is not in expert e). Every float
+ * argument not said to be ACT is [f32]. Ties are broken by (score desc, index asc) everywhere. */
+/* probs[S,E] = softmax of each real row of logits[S,E]; lse[S] its log-sum-exp. Padding rows: 0. */
+vfm_status op_moe_softmax(Tensor *probs, Tensor *lse, const Tensor *logits, const Tensor *tok2sample);
+/* masked[S,E] = scores where the entry is among its row's top k (score desc, expert asc), -inf
+ * elsewhere and on padding rows: token choice's candidates (expert choice passes probs itself). */
+vfm_status op_moe_topk_mask(Tensor *masked, const Tensor *scores, const Tensor *tok2sample, int k);
+/* Per sample b (rows [cu_tok[b], cu_tok[b+1])) and expert e, the top C_b = cu_cap[b+1] - cu_cap[b]
+ * rows by scores[:, e] (score desc, row asc; -inf never taken): slot_tok, slot_w[E,C] (the score
+ * of each filled slot, 0 for an empty one) and tok_slot[S,E]. Never crosses samples. */
+vfm_status op_moe_topc(Tensor *slot_tok, Tensor *slot_w, Tensor *tok_slot, const Tensor *scores,
+                       const Tensor *cu_tok, const Tensor *cu_cap);
+/* xe[E·C, D] = x[slot_tok] (rows; an empty slot is 0): the tokens in their experts' slots. ACT. */
+vfm_status op_moe_permute(Tensor *xe, const Tensor *x, const Tensor *slot_tok);
+/* y[S,D] = Σ_e w[tok_slot[t,e]]·ye[tok_slot[t,e]], e ascending (w NULL: weights 1 — the
+ * permute's backward); rows in no slot are 0. ye, y ACT; w [f32] [E·C]. The segmented sum of
+ * the combine: one fixed order whatever the layout, so the same bits every run. */
+vfm_status op_moe_combine(Tensor *y, const Tensor *ye, const Tensor *w, const Tensor *tok_slot);
+/* Of op_moe_combine with weights: dye[s] = w[s]·dy[t], dw[s] = <dy[t], ye[s]> (t = slot_tok[s];
+ * empty slots 0). dy, ye, dye ACT; w, dw [f32]. */
+vfm_status op_moe_combine_backward(Tensor *dye, Tensor *dw, const Tensor *dy, const Tensor *ye, const Tensor *w,
+                                   const Tensor *slot_tok);
+/* The router's losses over the pack's T real rows: out[2] = {E·Σ_e f_e·P_e, (1/T)·Σ_t lse_t²},
+ * f_e = (rows whose masked[t,e] > -inf)/(T·k), P_e = (1/T)·Σ_t probs[t,e] (the raw load-balancing
+ * and z losses, before their coefficients). Sums in double, in row order. */
+vfm_status op_moe_router_losses(Tensor *out, const Tensor *probs, const Tensor *lse, const Tensor *masked,
+                                const Tensor *tok2sample, int k);
+/* dlogits[S,E] = the softmax backward of dprobs[t,e] = dw[tok_slot[t,e]] (0 when -1)
+ * + aux·E·f_e/T, plus z·2·lse_t·probs[t,e]/T: the gradient of the gates and of aux·(load
+ * balancing loss) + z·(z loss) (f_e as op_moe_router_losses; aux = 0 skips it, masked may then
+ * be NULL). Padding rows 0. */
+vfm_status op_moe_router_backward(Tensor *dlogits, const Tensor *dw, const Tensor *tok_slot, const Tensor *probs,
+                                  const Tensor *lse, const Tensor *masked, const Tensor *tok2sample, int k, float aux,
+                                  float z);
+/* The experts' GEMMs over their fixed-capacity slots, one grouped call: group g's rows
+ * [g·C, (g+1)·C) of x[G·C, in] by its weight rows [g·out, (g+1)·out) of w[G·out, in]:
+ * y[G·C, out] = act(x_g·w_gᵀ) (pre kept as op_linear_forward keeps it). No bias. */
+vfm_status op_grouped_linear_forward(Tensor *y, Tensor *pre, const Tensor *x, const Tensor *w, int groups,
+                                     Activation act);
+/* dx (= or +=), dw (+=, [f32] on CUDA) per group, as op_linear_backward (dy becomes dpre). dx may be NULL. */
+vfm_status op_grouped_linear_backward(Tensor *dx, Tensor *dw, Tensor *dy, const Tensor *x, const Tensor *w,
+                                      const Tensor *pre, int groups, Activation act, int dx_accumulate);
+
 #ifdef __cplusplus
 }
 #endif

@@ -94,6 +94,18 @@
           const Tensor *pos, const Tensor *tok2sample)) \
     X(pos_embed_learned_backward, (Tensor *dtab_t, Tensor *dtab_h, Tensor *dtab_w, const Tensor *dout, \
           const Tensor *pos, const Tensor *tok2sample)) \
+    X(moe_softmax, (Tensor *probs, Tensor *lse, const Tensor *logits, const Tensor *tok2sample)) \
+    X(moe_topk_mask, (Tensor *masked, const Tensor *scores, const Tensor *tok2sample, int k)) \
+    X(moe_topc, (Tensor *slot_tok, Tensor *slot_w, Tensor *tok_slot, const Tensor *scores, const Tensor *cu_tok, \
+          const Tensor *cu_cap)) \
+    X(moe_permute, (Tensor *xe, const Tensor *x, const Tensor *slot_tok)) \
+    X(moe_combine, (Tensor *y, const Tensor *ye, const Tensor *w, const Tensor *tok_slot)) \
+    X(moe_combine_backward, (Tensor *dye, Tensor *dw, const Tensor *dy, const Tensor *ye, const Tensor *w, \
+          const Tensor *slot_tok)) \
+    X(moe_router_losses, (Tensor *out, const Tensor *probs, const Tensor *lse, const Tensor *masked, \
+          const Tensor *tok2sample, int k)) \
+    X(moe_router_backward, (Tensor *dlogits, const Tensor *dw, const Tensor *tok_slot, const Tensor *probs, \
+          const Tensor *lse, const Tensor *masked, const Tensor *tok2sample, int k, float aux, float z)) \
     X(rope_3d, (Tensor *y, const Tensor *x, const Tensor *pos, float theta, int inverse)) \
     X(rmsnorm_sumsq, (Tensor *sumsq, const Tensor *x)) \
     X(rmsnorm_split_forward, (Tensor *y, Tensor *rstd, const Tensor *x, const Tensor *w, const Tensor *sumsq, \

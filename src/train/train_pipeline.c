@@ -112,6 +112,7 @@ static vfm_status stage_backward(void *ctx, int mb, int chunk, const void *dy, v
     Tensor tdy, tdx;
     if (dy) VFM_TRY(hidden(tp, mb, dy, &tdy));
     if (dx) VFM_TRY(hidden(tp, mb, dx, &tdx));
+    m->loss_grad_scale = tp->grad_scale;
     VFM_TRY(dit_chunk_backward(m, tp->slots[slot], objective_pass_inputs(u->pass), b0, b1, dy ? &tdy : NULL,
                                dx ? &tdx : NULL, dy ? NULL : objective_pass_output_grad(u->pass)));
     tp->free_slots[tp->n_free++] = slot;

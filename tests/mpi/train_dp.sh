@@ -4,7 +4,8 @@
 # its own micro-batches before the rank-order mean, a different order of float additions than one
 # rank summing all of them); ZeRO-1 equals plain DP bitwise; a run saved at DP=4 at step 10 and
 # resumed at DP=2 reaches the straight DP=4 weights within 1e-5; a rank killed mid-run brings the
-# job down with a clear message and no hang, and --resume auto recovers bitwise.
+# job down with a clear message and no hang, and --resume auto recovers bitwise. The MoE MLP (both
+# routers) at DP=2 matches one rank within 1e-5 after 4 steps.
 cd "$(dirname "$0")/../.." || exit 1
 . tests/e2e/common.inc
 T=$(mktemp -d /tmp/vfm_mpi_train.XXXXXX)
@@ -36,6 +37,18 @@ check "and its log states DP=4" states $T/dp4.log world=4 dp=4 sharding=optim
 check "every rank writes its validation sample at steps 10 and 20" sh -c \
     "test \$(ls $T/dp4/validation_generation/step=10_rank=*.npy $T/dp4/validation_generation/step=20_rank=*.npy | wc -l) = 8"
 check "one validation loss per validation in metrics.jsonl" sh -c "test \$(grep -c val_loss $T/dp4/metrics.jsonl) = 2"
+
+# the mixture-of-experts MLP (docs/models.md "The MoE layer") under DP: expert choice, and token
+# choice top-2 with drops and the load-balancing and z losses (scaled per micro-batch like the loss)
+for moe in "ec:model.num_moe_experts=4" \
+    "tc:model.num_moe_experts=4 model.moe_router_load_balancing_type=aux_loss model.moe_router_topk=2 model.moe_z_loss_coeff=0.01"; do
+    mname=${moe%%:*}; keys=${moe#*:}
+    $VFM train $ARGS train.train_iters=4 checkpoint.save_interval=4 $keys checkpoint.save=$T/moe1_$mname > $T/moe1_$mname.log 2>&1
+    timeout 300 $MPIRUN -np 2 $VFM train $ARGS train.train_iters=4 checkpoint.save_interval=4 $keys \
+        checkpoint.save=$T/moe2_$mname > $T/moe2_$mname.log 2>&1
+    check "MoE ($mname) trains 4 steps at one rank and at DP=2" test -f $T/moe2_$mname/iter_0000004/DONE -a -f $T/moe1_$mname/iter_0000004/DONE
+    check "MoE ($mname) at DP=2 matches one rank within 1e-5" $VFM checkpoint diff $T/moe1_$mname $T/moe2_$mname --atol 1e-5 --quiet
+done
 
 # saved at DP=4 at step 10, resumed at DP=2
 timeout 300 $MPIRUN -np 4 $VFM train $ARGS train.train_iters=10 checkpoint.save=$T/re > $T/re4.log 2>&1

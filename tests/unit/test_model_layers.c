@@ -259,3 +259,101 @@ TEST(model_layer_modulation_gradients) {
         rig_free(&g);
     }
 }
+
+/* ---- mixture of experts (moe.h) -------------------------------------------------------------------
+ * The loss adds the router's own terms: Σ out ⊙ r + aux·(load balancing) + z·(z loss). Routing is
+ * piecewise constant: a difference whose two sides route differently (another slot table) is not
+ * a derivative, so such elements are skipped (and counted: two thirds must be checked). */
+static double moe_loss(Rig *g, const void *layer) {
+    const MlpLayer *ml = layer;
+    CHECK_OK(mlp_forward(&g->m, ml, &g->mlp, &g->a, &g->X, &g->OUT));
+    const MoeSpec *s = &ml->moe.s;
+    const float *lo = g->mlp.moe.losses.data;
+    double aux = s->routing == MOE_TOKEN_AUX_LOSS ? s->aux_coeff * (double)lo[0] : 0;
+    return dot(&g->OUT, g->r) + aux + (s->z_coeff != 0 ? s->z_coeff * (double)lo[1] : 0);
+}
+
+/* The routing of the last forward: slot_tok [E, C_used], as bytes. */
+static size_t moe_routing(const Rig *g, const MlpLayer *ml, int32_t *buf) {
+    size_t n = (size_t)(ml->moe.s.experts * g->mlp.moe.C_used);
+    memcpy(buf, g->mlp.moe.slot_tok.data, n * sizeof *buf);
+    return n;
+}
+
+static void check_moe_elements(Rig *g, const char *what, float *x, const float *grad, int64_t n, const MlpLayer *ml,
+                               const int32_t *base, size_t nb, int *checked, int *skipped) {
+    const float h = 1e-2f;
+    double scale = 0, worst = 0;
+    for (int64_t i = 0; i < n; i++) scale = fmax(scale, fabs(grad[i]));
+    CHECK_MSG(scale > 0, "%s: every gradient is zero", what);
+    int32_t now[256];
+    int64_t step = n > 16 ? n / 16 : 1;
+    for (int64_t i = 0; i < n; i += step) {
+        float keep = x[i];
+        x[i] = keep + h;
+        double lp = moe_loss(g, ml);
+        int same = moe_routing(g, ml, now) == nb && memcmp(now, base, nb * sizeof *now) == 0;
+        x[i] = keep - h;
+        double lm = moe_loss(g, ml);
+        same = same && moe_routing(g, ml, now) == nb && memcmp(now, base, nb * sizeof *now) == 0;
+        x[i] = keep;
+        if (!same) {
+            (*skipped)++;
+            continue;
+        }
+        (*checked)++;
+        worst = fmax(worst, fabs((lp - lm) / (2.0 * h) - grad[i]));
+    }
+    CHECK_MSG(worst <= 2e-3 * scale + 1e-4, "%s: |numeric - analytic| %.3g (largest %.3g)", what, worst, scale);
+}
+
+static void check_moe(const char *name, MoeRouting routing, int k, float cf) {
+    Rig g;
+    rig_init(&g, 2, 2, 24);
+    int32_t cu_host[B + 1] = {0, 5, 8};
+    g.a.pl.n = B, g.a.pl.cu_real = cu_host, g.a.pl.cu_pad = cu_host;
+    MlpLayer ml;
+    MlpSpec spec = {.ffn = 24, .act = ACT_GELU_ERF, .in = linear_normal(0.3f, 0), .out = linear_normal(0.3f, 0)};
+    spec.moe = (MoeSpec){.experts = 4, .topk = k, .ffn = 6, .capacity_factor = cf, .routing = routing,
+                         .aux_coeff = 0.5f, .z_coeff = 0.25f};
+    mlp_add(&ml, &g.m.table, "mlp", D, &spec);
+    CHECK(g.m.table.count == 3 && g.m.table.entries[ml.moe.fc1].shape[0] == 24 &&
+          g.m.table.entries[ml.moe.fc2].shape[0] == 64);
+    rig_weights(&g, mlp_carve_all, &ml);
+    double base_loss = moe_loss(&g, &ml);
+    CHECK(isfinite(base_loss));
+    int32_t base[256];
+    size_t nb = moe_routing(&g, &ml, base);
+    /* the capacities: expert choice fills every slot (2 + 1 per expert), token choice leaves room */
+    int64_t want_c = routing == MOE_EXPERT_CHOICE ? 3 : cf == 0 ? 8 : moe_capacity(&ml.moe.s, 5) + moe_capacity(&ml.moe.s, 3);
+    CHECK_MSG(g.mlp.moe.C_used == want_c, "%s: C %lld, want %lld", name, (long long)g.mlp.moe.C_used, (long long)want_c);
+    if (routing == MOE_EXPERT_CHOICE)
+        for (size_t i = 0; i < nb; i++) CHECK(base[i] >= 0 && (int)(i % 3 < 2 ? base[i] < 5 : base[i] >= 5));
+    memcpy(g.a.d_branch.data, g.r, S * D * sizeof(float));
+    REQUIRE_OK(mlp_backward(&g.m, &ml, &g.mlp, &g.a, &g.X));
+    float dxs[S * D];
+    memcpy(dxs, g.a.d_xm.data, sizeof dxs);
+    float *grads = malloc((size_t)g.m.table.total * sizeof *grads);
+    memcpy(grads, g.m.grads, (size_t)g.m.table.total * sizeof *grads);
+    int checked = 0, skipped = 0;
+    for (int i = 0; i < g.m.table.count; i++) {
+        const ParamEntry *e = &g.m.table.entries[i];
+        char what[160];
+        snprintf(what, sizeof what, "%s: %s", name, e->name);
+        check_moe_elements(&g, what, g.m.params + e->offset, grads + e->offset, e->numel, &ml, base, nb, &checked,
+                           &skipped);
+    }
+    char what[160];
+    snprintf(what, sizeof what, "%s: the input", name);
+    check_moe_elements(&g, what, g.x, dxs, S * D, &ml, base, nb, &checked, &skipped);
+    CHECK_MSG(checked >= 2 * skipped && checked > 40, "%s: %d elements checked, %d skipped (routing moved)", name,
+              checked, skipped);
+    free(grads);
+    rig_free(&g);
+}
+
+TEST(model_layer_moe_gradients) {
+    check_moe("moe expert choice", MOE_EXPERT_CHOICE, 1, 1.0f);
+    check_moe("moe token choice top-2 (drops)", MOE_TOKEN_AUX_LOSS, 2, 1.0f);
+    check_moe("moe token choice top-1 dropless", MOE_TOKEN_NONE, 1, 0.0f);
+}
