@@ -112,6 +112,10 @@ $(BUILD)/%.o: %.c
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -c $< -o $@
 
+# The CPU ops' loops vectorise sqrt only without errno (nothing in them reads errno; IEEE sqrt is
+# exact, so the bits do not change).
+$(BUILD)/src/ops/cpu/%.o: CFLAGS += -fno-math-errno
+
 $(BUILD)/%.f32.o: %.c
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -c $< -o $@

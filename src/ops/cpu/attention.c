@@ -1,21 +1,22 @@
 /* CPU backend: non-causal softmax attention over packed variable-length sequences (THD layout),
- * forward and backward, with grouped-query heads, on OpenBLAS GEMMs in blocks (FlashAttention's
- * scheme on the CPU).
+ * forward and backward, with grouped-query heads, in blocks (FlashAttention's scheme on the CPU)
+ * whose products run on block_gemm.h's register-blocked kernel.
  *
  * Forward: per sample, head and block of ATTN_BQ query rows, an online softmax over blocks of
- * ATTN_BK keys: S = scale·Q·Kᵀ (GEMM), the running row max m and sum l, P = exp(S − m),
- * O += P·V (GEMM), rescaled when m grows; o = O / l and lse = m + log l at the end.
+ * ATTN_BK keys: S = scale·Q·Kᵀ, the running row max m and sum l, P = exp(S − m), O += P·V,
+ * rescaled when m grows; o = O / l and lse = m + log l at the end.
  * Backward: per sample and kv head, over key blocks and, inside, the group's query heads and
  * query blocks: P = exp(scale·Q·Kᵀ − lse) recomputed from the saved log-sum-exp, dV += Pᵀ·dO,
  * dP = dO·Vᵀ, dS = P ⊙ (dP − D) with D = rowsum(dO ⊙ O), dK += scale·dSᵀ·Q, dQ += scale·dS·K
- * (five GEMMs a block). One work item owns every output row it writes (a kv head's dK, dV and
- * its query heads' dQ), so nothing races.
+ * (five products a block). One work item owns every output row it writes (a kv head's dK, dV and
+ * its query heads' dQ), so nothing races. K (and V for the backward) are first transposed per
+ * sample and kv head (HeadsT), so that the products with Kᵀ and Vᵀ run along the keys.
  *
  * Determinism: the work items and their blocks depend on the shapes only; each item runs on one
- * thread with single-threaded GEMMs (OpenBLAS runs one thread inside an OpenMP parallel region,
- * and never splits the inner dimension in any case), and every sum runs in a fixed order. So the
- * bits are the same every run and at any thread count. Scratch is O(ATTN_BQ · ATTN_BK) per
- * thread: no O(L²) buffer.
+ * thread, its products sum in a fixed order (block_gemm, or OpenBLAS single-threaded inside the
+ * parallel region for widths block_gemm does not take, never splitting the inner dimension), and
+ * every other sum runs in a fixed order. So the bits are the same every run and at any thread
+ * count. Scratch is O(ATTN_BQ · ATTN_BK) per thread plus the transposed K and V: no O(L²) buffer.
  *
  * A sample with no keys gives o = 0, lse = -inf (the log of an empty sum, so a log-sum-exp merge
  * gives it weight 0) and dq = 0. Padding rows are never read and are written as 0. */
@@ -27,10 +28,11 @@
 #endif
 
 #include "real.h"
+#include "block_gemm.h"
 #include "softmax_rows.h"
 
 #ifndef ATTN_BQ
-#define ATTN_BQ 256 /* query rows per block (tuned on AVX-512 at head_dim 32: docs/bench.md) */
+#define ATTN_BQ 64 /* query rows per block (tuned on AVX-512 at head_dim 32: docs/bench.md) */
 #endif
 #ifndef ATTN_BK
 #define ATTN_BK 512 /* key rows per block */
@@ -58,6 +60,16 @@ static int attn_thread_id(void) {
 }
 
 static inline int imin(int a, int b) { return a < b ? a : b; }
+
+/* n reals on a 64-byte boundary (a block product's vector loads then never straddle two cache
+ * lines); free with free(). n is rounded up to whole cache lines. */
+static real *alloc_lines(int64_t n) {
+    size_t bytes = ((size_t)n * sizeof(real) + 63) / 64 * 64 + 64;
+    return aligned_alloc(64, bytes);
+}
+
+/* Per-thread scratch of n reals, rounded up so that every thread's part starts on a cache line. */
+static int64_t whole_lines(int64_t n) { return (n * (int64_t)sizeof(real) + 63) / 64 * 64 / (int64_t)sizeof(real); }
 
 /* Tiles of every (sample, head) over the samples' real rows (lengths from cu[n+1]), block_rows
  * rows each; NULL when out of memory. */
@@ -121,18 +133,76 @@ static AttnDims attn_dims(const Tensor *q, const Tensor *k, const VarlenLayout *
     return a;
 }
 
-/* C[m,n] = alpha · op(A)·op(B) + beta · C, row-major, with the leading dimensions given. */
-static void gemm(int trans_a, int trans_b, int m, int n, int k, real alpha, const real *A, int64_t lda,
-                 const real *B, int64_t ldb, real beta, real *C, int64_t ldc) {
-    CBLAS_GEMM(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, m, n, k,
-               alpha, A, (int)lda, B, (int)ldb, beta, C, (int)ldc);
+/* Keys (or values) [Skv, Hkv, hd] transposed per sample and kv head, so that a block product
+ * with them runs along the keys: sample i's kv head g is a [hd, ld[i]] block at
+ * off[i] + g·hd·ld[i]. ld[i] is the sample's key count rounded up to 16 plus 16: a row stride that
+ * is not a multiple of 4 KiB spreads the hd rows over the cache's sets. */
+typedef struct {
+    real *data;
+    int64_t *off, *ld;
+} HeadsT;
+
+static void heads_t_free(HeadsT *t) {
+    free(t->data);
+    free(t->off);
 }
 
+/* Allocates t (NULL data when out of memory; free with heads_t_free). */
+static void heads_t_alloc(HeadsT *t, const AttnDims *a) {
+    t->data = NULL;
+    t->off = malloc((size_t)(2 * a->n + 1) * sizeof(int64_t));
+    if (!t->off) return;
+    t->ld = t->off + a->n + 1;
+    int64_t total = 0;
+    for (int i = 0; i < a->n; i++) {
+        t->ld[i] = (a->cu_kv[i + 1] - a->cu_kv[i] + 15) / 16 * 16 + 16; /* whole lines in f32 and f64 */
+        t->off[i] = total;
+        total += t->ld[i] * a->Hkv * a->hd;
+    }
+    t->data = alloc_lines(total);
+}
+
+static const real *heads_t_at(const HeadsT *t, const AttnDims *a, int i, int g) {
+    return t->data + t->off[i] + (int64_t)g * a->hd * t->ld[i];
+}
+
+/* Fills sample i's kv head g of t from X [Skv, Hkv, hd]. */
+static void heads_t_fill(HeadsT *t, const AttnDims *a, const real *X, int i, int g) {
+    int n_kv = a->cu_kv[i + 1] - a->cu_kv[i], hd = a->hd;
+    int64_t ld = t->ld[i];
+    real *dst = t->data + t->off[i] + (int64_t)g * hd * ld;
+    const real *src = X + ((int64_t)a->cu_kv_padded[i] * a->Hkv + g) * hd;
+    for (int j = 0; j < n_kv; j++)
+        for (int d = 0; d < hd; d++) dst[d * ld + j] = src[j * a->ldk + d];
+}
+
+/* C[m,n] = what `out` says of alpha·A·B (block_gemm.h), A[i,p] at A[i·a_row + p·a_col]:
+ * block_gemm, or OpenBLAS and then the row kernels for a width block_gemm does not take (a
+ * head_dim or a key block that is not a multiple of the vector width). Either way the bits depend
+ * on the shapes only. */
+static void attn_gemm(int m, int n, int k, real alpha, const real *A, int64_t a_row, int64_t a_col, const real *B,
+                      int64_t ldb, const GemmOut *out, real *C, int64_t ldc) {
+    if (block_gemm_fits(n)) {
+        block_gemm(m, n, k, alpha, A, a_row, a_col, B, ldb, out, C, ldc);
+        return;
+    }
+    int no_trans = a_col == 1 && a_row >= k; /* else A is read as the transpose of a row-major [k, m] */
+    CBLAS_GEMM(CblasRowMajor, no_trans ? CblasNoTrans : CblasTrans, CblasNoTrans, m, n, k, alpha, A,
+               (int)(no_trans ? a_row : a_col), B, (int)ldb, out->kind == GEMM_ADD ? (real)1 : (real)0, C, (int)ldc);
+    for (int r = 0; r < m && out->kind == GEMM_EXP; r++) row_exp_shift(C + r * ldc, n, out->row[r]);
+    for (int r = 0; r < m && out->kind == GEMM_SOFTMAX_GRAD; r++)
+        row_softmax_grad(C + r * ldc, out->p + r * ldc, n, out->row[r]);
+}
+
+static const GemmOut GEMM_STORE_C = {GEMM_STORE, NULL, NULL}, GEMM_ADD_C = {GEMM_ADD, NULL, NULL};
+
 /* Forward scratch per thread: S/P [ATTN_BQ, ATTN_BK], the O accumulator [ATTN_BQ, hd], m and l. */
-static int64_t forward_scratch(int hd) { return (int64_t)ATTN_BQ * ATTN_BK + (int64_t)ATTN_BQ * hd + 2 * ATTN_BQ; }
+static int64_t forward_scratch(int hd) {
+    return whole_lines((int64_t)ATTN_BQ * ATTN_BK + (int64_t)ATTN_BQ * hd + 2 * ATTN_BQ);
+}
 
 /* o and lse of one block of query rows of one sample and head. */
-static void forward_tile(const AttnDims *a, const AttnTile *t, real *O, real *LSE, const real *Q, const real *K,
+static void forward_tile(const AttnDims *a, const AttnTile *t, real *O, real *LSE, const real *Q, const HeadsT *Kt,
                          const real *V, real *scratch) {
     int i = t->sample, h = t->head, g = h / a->group, hd = a->hd, bq = t->rows;
     int n_kv = a->cu_kv[i + 1] - a->cu_kv[i];
@@ -144,11 +214,11 @@ static void forward_tile(const AttnDims *a, const AttnTile *t, real *O, real *LS
         return;
     }
     real *s = scratch, *acc = s + (int64_t)ATTN_BQ * ATTN_BK, *m = acc + (int64_t)ATTN_BQ * hd, *l = m + ATTN_BQ;
-    const real *q = Q + (q0 * a->H + h) * hd;
+    const real *q = Q + (q0 * a->H + h) * hd, *kt = heads_t_at(Kt, a, i, g);
     for (int kb = 0; kb < n_kv; kb += ATTN_BK) {
         int bk = imin(ATTN_BK, n_kv - kb);
-        const real *k = K + ((kv0 + kb) * a->Hkv + g) * hd, *v = V + ((kv0 + kb) * a->Hkv + g) * hd;
-        gemm(0, 1, bq, bk, hd, a->scale, q, a->ldq, k, a->ldk, 0, s, bk);
+        const real *v = V + ((kv0 + kb) * a->Hkv + g) * hd;
+        attn_gemm(bq, bk, hd, a->scale, q, a->ldq, 1, kt + kb, Kt->ld[i], &GEMM_STORE_C, s, bk);
         for (int r = 0; r < bq; r++) {
             real *sr = s + (int64_t)r * bk, mb = row_max(sr, bk);
             if (kb == 0) {
@@ -161,7 +231,7 @@ static void forward_tile(const AttnDims *a, const AttnTile *t, real *O, real *LS
                 m[r] = m_new;
             }
         }
-        gemm(0, 0, bq, hd, bk, 1, s, bk, v, a->ldk, kb == 0 ? 0 : 1, acc, hd);
+        attn_gemm(bq, hd, bk, 1, s, bk, 1, v, a->ldk, kb != 0 ? &GEMM_ADD_C : &GEMM_STORE_C, acc, hd);
     }
     for (int r = 0; r < bq; r++) {
         real *orow = orows + r * a->ldq, inv = 1 / l[r];
@@ -175,21 +245,30 @@ vfm_status CPU_FN(attention_forward)(Tensor *o, Tensor *lse, const Tensor *q, co
     AttnDims a = attn_dims(q, k, layout);
     real *O = RDATA(o), *LSE = RDATA(lse);
     const real *Q = CRDATA(q), *K = CRDATA(k), *V = CRDATA(v);
-    int64_t per_thread = forward_scratch(a.hd), n_tiles = 0;
+    int64_t per_thread = forward_scratch(a.hd), n_tiles = 0, n_heads = (int64_t)a.n * a.Hkv;
     AttnTile *tiles = make_tiles(a.cu_q, a.n, a.H, ATTN_BQ, &n_tiles);
-    real *scratch = malloc((size_t)(per_thread * attn_max_threads()) * sizeof(real));
-    if (!tiles || !scratch) {
+    real *scratch = alloc_lines(per_thread * attn_max_threads());
+    HeadsT Kt;
+    heads_t_alloc(&Kt, &a);
+    if (!tiles || !scratch || !Kt.data) {
         free(tiles);
         free(scratch);
+        heads_t_free(&Kt);
         return vfm_fail(VFM_ERR_NOMEM, "attention_forward: out of memory for scratch");
     }
-#pragma omp parallel for schedule(dynamic, 1)
-    for (int64_t t = 0; t < n_tiles; t++)
-        forward_tile(&a, &tiles[t], O, LSE, Q, K, V, scratch + attn_thread_id() * per_thread);
+#pragma omp parallel
+    {
+#pragma omp for schedule(static)
+        for (int64_t t = 0; t < n_heads; t++) heads_t_fill(&Kt, &a, K, (int)(t / a.Hkv), (int)(t % a.Hkv));
+#pragma omp for schedule(dynamic, 1)
+        for (int64_t t = 0; t < n_tiles; t++)
+            forward_tile(&a, &tiles[t], O, LSE, Q, &Kt, V, scratch + attn_thread_id() * per_thread);
+    }
     zero_padding_rows(O, a.Sq, a.ldq, a.cu_q, a.cu_q_padded, a.n);
     zero_padding_rows(LSE, a.Sq, a.H, a.cu_q, a.cu_q_padded, a.n);
     free(tiles);
     free(scratch);
+    heads_t_free(&Kt);
     return VFM_OK;
 }
 
@@ -206,13 +285,13 @@ static void delta_tile(const AttnDims *a, const AttnTile *t, real *Dlt, const re
 }
 
 /* Backward scratch per thread: P and dP/dS [ATTN_BQ, ATTN_BK], a block's lse and D. */
-static int64_t backward_scratch(void) { return 2 * (int64_t)ATTN_BQ * ATTN_BK + 2 * ATTN_BQ; }
+static int64_t backward_scratch(void) { return whole_lines(2 * (int64_t)ATTN_BQ * ATTN_BK + 2 * ATTN_BQ); }
 
 /* dK, dV of one sample's kv head and dQ of its group's query heads: over key blocks, then the
  * group's query heads in order, then query blocks in order (each sum in that fixed order). */
 static void backward_item(const AttnDims *a, int i, int g, real *dQ, real *dK, real *dV, const real *dO,
-                          const real *Q, const real *K, const real *V, const real *LSE, const real *Dlt,
-                          real *scratch) {
+                          const real *Q, const real *K, const HeadsT *Kt, const HeadsT *Vt, const real *LSE,
+                          const real *Dlt, real *scratch) {
     int hd = a->hd;
     int n_q = a->cu_q[i + 1] - a->cu_q[i], n_kv = a->cu_kv[i + 1] - a->cu_kv[i];
     int64_t q0 = a->cu_q_padded[i], kv0 = a->cu_kv_padded[i];
@@ -222,10 +301,12 @@ static void backward_item(const AttnDims *a, int i, int g, real *dQ, real *dK, r
     for (int h = g * a->group; h < (g + 1) * a->group; h++) zero_rows(dQ + (q0 * a->H + h) * hd, n_q, a->ldq, hd);
     real *p = scratch, *ds = p + (int64_t)ATTN_BQ * ATTN_BK, *lse = ds + (int64_t)ATTN_BQ * ATTN_BK,
          *dlt = lse + ATTN_BQ;
+    const real *kt = heads_t_at(Kt, a, i, g), *vt = heads_t_at(Vt, a, i, g);
+    int64_t ldt = Kt->ld[i];
     for (int kb = 0; kb < n_kv; kb += ATTN_BK) {
         int bk = imin(ATTN_BK, n_kv - kb);
         int64_t kat = (kv_at + kb * (int64_t)a->Hkv) * hd;
-        const real *k = K + kat, *v = V + kat;
+        const real *k = K + kat;
         real *dk = dK + kat, *dv = dV + kat;
         for (int h = g * a->group; h < (g + 1) * a->group; h++)
             for (int qb = 0; qb < n_q; qb += ATTN_BQ) {
@@ -235,13 +316,12 @@ static void backward_item(const AttnDims *a, int i, int g, real *dQ, real *dK, r
                     lse[r] = LSE[qrow + (int64_t)r * a->H];
                     dlt[r] = Dlt[qrow + (int64_t)r * a->H];
                 }
-                gemm(0, 1, bq, bk, hd, a->scale, Q + qat, a->ldq, k, a->ldk, 0, p, bk);
-                for (int r = 0; r < bq; r++) row_exp_shift(p + (int64_t)r * bk, bk, lse[r]);
-                gemm(1, 0, bk, hd, bq, 1, p, bk, dO + qat, a->ldq, 1, dv, a->ldk);
-                gemm(0, 1, bq, bk, hd, 1, dO + qat, a->ldq, v, a->ldk, 0, ds, bk);
-                for (int r = 0; r < bq; r++) row_softmax_grad(ds + (int64_t)r * bk, p + (int64_t)r * bk, bk, dlt[r]);
-                gemm(1, 0, bk, hd, bq, a->scale, ds, bk, Q + qat, a->ldq, 1, dk, a->ldk);
-                gemm(0, 0, bq, hd, bk, a->scale, ds, bk, k, a->ldk, 1, dQ + qat, a->ldq);
+                GemmOut to_p = {GEMM_EXP, lse, NULL}, to_ds = {GEMM_SOFTMAX_GRAD, dlt, p};
+                attn_gemm(bq, bk, hd, a->scale, Q + qat, a->ldq, 1, kt + kb, ldt, &to_p, p, bk);
+                attn_gemm(bk, hd, bq, 1, p, 1, bk, dO + qat, a->ldq, &GEMM_ADD_C, dv, a->ldk); /* Pᵀ·dO */
+                attn_gemm(bq, bk, hd, 1, dO + qat, a->ldq, 1, vt + kb, ldt, &to_ds, ds, bk);
+                attn_gemm(bk, hd, bq, a->scale, ds, 1, bk, Q + qat, a->ldq, &GEMM_ADD_C, dk, a->ldk); /* dSᵀ·Q */
+                attn_gemm(bq, hd, bk, a->scale, ds, bk, 1, k, a->ldk, &GEMM_ADD_C, dQ + qat, a->ldq);
             }
     }
 }
@@ -255,12 +335,17 @@ vfm_status CPU_FN(attention_backward)(Tensor *dq, Tensor *dk, Tensor *dv, const 
                *LSE = CRDATA(lse);
     int64_t per_thread = backward_scratch(), n_qtiles = 0, n_items = (int64_t)a.n * a.Hkv;
     AttnTile *qtiles = make_tiles(a.cu_q, a.n, a.H, ATTN_BQ, &n_qtiles);
-    real *scratch = malloc((size_t)(per_thread * attn_max_threads()) * sizeof(real));
+    real *scratch = alloc_lines(per_thread * attn_max_threads());
     real *Dlt = malloc((size_t)(a.Sq * a.H + 1) * sizeof(real)); /* D[Sq,H], real rows only */
-    if (!qtiles || !scratch || !Dlt) {
+    HeadsT Kt, Vt;
+    heads_t_alloc(&Kt, &a);
+    heads_t_alloc(&Vt, &a);
+    if (!qtiles || !scratch || !Dlt || !Kt.data || !Vt.data) {
         free(qtiles);
         free(scratch);
         free(Dlt);
+        heads_t_free(&Kt);
+        heads_t_free(&Vt);
         return vfm_fail(VFM_ERR_NOMEM, "attention_backward: out of memory for scratch");
     }
 #pragma omp parallel
@@ -268,9 +353,13 @@ vfm_status CPU_FN(attention_backward)(Tensor *dq, Tensor *dk, Tensor *dv, const 
         real *mine = scratch + attn_thread_id() * per_thread;
 #pragma omp for schedule(static)
         for (int64_t t = 0; t < n_qtiles; t++) delta_tile(&a, &qtiles[t], Dlt, dO, O);
+#pragma omp for schedule(static)
+        for (int64_t t = 0; t < 2 * n_items; t++)
+            heads_t_fill(t < n_items ? &Kt : &Vt, &a, t < n_items ? K : V, (int)(t % n_items / a.Hkv),
+                         (int)(t % n_items % a.Hkv));
 #pragma omp for schedule(dynamic, 1)
         for (int64_t t = 0; t < n_items; t++)
-            backward_item(&a, (int)(t / a.Hkv), (int)(t % a.Hkv), dQ, dK, dV, dO, Q, K, V, LSE, Dlt, mine);
+            backward_item(&a, (int)(t / a.Hkv), (int)(t % a.Hkv), dQ, dK, dV, dO, Q, K, &Kt, &Vt, LSE, Dlt, mine);
     }
     zero_padding_rows(dQ, a.Sq, a.ldq, a.cu_q, a.cu_q_padded, a.n);
     zero_padding_rows(dK, a.Skv, a.ldk, a.cu_kv, a.cu_kv_padded, a.n);
@@ -278,5 +367,7 @@ vfm_status CPU_FN(attention_backward)(Tensor *dq, Tensor *dk, Tensor *dv, const 
     free(qtiles);
     free(scratch);
     free(Dlt);
+    heads_t_free(&Kt);
+    heads_t_free(&Vt);
     return VFM_OK;
 }

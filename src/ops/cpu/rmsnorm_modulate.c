@@ -7,6 +7,7 @@
 
 #include "real.h"
 #include "sample_sums.h"
+#include "vec_math.h"
 
 /* ŵ_d: the weight (1 without one) */
 static inline real weight_at(const real *W, int64_t d) { return W ? W[d] : (real)1; }
@@ -49,12 +50,14 @@ typedef struct {
     const real *X, *DY, *R, *W;
     int64_t D;
 } RmsTerms;
-static void rms_terms(const void *ctx, int64_t s, int64_t d0, int64_t d1, double *acc0, double *acc1) {
+VEC_CLONES static void rms_terms(const void *ctx, int64_t s, int64_t d0, int64_t d1, double *acc0, double *acc1) {
     const RmsTerms *c = ctx;
-    const real *xr = c->X + s * c->D, *g = c->DY + s * c->D;
+    const real *xr = c->X + s * c->D, *g = c->DY + s * c->D, *W = c->W;
+    real rs = c->R[s];
+#pragma omp simd
     for (int64_t d = d0; d < d1; d++) {
         acc0[d] += (double)g[d];
-        acc1[d] += (double)g[d] * (double)(xr[d] * c->R[s] * weight_at(c->W, d));
+        acc1[d] += (double)g[d] * (double)(xr[d] * rs * weight_at(W, d));
     }
 }
 

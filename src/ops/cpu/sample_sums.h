@@ -9,9 +9,13 @@
 
 /* Columns per block of the per-sample gradient sums. */
 #define SAMPLE_GRAD_COLS 64
+/* Below this many elements a norm op (and these sums) runs on one thread: a parallel region costs
+ * more than it saves (and on a busy machine every region waits for its slowest thread). */
+#define NORM_PARALLEL_MIN 32768
 
 /* Adds the two terms of row s (of a real sample) at columns [d0, d1) to acc0[d], acc1[d] (one call
- * per row and block, not per element). */
+ * per row and block, not per element; a VEC_CLONES function with an `omp simd` loop vectorises, and
+ * each column's sum keeps its order). */
 typedef void (*SampleTermsFn)(const void *ctx, int64_t s, int64_t d0, int64_t d1, double *acc0, double *acc1);
 
 /* out0[b, d] += Σ_s term0, out1[b, d] += Σ_s term1 over the rows s of sample b (tok2sample[s] = b);
@@ -22,7 +26,7 @@ static inline vfm_status sample_column_sums(const char *op, real *out0, real *ou
     if (!acc) return vfm_fail(VFM_ERR_NOMEM, "%s: no memory for %lld x %lld sums", op, (long long)B, (long long)D);
     double *acc0 = acc, *acc1 = acc + B * D;
     int64_t blocks = (D + SAMPLE_GRAD_COLS - 1) / SAMPLE_GRAD_COLS;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (S * D >= NORM_PARALLEL_MIN)
     for (int64_t blk = 0; blk < blocks; blk++) {
         int64_t d0 = blk * SAMPLE_GRAD_COLS, d1 = d0 + SAMPLE_GRAD_COLS < D ? d0 + SAMPLE_GRAD_COLS : D;
         for (int64_t s = 0; s < S; s++) {
