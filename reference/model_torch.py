@@ -26,7 +26,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-VARIANTS = ("dfm", "nemo-adaln", "adaln-zero", "moviegen", "stdit")  # DiTVariant's order; moviegen: moviegen_torch.py, stdit: stdit_torch.py
+VARIANTS = ("dfm", "nemo-adaln", "adaln-zero", "moviegen", "stdit", "wan")  # DiTVariant's order; moviegen: moviegen_torch.py, stdit: stdit_torch.py; wan: diffusers (make_wan_fixtures.py)
 
 
 @dataclass

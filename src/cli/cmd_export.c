@@ -9,6 +9,7 @@
 #include "commands.h"
 #include "core/fileutil.h"
 #include "data/formats/safetensors.h"
+#include "diffusers_io.h"
 #include "model/dit_interop.h"
 #include "checkpoint_dir.h"
 #include "train/checkpoint.h"
@@ -67,18 +68,22 @@ int cmd_export(int argc, char **argv) {
         {"--to", "FILE", "the safetensors file to write", NULL, 0},
         {"--ema", NULL, "export the EMA weights", NULL, 0},
         {"--input-size", "N", "adaln-zero: add the DiT reference's pos_embed for N x N latents", NULL, 0},
+        {"--format", "F", "safetensors (one file, the default) or diffusers (wan: a folder that "
+         "WanTransformer3DModel.from_pretrained loads)", NULL, 0},
     };
     int nflags = (int)(sizeof flags / sizeof flags[0]), help;
     ArgList pos;
     vfm_status s = args_parse("export", argc, argv, flags, nflags, &pos, &help);
     if (s != VFM_OK) return cli_report(s);
     if (help) {
-        args_print_help("export --checkpoint DIR --to FILE [--ema] [--input-size N]",
+        args_print_help("export --checkpoint DIR --to FILE|DIR [--ema] [--input-size N] [--format diffusers]",
                         "Writes the checkpoint's weights, named as reference/model_torch.py, to one safetensors\n"
                         "file that PyTorch loads with safetensors.torch.load_file. For model.variant=adaln-zero the\n"
                         "names are the DiT reference's (facebookresearch/DiT models.py); --input-size N adds its\n"
                         "fixed pos_embed buffer for N x N latents, so DiT(input_size=N, ...).load_state_dict(...,\n"
-                        "strict=True) takes the file as it is.", flags, nflags);
+                        "strict=True) takes the file as it is. For model.variant=wan, --format diffusers writes\n"
+                        "the folder diffusers' save_pretrained would (config.json, diffusion_pytorch_model.safetensors).",
+                        flags, nflags);
         return 0;
     }
     const char *ckpt = args_value(flags, nflags, "--checkpoint", NULL), *to = args_value(flags, nflags, "--to", NULL);
@@ -96,5 +101,21 @@ int cmd_export(int argc, char **argv) {
     char dir[1200], src[1400];
     if ((s = cli_checkpoint_dir(ckpt, "--checkpoint", dir, sizeof dir)) != VFM_OK) return cli_report(s);
     path_join(src, sizeof src, dir, args_flag(flags, nflags, "--ema")->present ? "ema.safetensors" : "model.safetensors");
+    const char *format = args_value(flags, nflags, "--format", "safetensors");
+    if (strcmp(format, "diffusers") != 0 && strcmp(format, "safetensors") != 0) {
+        fprintf(stderr, "vfm export: --format '%s': expected safetensors or diffusers\n", format);
+        return 2;
+    }
+    if (strcmp(format, "diffusers") == 0) {
+        if (size_text) {
+            fprintf(stderr, "vfm export: --input-size is for the DiT reference's safetensors file, not --format diffusers\n");
+            return 2;
+        }
+        Config *cfg;
+        DiTConfig c;
+        if ((s = cli_checkpoint_config(dir, &cfg, &c)) != VFM_OK) return cli_report(s);
+        config_free(cfg);
+        return cli_report(diffusers_wan_export(&c, src, to));
+    }
     return cli_report(export_tensors(dir, src, to, (int)input_size));
 }

@@ -12,6 +12,7 @@
 #include "core/config.h"
 #include "core/fileutil.h"
 #include "data/formats/safetensors.h"
+#include "diffusers_io.h"
 #include "data/formats/torch_tensor.h"
 #include "model/arch.h"
 #include "model/dit_interop.h"
@@ -113,15 +114,43 @@ static vfm_status write_run(const char *run, Config *cfg, DiT *m) {
     return s;
 }
 
+/* A wan preset of the folder's sizes ("" when none): what the import says it is. */
+static void matching_preset(char settings[16][96], int n, char *out, size_t size) {
+    const char *ov[17];
+    for (int i = 0; i < n; i++) ov[i] = settings[i];
+    Config *mine;
+    *out = 0;
+    if (config_load(&mine, NULL, ov, n) != VFM_OK) return;
+    static const char *const keys[] = {"model.hidden_size", "model.num_layers", "model.num_attention_heads",
+                                       "model.ffn_hidden_size", "model.in_channels", "model.crossattn_emb_size"};
+    for (const char *const *p = config_preset_names(); *p; p++) {
+        char o[64];
+        snprintf(o, sizeof o, "model.preset=%s", *p);
+        const char *ovs[1] = {o};
+        Config *pc;
+        if (config_load(&pc, NULL, ovs, 1) != VFM_OK) continue;
+        int match = strcmp(cfg_str(pc, "model.variant"), "wan") == 0;
+        for (int k = 0; k < 6 && match; k++) match = cfg_int(pc, keys[k]) == cfg_int(mine, keys[k]);
+        config_free(pc);
+        if (match) snprintf(out, size, "%s", *p);
+    }
+    config_free(mine);
+}
+
 static vfm_status import_source(const WeightSource *src, const char *variant, const char *run, const ArgFlag *flags,
-                                int nflags, const ArgList *pos) {
+                                int nflags, const ArgList *pos, const char *folder) {
     const char *from = src->what;
-    char settings[16][96], preset[128], var[64];
+    char settings[16][96], preset[128], var[64], found[64] = "";
     int n_settings = 0;
     vfm_status s = strcmp(variant, "adaln-zero") == 0 ? dit_reference_settings(src, settings, &n_settings) : VFM_OK;
+    if (folder) {
+        s = diffusers_wan_settings(folder, settings, &n_settings);
+        if (s == VFM_OK) matching_preset(settings, n_settings, found, sizeof found);
+    }
     const char *ov[300];
     int n = 0;
     const char *p = args_value(flags, nflags, "--preset", NULL);
+    if (!p && *found) p = found;
     if (p) snprintf(preset, sizeof preset, "model.preset=%s", p), ov[n++] = preset;
     snprintf(var, sizeof var, "model.variant=%s", variant);
     ov[n++] = var;
@@ -129,7 +158,7 @@ static vfm_status import_source(const WeightSource *src, const char *variant, co
     for (int i = 0; i < pos->n && n < 300; i++) ov[n++] = pos->items[i];
     Config *cfg = NULL;
     if (s == VFM_OK) s = config_load(&cfg, args_value(flags, nflags, "--config", NULL), ov, n);
-    if (s == VFM_OK && n_settings) s = heads_from_presets(cfg);
+    if (s == VFM_OK && n_settings && !folder) s = heads_from_presets(cfg);
     DiTConfig c;
     DiT m;
     memset(&m, 0, sizeof m);
@@ -142,11 +171,21 @@ static vfm_status import_source(const WeightSource *src, const char *variant, co
         printf("imported %d tensors (%lld parameters)%s from %s into %s/iter_0000000: %s, hidden %d, %d layers, "
                "%d heads\n", m.table.count, (long long)m.table.total, skipped ? ", pos_embed skipped," : "", from, run,
                variant, c.hidden, c.layers, c.heads);
+        if (*found) printf("the folder is preset %s\n", found);
         printf("fine-tune: vfm train --config FILE checkpoint.load=%s checkpoint.finetune=true (same model.* keys); "
                "sample: vfm sample --checkpoint %s ...\n", run, run);
     }
     if (m.params) dit_destroy(&m);
     config_free(cfg);
+    return s;
+}
+
+/* A diffusers folder of Wan 2.1's transformer (diffusers_io.h). */
+static vfm_status import_folder(const char *from, const char *run, const ArgFlag *flags, int nflags, const ArgList *pos) {
+    DiffusersFolder f;
+    vfm_status s = diffusers_folder_open(&f, from);
+    if (s == VFM_OK) s = import_source(&f.src, "wan", run, flags, nflags, pos, from);
+    diffusers_folder_close(&f);
     return s;
 }
 
@@ -173,7 +212,7 @@ static vfm_status import_file(const char *from, const char *variant, const char 
             s = vfm_fail(VFM_ERR_USAGE, "vfm import: %s nests its state dicts ('%s'): pass --prefix %.*s", from, name,
                          (int)(tail - name), name);
     }
-    if (s == VFM_OK) s = import_source(prefix ? &narrowed : &src, variant, run, flags, nflags, pos);
+    if (s == VFM_OK) s = import_source(prefix ? &narrowed : &src, variant, run, flags, nflags, pos, NULL);
     free(px.index);
     if (f) safetensors_close(f);
     torch_state_dict_free(&sd);
@@ -182,9 +221,11 @@ static vfm_status import_file(const char *from, const char *variant, const char 
 
 int cmd_import(int argc, char **argv) {
     ArgFlag flags[] = {
-        {"--from", "FILE", "the state dict: a .safetensors file, or a torch.save file (.pt, .pth, .bin)", NULL, 0},
+        {"--from", "FILE|DIR", "the state dict: a .safetensors file, a torch.save file (.pt, .pth, .bin), or a "
+         "diffusers folder of Wan 2.1's transformer (config.json and its safetensors)", NULL, 0},
         {"--prefix", "P", "take the tensors named P.* (a checkpoint holding {\"model\": ..., \"ema\": ...}: ema)", NULL, 0},
-        {"--variant", "NAME", "the model it holds: adaln-zero (the DiT reference), or a model.variant of vfm's own names", NULL, 0},
+        {"--variant", "NAME", "the model it holds: adaln-zero (the DiT reference), or a model.variant of vfm's own names "
+         "(a folder: wan)", NULL, 0},
         {"--out", "DIR", "the run directory to create (its checkpoint iter_0000000)", NULL, 0},
         {"--preset", "NAME", "a model preset (for what the shapes do not say)", NULL, 0},
         {"--config", "FILE", "a config file (its model.* keys, and the run's other settings)", NULL, 0},
@@ -194,13 +235,16 @@ int cmd_import(int argc, char **argv) {
     vfm_status s = args_parse("import", argc, argv, flags, nflags, &pos, &help);
     if (s != VFM_OK) return cli_report(s);
     if (help) {
-        args_print_help("import --from F.safetensors|F.pt --variant adaln-zero --out RUN [--prefix P] [--preset NAME] "
+        args_print_help("import --from F.safetensors|F.pt|DIR --variant adaln-zero --out RUN [--prefix P] [--preset NAME] "
                         "[--config FILE] [a.b=v ...]",
                         "Makes a vfm checkpoint (RUN/iter_0000000) from a state dict. For adaln-zero, a state dict\n"
                         "of the DiT reference (facebookresearch/DiT models.py) loads without renaming: width, depth,\n"
                         "channels, patch, classes, learned sigma and cross-attention come from its shapes, the head\n"
                         "count from a preset of the same size (or model.num_attention_heads=H), and pos_embed is\n"
-                        "skipped. dfm and nemo-adaln take their model.* keys from --preset/--config/overrides.\n"
+                        "skipped. The other variants take their model.* keys from --preset/--config/overrides.\n"
+                        "A diffusers folder of WanTransformer3DModel (save_pretrained: config.json and\n"
+                        "diffusion_pytorch_model*.safetensors, sharded or not) imports as model.variant=wan with\n"
+                        "the sizes of its config.json (a field vfm cannot honour is refused by name).\n"
                         "Every tensor must match the model: names and shapes, nothing missing, nothing extra.\n"
                         "torch.save files are read by a whitelist unpickler: a file can never run code.", flags,
                         nflags);
@@ -208,13 +252,16 @@ int cmd_import(int argc, char **argv) {
     }
     const char *from = args_value(flags, nflags, "--from", NULL), *variant = args_value(flags, nflags, "--variant", NULL);
     const char *run = args_value(flags, nflags, "--out", NULL);
+    int folder = from && diffusers_folder_is(from);
+    if (folder && !variant) variant = "wan";
     if (!from || !variant || !run) {
         fprintf(stderr, "vfm import: --from FILE, --variant NAME and --out DIR are required (see vfm import --help)\n");
         return 2;
     }
     char names[160];
-    if (!dit_arch_named(variant, names, sizeof names)) {
-        fprintf(stderr, "vfm import: --variant '%s': expected %s\n", variant, names);
+    if (folder ? strcmp(variant, "wan") != 0 : !dit_arch_named(variant, names, sizeof names)) {
+        fprintf(stderr, "vfm import: --variant '%s': expected %s\n", variant,
+                folder ? "wan (a diffusers folder holds WanTransformer3DModel)" : names);
         return 2;
     }
     int found = 0;
@@ -223,5 +270,6 @@ int cmd_import(int argc, char **argv) {
         fprintf(stderr, "vfm import: --out %s already holds checkpoints (%s): choose a new run directory\n", run, latest);
         return 2;
     }
+    if (folder) return cli_report(import_folder(from, run, flags, nflags, &pos));
     return cli_report(import_file(from, variant, run, flags, nflags, &pos));
 }

@@ -35,7 +35,8 @@ static void print_info(const Config *cfg, const DiTConfig *c, const ParamTable *
            c->kv_heads, c->ffn, c->patch_temporal, c->patch_spatial, c->patch_spatial, c->in_channels, c->out_channels,
            c->learn_sigma ? " (+ as many for the learned variance)" : "");
     printf("blocks: %s, adaLN %s, %d chunks%s; %s self-attention%s; %s; MLP %s%s\n",
-           f->block_rms ? "RMSNorm with a learnable weight" : "LayerNorm", f->adaln_full ? "full-rank" : "LoRA",
+           f->block_rms ? "RMSNorm with a learnable weight" : "LayerNorm",
+           f->mod_table ? "shared projection + per-block table" : f->adaln_full ? "full-rank" : "LoRA",
            f->n_chunks, f->adaln_bias ? " with bias" : "", f->fused_qkv ? "fused-qkv" : "q/k/v",
            f->self_qk_norm ? " with QK-norm" : "",
            !f->cross_attn         ? "no cross-attention"
@@ -55,6 +56,7 @@ static void print_info(const Config *cfg, const DiTConfig *c, const ParamTable *
     if (f->pos == DIT_POS_LEARNED_3D)
         printf("position: learned, factorized t/h/w tables of %d/%d/%d rows, added before every block; ",
                c->pos_rows[0], c->pos_rows[1], c->pos_rows[2]);
+    else if (f->pos == DIT_POS_ROPE_3D) printf("position: 3-D RoPE on q and k (QK-norm over all heads); ");
     else printf("position: %s sin-cos; ", f->pos == DIT_POS_SINCOS_2D ? "2-D" : "3-D");
     printf("final layer: %s\n", f->final_adaln ? "LayerNorm + shift/scale + Linear" : "Linear");
     int64_t trainable = param_table_trainable(t);
@@ -241,12 +243,13 @@ static int cmd_model_presets(int markdown) {
     static const char *const variant_ov[3] = {"model.variant=dfm", "model.variant=nemo-adaln", "model.variant=adaln-zero"};
     static const char *const moviegen_ov[1] = {"model.variant=moviegen"};
     static const char *const stdit_ov[1] = {"model.variant=stdit"}; /* L: ST-DiT layers of two blocks */
+    static const char *const wan_ov[1] = {"model.variant=wan"};
     if (markdown) {
-        printf("| preset | D | L | H | dfm | nemo-adaln | adaln-zero | adaln-zero, DiT paper setting | moviegen | stdit |\n");
-        printf("|---|---|---|---|---|---|---|---|---|---|\n");
+        printf("| preset | D | L | H | dfm | nemo-adaln | adaln-zero | adaln-zero, DiT paper setting | moviegen | stdit | wan |\n");
+        printf("|---|---|---|---|---|---|---|---|---|---|---|\n");
     } else {
-        printf("%-12s %5s %3s %3s %14s %14s %14s %14s %14s %14s\n", "preset", "D", "L", "H", "dfm", "nemo-adaln",
-               "adaln-zero", "adaln-zero-DiT", "moviegen", "stdit");
+        printf("%-12s %5s %3s %3s %14s %14s %14s %14s %14s %14s %14s\n", "preset", "D", "L", "H", "dfm", "nemo-adaln",
+               "adaln-zero", "adaln-zero-DiT", "moviegen", "stdit", "wan");
     }
     for (const char *const *p = config_preset_names(); *p; p++) {
         char ov[64];
@@ -263,6 +266,7 @@ static int cmd_model_presets(int markdown) {
         print_count(preset_count(*p, DIT_PAPER, N_DIT_PAPER), markdown);
         print_count(preset_count(*p, moviegen_ov, 1), markdown);
         print_count(preset_count(*p, stdit_ov, 1), markdown);
+        print_count(preset_count(*p, wan_ov, 1), markdown);
         printf("\n");
     }
     return 0;

@@ -19,6 +19,7 @@
 #include "data/synthetic/colour_score.h"
 #include "data/synthetic/shape_score.h"
 #include "data/media/image_io.h"
+#include "data/loader/encode.h"
 #include "data/loader/length_index.h"
 #include "data/formats/npy.h"
 #include "data/synthetic/synthetic.h"
@@ -199,6 +200,8 @@ int cmd_sample(int argc, char **argv) {
         {"--fps", "F", "frames per second given to the model, and the MP4's rate (default: the training data's)", NULL, 0},
         {"--s-churn", "X", "EDM stochasticity S_churn (default sampler.s_churn of the run)", NULL, 0},
         {"--dfm-heun", NULL, "EDM: reproduce DFM's Heun (second evaluation at x_hat, t_hat)", NULL, 0},
+        {"--solver", "NAME", "flow: euler or unipc (Wan 2.1's UniPC multistep; default sampler.flow_solver of the run)",
+         NULL, 0},
         {"--ddim", NULL, "DDPM: deterministic DDIM steps (default sampler.ddim of the run)", NULL, 0},
         {"--ema", NULL, "use the EMA weights", NULL, 0},
         {"--compare-dataset", "DIR",
@@ -254,6 +257,11 @@ int cmd_sample(int argc, char **argv) {
     if (s == VFM_OK) s = args_number("sample", flags, nflags, "--s-churn", -1, 0, 1000, &s_churn);
     if (s == VFM_OK) s = args_number("sample", flags, nflags, "--fps", 0, 1e-3, 1e6, &fps_flag);
     if (s != VFM_OK) return cli_report(s);
+    const char *solver = args_value(flags, nflags, "--solver", NULL); /* default: the run's sampler.flow_solver */
+    if (solver && strcmp(solver, "unipc") != 0 && strcmp(solver, "euler") != 0) {
+        fprintf(stderr, "vfm sample: --solver '%s': expected euler or unipc\n", solver);
+        return 2;
+    }
     int num = (int)num64, class_label = (int)class64;
     ops_set_threads(threads > 0 ? (int)threads : (int)sysconf(_SC_NPROCESSORS_ONLN));
     Device dev;
@@ -302,6 +310,14 @@ int cmd_sample(int argc, char **argv) {
     go.sampler.dfm_heun_parity = args_flag(flags, nflags, "--dfm-heun")->present;
     go.objective = &j.objective;
     if (args_flag(flags, nflags, "--ddim")->present) go.ddim = 1;
+    if (solver && j.objective.kind == OBJECTIVE_FLOW) go.flow_unipc = strcmp(solver, "unipc") == 0;
+    if (solver && j.objective.kind == OBJECTIVE_FLOW && go.flow_unipc != defaults.flow_unipc) { /* the other solver's key */
+        if (go.flow_unipc) go.unipc_order = (int)cfg_int(j.cfg, "sampler.unipc_order");
+        else go.flow_linear = strcmp(cfg_str(j.cfg, "sampler.flow_schedule"), "linear") == 0;
+    }
+    if (solver && j.objective.kind != OBJECTIVE_FLOW)
+        fprintf(stderr, "vfm sample: --solver applies to flow; this checkpoint is %s (ignored)\n",
+                objective_name(j.objective.kind));
     if (steps) go.sampler.num_steps = (int)steps;
     if (go.objective->kind == OBJECTIVE_DDPM && go.sampler.num_steps < 2)
         return cli_report(vfm_fail(VFM_ERR_USAGE, "vfm sample: --steps %d: ddpm sampling needs at least 2",
@@ -320,6 +336,16 @@ int cmd_sample(int argc, char **argv) {
     go.seed = (uint64_t)seed;
     go.progress = progress_bar;
     float fps = fps_flag > 0 ? (float)fps_flag : (float)j.data_fps;
+
+    int pad = encode_text_pad_rows(j.cfg); /* Wan: the prompt zero-padded to 512 rows, as it trained */
+    for (int p = 0; p < n_cond && pad > 0; p++) {
+        if (!texts[p] || rows[p] == pad) continue;
+        float *padded = calloc((size_t)pad * mc->d_text, sizeof(float));
+        if (!padded) return cli_report(vfm_fail(VFM_ERR_NOMEM, "sample: %d text rows", pad));
+        memcpy(padded, texts[p], (size_t)(rows[p] < pad ? rows[p] : pad) * mc->d_text * sizeof(float));
+        free(texts[p]);
+        texts[p] = padded, rows[p] = pad;
+    }
 
     /* a real example of each prompt; without --frames/--height/--width its canvas is the prompt's
      * (the set draws several canvases: each caption is sampled at the size it was seen at) */

@@ -32,12 +32,13 @@
 
 const CfgKeyDef cfg_key_defs[] = {
     /* model */
-    KCHOICE("model.variant", "dfm", CHOICES("dfm", "nemo-adaln", "adaln-zero", "moviegen", "stdit"),
+    KCHOICE("model.variant", "dfm", CHOICES("dfm", "nemo-adaln", "adaln-zero", "moviegen", "stdit", "wan"),
             "DiT variant: dfm (DFM, adaLN-LoRA), nemo-adaln (NeMo, full-rank adaLN), adaln-zero (original DiT), "
-            "moviegen (NeMo's MovieGen/DiT-Llama), stdit (spatial and temporal blocks)", REFUSE),
+            "moviegen (NeMo's MovieGen/DiT-Llama), stdit (spatial and temporal blocks), wan (Wan 2.1)", REFUSE),
     KCHOICE("model.preset", "\"\"",
             CHOICES("", "tiny", "tiny-demo", "dit-s", "dit-b", "dit-l", "dit-xl", "dit-7b", "dit-7b-nemo", "dit-28b",
-                    "moviegen-1b", "moviegen-5b", "moviegen-30b", "stdit3-xl", "stdit-xl", "stdit-3b"),
+                    "moviegen-1b", "moviegen-5b", "moviegen-30b", "stdit3-xl", "stdit-xl", "stdit-3b", "wan2.1-1.3b",
+                    "wan2.1-14b"),
             "model size preset, applied before the file and overrides (\"\" = none)", FREE),
     KINT("model.hidden_size", "384", "[8, 65536]", "transformer width D", REFUSE),
     KINT("model.num_layers", "12", "[1, 1024]", "number of DiT blocks (stdit: of layers, a spatial and a temporal block each)", REFUSE),
@@ -137,6 +138,10 @@ const CfgKeyDef cfg_key_defs[] = {
     KFLT("sampler.sigma_max", "80", "(0, 1e6)", "edm: largest sampling sigma", NOTE),
     KCHOICE("sampler.flow_schedule", "linear-quadratic", CHOICES("linear-quadratic", "linear"),
             "flow: time steps of the Euler sampler (MovieGen's linear-quadratic, or uniform)", NOTE),
+    KCHOICE("sampler.flow_solver", "euler", CHOICES("euler", "unipc"),
+            "flow: Euler steps on sampler.flow_schedule, or UniPC multistep (Wan 2.1's sampler: diffusers' "
+            "UniPCMultistepScheduler for flow, with its own times)", NOTE),
+    KINT("sampler.unipc_order", "2", "[1, 3]", "flow, unipc: the solver order (Wan: 2)", NOTE),
     KBOOL("sampler.ddim", "false", "ddpm: deterministic DDIM (eta 0) instead of ancestral DDPM steps", NOTE),
 
     /* train */
@@ -198,6 +203,9 @@ const CfgKeyDef cfg_key_defs[] = {
     KINT("dataset.pad_multiple", "64", "[1, 1e6]", "pad each sample's tokens to a multiple of lcm(this, TP*CP)", NOTE),
     KINT("dataset.max_text_len", "512", "[1, 1e6]", "real data: longest text embedding kept", NOTE),
     KBOOL("dataset.keep_text_padding", "false", "real data: keep the zero-padded text rows (DFM parity)", NOTE),
+    KINT("dataset.pad_text_to", "-1", "[-1, 1e6]",
+         "real data and vfm sample's prompts: zero-pad (or cut) every text to this many rows; -1 = the model's: 512 "
+         "for model.variant=wan (Wan attends to its padded umT5 rows without a mask), none otherwise; 0 = none", NOTE),
     KINT("dataset.max_frames", "0", "[0, 1e6]", "real data: crop videos to this many latent frames (0 = no crop)", NOTE),
     KFLT("dataset.default_fps", "30", "(0, 1e6)", "real data, models with an fps embedding: fps of samples whose metadata has none", NOTE),
     KBOOL("dataset.shuffle", "true", "real data: shuffle the training stream", NOTE),

@@ -18,6 +18,12 @@ typedef struct {
              "model.crossattn_emb_size=" #hidden, "model.init_method_std=0.01", "model.max_frames=128",           \
              "model.max_img_h=240", "model.max_img_w=240", "model.patch_spatial=2")
 
+#define WAN_SIZE(hidden, ffn, layers, heads)                                                                     \
+    SETTINGS("model.variant=wan", "model.hidden_size=" #hidden, "model.ffn_hidden_size=" #ffn,                        \
+             "model.num_layers=" #layers, "model.num_attention_heads=" #heads, "model.in_channels=16",                 \
+             "model.out_channels=16", "model.patch_spatial=2", "model.patch_temporal=1",                              \
+             "model.crossattn_emb_size=4096", "model.layernorm_epsilon=1e-6")
+
 static const CfgPreset g_presets[] = {
     {"tiny", SETTINGS("model.hidden_size=64", "model.num_layers=2", "model.num_attention_heads=4", "model.in_channels=4",
                       "model.out_channels=4", "model.patch_spatial=2", "model.crossattn_emb_size=32",
@@ -48,6 +54,9 @@ static const CfgPreset g_presets[] = {
     {"stdit3-xl", STDIT_SIZE(1152, 28, 16, 4608)},
     {"stdit-xl", STDIT_SIZE(1536, 24, 12, 6144)},
     {"stdit-3b", STDIT_SIZE(2048, 24, 16, 8192)},
+    /* Wan 2.1 text-to-video (diffusers' Wan2.1-T2V-*-Diffusers configs; docs/models.md "Wan 2.1") */
+    {"wan2.1-1.3b", WAN_SIZE(1536, 8960, 30, 12)},
+    {"wan2.1-14b", WAN_SIZE(5120, 13824, 40, 40)},
 };
 #define NPRESETS ((int)(sizeof g_presets / sizeof g_presets[0]))
 

@@ -11,6 +11,7 @@
 #include "diffusion/conditioning.h"
 #include "diffusion/ddpm.h"
 #include "diffusion/flow.h"
+#include "diffusion/unipc.h"
 
 typedef struct GenCtx {
     DiT *model;
@@ -232,9 +233,13 @@ vfm_status generate_latents(DiT *model, const GenerateOptions *opt, const Genera
             rows[i] = g.pack.cu_seqlens_padded[i];
             if (i < n) shift[i] = flow_shift_for(opt->objective, g.pack.samples[i].tokens);
         }
-        st = rows && shift ? flow_euler_sample(opt->sampler.num_steps, opt->flow_linear, n, rows, shift, flow_velocity,
-                                               &g, &x, opt->progress, opt->progress_ctx)
-                           : vfm_fail(VFM_ERR_NOMEM, "generate: flow schedule");
+        if (!rows || !shift) st = vfm_fail(VFM_ERR_NOMEM, "generate: flow schedule");
+        else if (opt->flow_unipc)
+            st = flow_unipc_sample(opt->sampler.num_steps, opt->unipc_order, 1, n, rows, shift, flow_velocity, &g, &x,
+                                   opt->progress, opt->progress_ctx);
+        else
+            st = flow_euler_sample(opt->sampler.num_steps, opt->flow_linear, n, rows, shift, flow_velocity, &g, &x,
+                                   opt->progress, opt->progress_ctx);
         free(rows);
         free(shift);
     } else if (st == VFM_OK) {

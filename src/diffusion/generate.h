@@ -28,6 +28,8 @@ typedef struct GenerateOptions {
     SamplerConfig sampler;  /* num_steps for every sampler; the σ range, ρ, churn and Heun parity for EDM */
     int ddim;               /* ddpm: deterministic DDIM (η = 0) instead of ancestral DDPM steps */
     int flow_linear;        /* flow: a linear time schedule instead of the linear-quadratic one */
+    int flow_unipc;         /* flow: UniPC multistep (unipc.h) of order unipc_order instead of Euler */
+    int unipc_order;
     /* DFM's guidance g: pred = pred_c + g·(pred_c − pred_u), i.e. w = 1 + g in the usual
      * pred_u + w·(pred_c − pred_u), applied to D (EDM), the velocity (flow) or ε (ddpm; the
      * learned variance comes from the conditional half, as in DiT). DFM samples with g = 7;

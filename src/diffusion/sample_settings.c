@@ -21,9 +21,23 @@ vfm_status sample_settings_from_config(SampleSettings *s, const Config *cfg, Obj
     }
     if (kind == OBJECTIVE_DDPM) s->ddim = cfg_bool(cfg, "sampler.ddim");
     else cfg_warn_unused(cfg, "sampler.ddim", "sampler.ddim applies to diffusion.objective=ddpm (ignored with %s)", name);
-    if (kind == OBJECTIVE_FLOW) s->flow_linear = strcmp(cfg_str(cfg, "sampler.flow_schedule"), "linear") == 0;
-    else cfg_warn_unused(cfg, "sampler.flow_schedule", "sampler.flow_schedule applies to diffusion.objective=flow "
-                         "(ignored with %s)", name);
+    static const char *const flow_keys[] = {"sampler.flow_schedule", "sampler.flow_solver", "sampler.unipc_order"};
+    if (kind == OBJECTIVE_FLOW) {
+        s->flow_unipc = strcmp(cfg_str(cfg, "sampler.flow_solver"), "unipc") == 0;
+        if (s->flow_unipc) {
+            s->unipc_order = (int)cfg_int(cfg, "sampler.unipc_order");
+            cfg_warn_unused(cfg, "sampler.flow_schedule", "sampler.flow_schedule applies to the Euler sampler; "
+                            "sampler.flow_solver=unipc steps on its own times (ignored)");
+        } else {
+            s->flow_linear = strcmp(cfg_str(cfg, "sampler.flow_schedule"), "linear") == 0;
+            cfg_warn_unused(cfg, "sampler.unipc_order", "sampler.unipc_order applies to sampler.flow_solver=unipc "
+                            "(ignored with euler)");
+        }
+    } else {
+        for (int i = 0; i < 3; i++)
+            cfg_warn_unused(cfg, flow_keys[i], "%s applies to diffusion.objective=flow (ignored with %s)", flow_keys[i],
+                            name);
+    }
     if (kind == OBJECTIVE_DDPM && s->sampler.num_steps < 2)
         return vfm_fail_at(VFM_ERR_USAGE, NULL, validation ? "model.val_generation_num_steps" : "sampler.num_steps", "1",
                            "ddpm sampling needs at least 2");
@@ -34,5 +48,7 @@ void sample_settings_apply(const SampleSettings *s, GenerateOptions *g) {
     g->sampler = s->sampler;
     g->ddim = s->ddim;
     g->flow_linear = s->flow_linear;
+    g->flow_unipc = s->flow_unipc;
+    g->unipc_order = s->unipc_order;
     g->guidance = s->guidance;
 }

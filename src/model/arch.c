@@ -6,7 +6,7 @@
 
 /* In DiTVariant's order. */
 static const DiTArch *const ARCHS[] = {&dit_arch_dfm, &dit_arch_nemo_adaln, &dit_arch_adaln_zero,
-                                       &dit_arch_moviegen, &dit_arch_stdit};
+                                       &dit_arch_moviegen, &dit_arch_stdit, &dit_arch_wan};
 enum { N_ARCHS = sizeof ARCHS / sizeof ARCHS[0] };
 
 const DiTArch *dit_arch(DiTVariant v) { return (unsigned)v < N_ARCHS ? ARCHS[v] : NULL; }

@@ -21,6 +21,7 @@ typedef struct DiTArch {
 extern const DiTArch dit_arch_dfm, dit_arch_nemo_adaln, dit_arch_adaln_zero;
 extern const DiTArch dit_arch_moviegen;
 extern const DiTArch dit_arch_stdit;
+extern const DiTArch dit_arch_wan;
 /* ST-DiT's keys (arch_stdit.c): model.stdit_full_attention_every, and model.num_layers counting
  * layers of two blocks (c->layers = 2·num_layers); read for model.variant=stdit only. */
 vfm_status dit_stdit_config_from(DiTConfig *c, const Config *cfg);
@@ -29,6 +30,9 @@ vfm_status dit_stdit_config_from(DiTConfig *c, const Config *cfg);
 void dit_dfm_features(DiTConfig *c);
 void dit_dfm_build(DiT *m);
 void dit_dfm_conditioning(DiT *m);
+
+/* The checks of a model with 3-D RoPE (Wan; dit_config.c). */
+vfm_status dit_check_rope(const DiTConfig *c);
 
 /* The architecture of a variant, or NULL. */
 const DiTArch *dit_arch(DiTVariant v);

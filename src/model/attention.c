@@ -4,9 +4,20 @@
 
 #include "model/dit_internal.h"
 
+static const AttentionNames DEFAULT_NAMES = {"q", "k", "v", "qkv", "proj", "q_norm.weight", "k_norm.weight"};
+
+/* A QK-norm weight: per head [hd] shared by the heads TP splits (its gradient sums over TP), or over
+ * every head [n·hd], split over TP like q's (or k's) rows. */
+static int qk_norm_add(ParamTable *t, const AttentionSpec *s, int64_t width, int head_dim, const char *name) {
+    if (!s->qk_norm) return -1;
+    if (!s->qk_norm_all) return vector_add(t, INIT_ONE, head_dim, REDUCE_TP_HEADS, name);
+    return param_table_add(t, INIT_ONE, 0, 1, (int64_t[]){width}, 0, 0, "%s", name);
+}
+
 void attention_add(AttentionLayer *at, ParamTable *t, const char *prefix, int64_t D, int head_dim,
                    const AttentionSpec *s) {
     int64_t Dkv = (int64_t)s->kv_heads * head_dim;
+    const AttentionNames *n = s->names ? s->names : &DEFAULT_NAMES;
     LinearSpec in = s->in, out = s->out;
     in.tp_dim = 0, out.tp_dim = 1; /* column-parallel q, k, v; row-parallel proj */
     char name[128];
@@ -15,20 +26,22 @@ void attention_add(AttentionLayer *at, ParamTable *t, const char *prefix, int64_
     at->self = s->self;
     at->kv_heads = s->kv_heads;
     at->norm_eps = s->norm_eps;
+    at->norm_all = s->qk_norm && s->qk_norm_all;
+    at->rope = s->rope && s->self;
+    at->text_embedded = s->text_embedded && !s->self;
     if (s->fused_qkv) { /* the DiT reference's self-attention: one qkv [3D, D], split by parts over TP */
-        Linear qkv = linear_add(t, NAME("qkv"), 3 * D, D, in);
+        Linear qkv = linear_add(t, NAME(n->qkv), 3 * D, D, in);
         t->entries[qkv.w].tp_parts = 3;
         if (qkv.b >= 0) t->entries[qkv.b].tp_parts = 3;
         at->q = linear_rows(qkv, 0, D), at->k = linear_rows(qkv, D, D), at->v = linear_rows(qkv, 2 * D, D);
     } else {
-        at->q = linear_add(t, NAME("q"), D, D, in);
-        at->k = linear_add(t, NAME("k"), Dkv, s->kv_in, in);
-        at->v = linear_add(t, NAME("v"), Dkv, s->kv_in, in);
+        at->q = linear_add(t, NAME(n->q), D, D, in);
+        at->k = linear_add(t, NAME(n->k), Dkv, s->kv_in, in);
+        at->v = linear_add(t, NAME(n->v), Dkv, s->kv_in, in);
     }
-    /* QK-norm weights are shared by the heads TP splits: they reduce over TP */
-    at->q_norm = s->qk_norm ? vector_add(t, INIT_ONE, head_dim, REDUCE_TP_HEADS, NAME("q_norm.weight")) : -1;
-    at->k_norm = s->qk_norm ? vector_add(t, INIT_ONE, head_dim, REDUCE_TP_HEADS, NAME("k_norm.weight")) : -1;
-    at->proj = linear_add(t, NAME("proj"), D, D, out);
+    at->proj = linear_add(t, NAME(n->proj), D, D, out);
+    at->q_norm = qk_norm_add(t, s, D, head_dim, NAME(n->q_norm));
+    at->k_norm = qk_norm_add(t, s, Dkv, head_dim, NAME(n->k_norm));
 #undef NAME
 }
 
@@ -47,22 +60,53 @@ static Tensor V3(const Tensor *t, int64_t d0, int64_t d1, int64_t d2) {
     return TENSOR(t->data, t->dtype, t->device, d0, d1, d2);
 }
 
-/* y = RMSNorm over each head of x[rows, heads·hd]; nothing without QK-norm (y is x). */
+/* The QK-norm over every head's values: the row's statistic (sum of squares forward, Σ dy·w·x
+ * backward) of this rank's heads, summed over TP. */
+static vfm_status sum_over_tp(const DiT *m, Tensor *stat) {
+    if (m->par.tp <= 1 || m->par.test_skip_qk_norm_sum) return VFM_OK;
+    return comm_all_reduce(m->par.tp_comm, stat->data, tensor_numel(stat), stat->dtype, COMM_SUM_ORDERED);
+}
+
+/* y = the QK-norm of x[rows, heads·hd] (RMSNorm over each head, or over every head at once); nothing
+ * without QK-norm (y is x). n_all: the whole layer's heads·hd. */
 static vfm_status qk_norm_forward(const DiT *m, const AttentionLayer *at, Tensor *y, Tensor *rstd, const Tensor *x,
-                                  int64_t rows, int heads, int w_id) {
+                                  int64_t rows, int heads, int w_id, int64_t n_all) {
     if (w_id < 0) return VFM_OK;
     int64_t hd = m->cfg.head_dim;
-    Tensor xv = V2(x, rows * heads, hd), yv = V2(y, rows * heads, hd), w = layer_param(m, w_id);
+    Tensor w = layer_param(m, w_id);
+    if (at->norm_all) {
+        Tensor xv = V2(x, rows, heads * hd), yv = V2(y, rows, heads * hd);
+        VFM_TRY(op_rmsnorm_sumsq(rstd, &xv));
+        VFM_TRY(sum_over_tp(m, rstd));
+        return op_rmsnorm_split_forward(&yv, rstd, &xv, &w, rstd, n_all, at->norm_eps);
+    }
+    Tensor xv = V2(x, rows * heads, hd), yv = V2(y, rows * heads, hd);
     return op_rmsnorm_forward(&yv, rstd, &xv, &w, at->norm_eps);
 }
 
-static vfm_status qk_norm_backward(const DiT *m, Tensor *dx, const Tensor *dy, const Tensor *x, const Tensor *rstd,
-                                   int64_t rows, int heads, int w_id) {
+static vfm_status qk_norm_backward(const DiT *m, const AttentionLayer *at, Acts *a, Tensor *dx, const Tensor *dy,
+                                   const Tensor *x, const Tensor *rstd, int64_t rows, int heads, int w_id,
+                                   int64_t n_all) {
     if (w_id < 0) return op_copy(dx, dy);
     int64_t hd = m->cfg.head_dim;
-    Tensor dxv = V2(dx, rows * heads, hd), dyv = V2(dy, rows * heads, hd), xv = V2(x, rows * heads, hd);
     Tensor w = layer_param(m, w_id), dw = layer_grad(m, w_id);
+    if (at->norm_all) {
+        Tensor dxv = V2(dx, rows, heads * hd), dyv = V2(dy, rows, heads * hd), xv = V2(x, rows, heads * hd);
+        Tensor dot = TENSOR(a->attn.dot.data, a->attn.dot.dtype, a->attn.dot.device, rows);
+        VFM_TRY(op_rmsnorm_dot(&dot, &dyv, &xv, &w));
+        VFM_TRY(sum_over_tp(m, &dot));
+        return op_rmsnorm_split_backward(&dxv, &dw, &dyv, &xv, rstd, &w, &dot, n_all);
+    }
+    Tensor dxv = V2(dx, rows * heads, hd), dyv = V2(dy, rows * heads, hd), xv = V2(x, rows * heads, hd);
     return op_rmsnorm_backward(&dxv, &dw, &dyv, &xv, rstd, &w);
+}
+
+/* 3-D RoPE on t[rows, heads·hd] in place (inverse: the backward), at the region rows' positions. */
+static vfm_status rope(const DiT *m, const AttentionLayer *at, const Acts *a, Tensor *t, int64_t rows, int heads,
+                       int inverse) {
+    if (!at->rope) return VFM_OK;
+    Tensor v = V3(t, rows, heads, m->cfg.head_dim);
+    return op_rope_3d(&v, &v, &a->pl.pos_r, DIT_ROPE_THETA, inverse);
 }
 
 /* The attention itself: self-attention through CP, or cross-attention to the whole text. */
@@ -107,12 +151,16 @@ vfm_status attention_forward(const DiT *m, const AttentionLayer *at, AttnActs *b
         VFM_TRY(dit_st_to_positions(m, a, &b->xt, &xf, skip & ATTN_SKIP_ST));
         x = &b->xt;
     }
-    const Tensor *kv_in = at->self ? x : in->text;
+    const Tensor *kv_in = at->self ? x : at->text_embedded ? &a->cond.text_emb : in->text;
+    int64_t hd = m->cfg.head_dim;
+    int Hkv = local_heads(m, at->kv_heads);
     VFM_TRY(linear_forward(m, &b->q, NULL, x, &at->q, ACT_NONE));
     VFM_TRY(linear_forward(m, &b->k, NULL, kv_in, &at->k, ACT_NONE));
     VFM_TRY(linear_forward(m, &b->v, NULL, kv_in, &at->v, ACT_NONE));
-    VFM_TRY(qk_norm_forward(m, at, &b->qn, &b->q_rstd, &b->q, R, m->heads_local, at->q_norm));
-    VFM_TRY(qk_norm_forward(m, at, &b->kn, &b->k_rstd, &b->k, Rkv, local_heads(m, at->kv_heads), at->k_norm));
+    VFM_TRY(qk_norm_forward(m, at, &b->qn, &b->q_rstd, &b->q, R, m->heads_local, at->q_norm, m->cfg.heads * hd));
+    VFM_TRY(qk_norm_forward(m, at, &b->kn, &b->k_rstd, &b->k, Rkv, Hkv, at->k_norm, at->kv_heads * hd));
+    VFM_TRY(rope(m, at, a, &b->qn, R, m->heads_local, 0));
+    VFM_TRY(rope(m, at, a, &b->kn, Rkv, Hkv, 0));
     VFM_TRY(mix_forward(m, at, a, &b->o, &b->lse, &b->qn, &b->kn, &b->v, R, Rkv));
     if (temporal(at)) { /* back to this rank's frames */
         VFM_TRY(dit_st_to_frames(m, a, &b->o_rows, &b->o));
@@ -145,11 +193,15 @@ vfm_status attention_backward(const DiT *m, const AttentionLayer *at, const Attn
         VFM_TRY(linear_backward(m, &d_o, 0, &dpart, &b->o, &at->proj, NULL, ACT_NONE));
     }
     VFM_TRY(mix_backward(m, at, a, &dqn, &dkn, &dv, &d_o, b, R, Rkv));
-    VFM_TRY(qk_norm_backward(m, &dq, &dqn, &b->q, &b->q_rstd, R, H, at->q_norm));
-    VFM_TRY(qk_norm_backward(m, &dk, &dkn, &b->k, &b->k_rstd, Rkv, Hkv, at->k_norm));
-    if (!at->self) { /* k and v read the text, which gets no gradient */
-        VFM_TRY(linear_backward(m, NULL, 0, &dk, in->text, &at->k, NULL, ACT_NONE));
-        VFM_TRY(linear_backward(m, NULL, 0, &dv, in->text, &at->v, NULL, ACT_NONE));
+    VFM_TRY(rope(m, at, a, &dqn, R, H, 1));
+    VFM_TRY(rope(m, at, a, &dkn, Rkv, Hkv, 1));
+    VFM_TRY(qk_norm_backward(m, at, a, &dq, &dqn, &b->q, &b->q_rstd, R, H, at->q_norm, m->cfg.heads * hd));
+    VFM_TRY(qk_norm_backward(m, at, a, &dk, &dkn, &b->k, &b->k_rstd, Rkv, Hkv, at->k_norm, at->kv_heads * hd));
+    if (!at->self) { /* k and v read the text: the input text gets no gradient, the embedded text sums it */
+        const Tensor *text = at->text_embedded ? &a->cond.text_emb : in->text;
+        Tensor *dtext = at->text_embedded ? &a->cond.d_text : NULL;
+        VFM_TRY(linear_backward(m, dtext, 1, &dk, text, &at->k, NULL, ACT_NONE));
+        VFM_TRY(linear_backward(m, dtext, 1, &dv, text, &at->v, NULL, ACT_NONE));
     }
     const Tensor *x = &b->xt;
     Tensor dx = V2(&s->d_xt, R, D), *dxp = &dx;
@@ -183,8 +235,8 @@ vfm_status attention_carve(const DiT *m, const AttentionLayer *at, ActCarver *cv
     if (at->q_norm >= 0) {
         VFM_TRY(carve_attn(cv, &b->qn, R, Dq));
         VFM_TRY(carve_attn(cv, &b->kn, Rkv, Dkv));
-        VFM_TRY(carve_f32(cv, &b->q_rstd, R * H, 0));
-        VFM_TRY(carve_f32(cv, &b->k_rstd, Rkv * Hkv, 0));
+        VFM_TRY(carve_f32(cv, &b->q_rstd, at->norm_all ? R : R * H, 0));
+        VFM_TRY(carve_f32(cv, &b->k_rstd, at->norm_all ? Rkv : Rkv * Hkv, 0));
     } else {
         b->qn = b->q, b->kn = b->k;
     }
@@ -217,6 +269,7 @@ vfm_status attention_carve_scratch(const DiT *m, ActCarver *cv, AttnScratch *s, 
     VFM_TRY(carve_attn(cv, &s->d_k, R, Dk));
     VFM_TRY(carve_attn(cv, &s->d_kn, R, Dk));
     VFM_TRY(carve_attn(cv, &s->d_v, R, Dk));
+    VFM_TRY(carve_f32(cv, &s->dot, R > a->L ? R : a->L, 0));
     if (!cross) return VFM_OK;
     VFM_TRY(carve_attn(cv, &s->d_tk, a->L, Dq));
     VFM_TRY(carve_attn(cv, &s->d_tkn, a->L, Dq));

@@ -7,7 +7,12 @@
  * shared by the heads TP splits, so their gradient sums over TP. Self-attention runs through
  * context parallelism (cp_attention.h) on this CP rank's chunk of every sample; cross-attention
  * sees the whole text on every rank. Under selective recomputation o and the log-sum-exp are not
- * kept: the backward recomputes them. */
+ * kept: the backward recomputes them.
+ * Wan 2.1's form (arch_wan.c): the QK-norm is one RMSNorm over every head's values (weights
+ * [H·hd], split over TP like q's rows, the row's sum of squares all-reduced over TP), 3-D RoPE
+ * rotates the normed q and k of self-attention (the rows' (t, h, w) positions), and
+ * cross-attention reads the model's embedded text (the conditioning's text MLP), whose gradient
+ * it adds to. */
 #ifndef VFM_MODEL_ATTENTION_H
 #define VFM_MODEL_ATTENTION_H
 
@@ -17,14 +22,25 @@
  * sample, the tokens of their frame, or the tokens at their position in every frame. */
 typedef enum { ATTN_SPAN_FULL, ATTN_SPAN_SPATIAL, ATTN_SPAN_TEMPORAL, ATTN_N_SPANS } AttnSpan;
 
+/* The base of Wan's 3-D RoPE frequencies (diffusers' WanRotaryPosEmbed theta). */
+#define DIT_ROPE_THETA 10000.0f
+
 typedef struct AttentionLayer {
     int self;           /* 1: self-attention (k, v from the tokens, through CP); 0: cross-attention to the text */
     AttnSpan span;      /* self-attention: full (the default), spatial or temporal */
     int kv_heads;       /* key/value heads of the whole layer (grouped-query when < heads); TP splits them */
     Linear q, k, v, proj;
-    int q_norm, k_norm; /* per-head RMSNorm weights [head_dim], or -1 (no QK-norm) */
+    int q_norm, k_norm; /* per-head RMSNorm weights [head_dim] ([H·hd] with norm_all), or -1 (no QK-norm) */
     float norm_eps;
+    int norm_all;       /* the QK-norm is over every head at once (Wan) */
+    int rope;           /* 3-D RoPE on the normed q and k (self-attention) */
+    int text_embedded;  /* k, v read the conditioning's text MLP output and add to its gradient */
 } AttentionLayer;
+
+/* The names of a layer's parts: q, k, v, proj (fused: qkv instead of q, k, v), q_norm, k_norm. */
+typedef struct AttentionNames {
+    const char *q, *k, *v, *qkv, *proj, *q_norm, *k_norm;
+} AttentionNames;
 
 /* How attention_add builds a layer. */
 typedef struct AttentionSpec {
@@ -33,6 +49,10 @@ typedef struct AttentionSpec {
     int64_t kv_in;      /* width of what k and v read: D (self) or the text rows' */
     int kv_heads;
     int qk_norm;        /* per-head RMSNorm on q and k */
+    int qk_norm_all;    /* with qk_norm: one RMSNorm over every head's values (Wan) */
+    int rope;           /* 3-D RoPE on q and k (self-attention) */
+    int text_embedded;  /* cross-attention to the conditioning's embedded text (Wan) */
+    const AttentionNames *names; /* NULL: "q", "k", "v", "qkv", "proj", "q_norm.weight", "k_norm.weight" */
     float norm_eps;
     LinearSpec in, out; /* initialisation of q, k, v and of proj (their TP split is the layer's) */
 } AttentionSpec;
@@ -52,9 +72,11 @@ typedef struct AttnActs {
 typedef struct AttnScratch {
     Tensor d_o, d_q, d_qn, d_k, d_kn, d_v, d_tk, d_tkn, d_tv;
     Tensor d_o_rows, d_xt;
+    Tensor dot;         /* [max(R, L)] f32: the QK-norm over all heads' row statistic of the backward */
 } AttnScratch;
 
-/* Appends "<prefix>.q", ".k", ".v" (or ".qkv"), ".q_norm.weight", ".k_norm.weight" and ".proj". */
+/* Appends "<prefix>.q", ".k", ".v" (or ".qkv"), ".q_norm.weight", ".k_norm.weight" and ".proj"
+ * (or s->names'). */
 void attention_add(AttentionLayer *at, ParamTable *t, const char *prefix, int64_t D, int head_dim,
                    const AttentionSpec *s);
 void attention_handles(AttentionLayer *at, const HandleVisitor *v);

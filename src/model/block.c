@@ -30,9 +30,20 @@ SubLayer *block_add(DiTBlock *b, MixerKind kind, float norm_eps) {
     s->norm_eps = norm_eps;
     s->residual = 1;
     s->shift = b->chunks, s->scale = b->chunks + 1, s->gate = b->chunks + 2;
+    s->aff_w = s->aff_b = -1;
     b->chunks += 3;
     b->n_sub++;
     return s;
+}
+
+void block_affine_norm(SubLayer *s, ParamTable *t, const char *name, int64_t D) {
+    char w[128], bias[128];
+    snprintf(w, sizeof w, "%s.weight", name);
+    snprintf(bias, sizeof bias, "%s.bias", name);
+    s->norm = NORM_AFFINE;
+    s->aff_w = vector_add(t, INIT_ONE, D, 0, w);
+    s->aff_b = vector_add(t, INIT_ZERO, D, 0, bias);
+    s->shift = s->scale = s->gate = -1;
 }
 
 SubLayer *block_add_rms(DiTBlock *b, MixerKind kind, float norm_eps) {
@@ -48,6 +59,7 @@ SubLayer *block_add_feeding(DiTBlock *b, MixerKind kind) {
     s->norm = NORM_NONE;
     s->residual = 0;
     s->shift = s->scale = s->gate = -1;
+    s->aff_w = s->aff_b = -1;
     return s;
 }
 
@@ -60,6 +72,7 @@ void block_handles(DiTBlock *b, const HandleVisitor *v) {
     visit_entry(v, &b->norm_w);
     modulation_handles(&b->mod, v);
     for (int k = 0; k < b->n_sub; k++) {
+        visit_entry(v, &b->sub[k].aff_w), visit_entry(v, &b->sub[k].aff_b);
         if (b->sub[k].kind == MIXER_MLP) mlp_handles(&b->sub[k].mlp, v);
         else attention_handles(&b->sub[k].attn, v);
     }
@@ -79,6 +92,16 @@ const MlpLayer *block_mlp(const DiTBlock *p) {
 
 static const Tensor *chunk(const BlockActs *b, int k) { return k >= 0 ? &b->mod.chunk[k] : NULL; }
 static Tensor *d_chunk(Acts *a, int k) { return k >= 0 ? &a->mod.d_chunk[k] : NULL; }
+
+/* An affine norm's weight and bias as the LayerNorm-modulate op's per-sample (scale, shift):
+ * LN(h)·w + b = LN(h)·(1 + (w − 1)) + b. */
+static vfm_status affine_rows(const DiT *m, const SubLayer *s, SubActs *sa, const Acts *a) {
+    const Tensor *zeros = &a->cond.zeros;
+    VFM_TRY(vector_rows(m, &sa->aff_shift, s->aff_w, zeros)); /* w, for now */
+    VFM_TRY(op_fill(&sa->aff_scale, -1.0));
+    VFM_TRY(op_add(&sa->aff_scale, &sa->aff_scale, &sa->aff_shift));
+    return vector_rows(m, &sa->aff_shift, s->aff_b, zeros);
+}
 
 static void probe(const DiT *m, const char *site, int layer, const Tensor *rows) {
     if (m->probe) m->probe(m->probe_ctx, site, layer, rows);
@@ -103,7 +126,12 @@ static const Tensor *mixer_in(const DiTBlock *p, const BlockActs *b, int k) {
 }
 
 static vfm_status norm_forward(const DiT *m, const DiTBlock *p, const SubLayer *s, SubActs *sa, const BlockActs *b,
-                               const Tensor *x, const Tensor *t2s) {
+                               const Acts *a, const Tensor *x, const Tensor *t2s) {
+    if (s->norm == NORM_AFFINE) {
+        VFM_TRY(affine_rows(m, s, sa, a));
+        return op_layernorm_modulate_forward(&sa->xm, &sa->mean, &sa->rstd, x, &sa->aff_shift, &sa->aff_scale, t2s,
+                                             s->norm_eps);
+    }
     if (s->norm == NORM_LAYER)
         return op_layernorm_modulate_forward(&sa->xm, &sa->mean, &sa->rstd, x, chunk(b, s->shift), chunk(b, s->scale),
                                              t2s, s->norm_eps);
@@ -116,6 +144,15 @@ static vfm_status norm_forward(const DiT *m, const DiTBlock *p, const SubLayer *
 /* dx += d(norm input) from a->d_xm = d(mixer input), and the modulation's and weight's gradients. */
 static vfm_status norm_backward(const DiT *m, const DiTBlock *p, const SubLayer *s, const SubActs *sa,
                                 const BlockActs *b, Acts *a, Tensor *dx, const Tensor *x, const Tensor *t2s) {
+    if (s->norm == NORM_AFFINE) { /* the affine norm's per-sample rows: summed into its weight and bias */
+        Tensor dshift = sa->d_aff_shift, dscale = sa->d_aff_scale;
+        VFM_TRY(op_fill(&dshift, 0.0));
+        VFM_TRY(op_fill(&dscale, 0.0));
+        VFM_TRY(op_layernorm_modulate_backward(dx, &dshift, &dscale, &a->d_xm, x, &sa->mean, &sa->rstd, &sa->aff_scale,
+                                               t2s));
+        VFM_TRY(vector_rows_backward(m, &dshift, s->aff_b, &a->cond.zeros));
+        return vector_rows_backward(m, &dscale, s->aff_w, &a->cond.zeros);
+    }
     if (s->norm == NORM_LAYER)
         return op_layernorm_modulate_backward(dx, d_chunk(a, s->shift), d_chunk(a, s->scale), &a->d_xm, x, &sa->mean,
                                               &sa->rstd, chunk(b, s->scale), t2s);
@@ -128,13 +165,13 @@ static vfm_status norm_backward(const DiT *m, const DiTBlock *p, const SubLayer 
 vfm_status block_forward(const DiT *m, int l, const DiTBlock *p, BlockActs *b, Acts *a, const DiTInputs *in,
                          Tensor *h_out) {
     const Tensor *t2s = &a->pl.t2s;
-    VFM_TRY(modulation_forward(m, &p->mod, &b->mod, &a->cond.silu));
+    VFM_TRY(modulation_forward(m, &p->mod, &b->mod, &a->cond));
     if (p->add_pos) VFM_TRY(op_add(&b->hp, &b->h[0], &a->pos.pe));
     for (int k = 0; k < p->n_sub; k++) {
         const SubLayer *s = &p->sub[k];
         SubActs *sa = &b->sub[k];
         Tensor *out = k + 1 < p->n_sub ? &b->h[k + 1] : h_out;
-        VFM_TRY(norm_forward(m, p, s, sa, b, norm_in(p, b, k), t2s));
+        VFM_TRY(norm_forward(m, p, s, sa, b, a, norm_in(p, b, k), t2s));
         const Tensor *xm = mixer_in(p, b, k);
         if (s->kind == MIXER_MLP) {
             VFM_TRY(mlp_forward(m, &s->mlp, &sa->mlp, a, xm, &sa->out));
@@ -177,7 +214,7 @@ vfm_status block_backward(const DiT *m, int l, const DiTBlock *p, const BlockAct
         probe(m, DSITES[s->kind], l, &a->d_res);
     }
     if (p->add_pos) VFM_TRY(op_add(&a->pos.d_pe, &a->pos.d_pe, &a->d_res)); /* d(h[0]) = d(hp) */
-    return modulation_backward(m, &p->mod, &b->mod, &a->mod, &a->cond.silu, &a->cond.d_silu);
+    return modulation_backward(m, &p->mod, &b->mod, &a->mod, &a->cond);
 }
 
 vfm_status block_carve(const DiT *m, const DiTBlock *p, ActCarver *cv, BlockActs *b, const Acts *a, int what,
@@ -193,7 +230,13 @@ vfm_status block_carve(const DiT *m, const DiTBlock *p, ActCarver *cv, BlockActs
         const SubLayer *s = &p->sub[k];
         SubActs *sa = &b->sub[k];
         if (k > 0 && p->sub[k - 1].residual) VFM_TRY(carve_act(cv, &b->h[k], Rl, D));
-        if (s->norm == NORM_LAYER) VFM_TRY(carve_f32(cv, &sa->mean, Rl, 0));
+        if (s->norm == NORM_LAYER || s->norm == NORM_AFFINE) VFM_TRY(carve_f32(cv, &sa->mean, Rl, 0));
+        if (s->norm == NORM_AFFINE) {
+            VFM_TRY(carve_act(cv, &sa->aff_shift, a->B, D));
+            VFM_TRY(carve_act(cv, &sa->aff_scale, a->B, D));
+            VFM_TRY(carve_act(cv, &sa->d_aff_shift, a->B, D));
+            VFM_TRY(carve_act(cv, &sa->d_aff_scale, a->B, D));
+        }
         if (s->norm != NORM_NONE) {
             VFM_TRY(carve_f32(cv, &sa->rstd, Rl, 0));
             VFM_TRY(carve_act(cv, &sa->xm, Rl, D));

@@ -26,8 +26,9 @@
 enum { DIT_MAX_SUBLAYERS = 3 };
 
 typedef enum { MIXER_SELF_ATTENTION, MIXER_CROSS_ATTENTION, MIXER_MLP } MixerKind;
-/* The norm before a mixer: LayerNorm without affine; RMSNorm with the block's weight; none. */
-typedef enum { NORM_LAYER, NORM_RMS, NORM_NONE } NormKind;
+/* The norm before a mixer: LayerNorm without affine; RMSNorm with the block's weight; none; LayerNorm
+ * with the sub-layer's own weight and bias (block_affine_norm). */
+typedef enum { NORM_LAYER, NORM_RMS, NORM_NONE, NORM_AFFINE } NormKind;
 
 typedef struct SubLayer {
     MixerKind kind;
@@ -35,6 +36,8 @@ typedef struct SubLayer {
     float norm_eps;          /* of the norm before the mixer */
     int residual;            /* 1: h = h + gate ⊙ out; 0: out is what the next sub-layer normalises */
     int shift, scale, gate;  /* the modulation's chunks, or -1 */
+    int aff_w, aff_b;        /* NORM_AFFINE: the LayerNorm's weight and bias [D] (Wan's norm2), used instead
+                              * of shift and scale; -1: none */
     AttentionLayer attn;     /* MIXER_SELF_ATTENTION, MIXER_CROSS_ATTENTION */
     MlpLayer mlp;            /* MIXER_MLP */
 } SubLayer;
@@ -54,6 +57,8 @@ typedef struct DiTBlock {
  * [Rl, D] (before the gate). */
 typedef struct SubActs {
     Tensor mean, rstd, xm;
+    Tensor aff_shift, aff_scale; /* [B, D] an affine norm's bias and weight − 1 as per-sample rows */
+    Tensor d_aff_shift, d_aff_scale; /* [B, D] their gradients */
     AttnActs attn;
     MlpActs mlp;
     Tensor out;
@@ -73,8 +78,11 @@ const char *block_name(int l, const char *part);
 /* Starts a block at the table's end; its modulation is added next, then its sub-layers. */
 void block_begin(DiTBlock *b, const ParamTable *t);
 /* Appends a sub-layer taking the next three modulation chunks (shift, scale, gate); the caller
- * builds its mixer (attention_add, mlp_add) into the returned sub-layer. */
+ * builds its mixer (attention_add, mlp_add) into the returned sub-layer (and may set other chunks). */
 SubLayer *block_add(DiTBlock *b, MixerKind kind, float norm_eps);
+/* Makes s's LayerNorm affine, "<name>.weight" (ones) and "<name>.bias" (zeros) [D], with no
+ * modulation chunks and a plain residual (Wan's cross-attention: h = h + mixer(LN(h)·w + b)). */
+void block_affine_norm(SubLayer *s, ParamTable *t, const char *name, int64_t D);
 /* MovieGen's sub-layers (arch_moviegen.c): block_add with the RMSNorm of the block's weight
  * (block_norm_add first); and one without norm, modulation or residual whose output is what the
  * next sub-layer normalises (the next sub-layer's residual is this one's input). */

@@ -5,7 +5,11 @@
  * added to c's first F columns; the class table has a row per label (and the null class); the
  * norm is NeMo's learnable RMSNorm (eps 1e-6). Parallel layout: every pipeline stage computes the
  * conditioning itself, so its weights are on every stage and their gradients sum over PP
- * (REDUCE_PP); replicated over TP (sums over tokens: REDUCE_TP_SP, dit_build.c). */
+ * (REDUCE_PP); replicated over TP (sums over tokens: REDUCE_TP_SP, dit_build.c).
+ * Wan 2.1 (arch_wan.c) adds two parts: one modulation projection shared by every block,
+ *   proj[B, nD] = Linear(silu(c))   (each block adds its own table: modulation.h),
+ * and the text embedding MLP the cross-attentions read, text_emb[L, D] = Linear(gelu_tanh(Linear(text))),
+ * whose gradient every cross-attention adds to (partial over TP: its weights sum over TP). */
 #ifndef VFM_MODEL_CONDITIONING_H
 #define VFM_MODEL_CONDITIONING_H
 
@@ -27,6 +31,10 @@ typedef struct ConditioningLayer {
     int class_table;
     int has_norm;         /* a learnable RMSNorm on c */
     int norm_w;
+    int has_proj;         /* Wan: the shared modulation projection proj = Linear(silu(c)) */
+    Linear proj;
+    int has_text_mlp;     /* Wan: the text embedding MLP */
+    Linear text1, text2;
 } ConditioningLayer;
 
 /* A timestep embedder's activations: features [B, freq], Linear 1's output before and after SiLU,
@@ -40,6 +48,11 @@ typedef struct CondActs {
     EmbedderActs t, fps;
     Tensor y_emb, raw, rstd, cond, silu;    /* [B,D]; raw = the sum, cond = norm(raw) (or raw), silu(cond) */
     Tensor d_silu, d_cond, d_raw;           /* [B,D] */
+    Tensor zeros;                           /* [B] i32 zeros: the row index of vector_rows (layer.h) */
+    Tensor d_c;                             /* [B,D] what reads c itself (Wan's head) adds to d(c) */
+    Tensor proj, d_proj;                    /* [B,nD] the shared projection and its gradient (+= by the blocks) */
+    Tensor text_pre, text_h, text_emb;      /* [L,D] the text MLP's */
+    Tensor d_text, d_text_h;                /* [L,D] d(text_emb) (+= by the cross-attentions), d(hidden) */
 } CondActs;
 
 /* "<l1>.weight/bias" [width, freq] and "<l2>.weight/bias" [width, width]; init NULL: nn.Linear's
@@ -50,15 +63,22 @@ void timestep_embedder_add(TimestepEmbedder *te, ParamTable *t, const char *l1, 
 void class_table_add(ConditioningLayer *cl, ParamTable *t, const char *name, int64_t rows, int64_t D, float std);
 /* The RMSNorm weight "<name>" [D], ones. */
 void cond_norm_add(ConditioningLayer *cl, ParamTable *t, const char *name, int64_t D);
+/* Wan: "<name>.weight/bias" [n·D, D] (nn.Linear's initialisation), the shared modulation projection. */
+void cond_proj_add(ConditioningLayer *cl, ParamTable *t, const char *name, int64_t D, int n_chunks);
+/* Wan: "<l1>.weight/bias" [D, d_text] and "<l2>.weight/bias" [D, D] (nn.Linear's), GELU-tanh between. */
+void text_mlp_add(ConditioningLayer *cl, ParamTable *t, const char *l1, const char *l2, int64_t d_text, int64_t D);
 void conditioning_handles(ConditioningLayer *cl, const HandleVisitor *v);
 
-/* c and silu(c) from the pack's c_noise, fps and class rows. */
+/* c and silu(c) from the pack's c_noise, fps and class rows (Wan: proj and the embedded text too;
+ * the gradients the blocks and the head add to are zeroed). */
 vfm_status conditioning_forward(const struct DiT *m, const ConditioningLayer *cl, CondActs *a,
                                 const struct DiTInputs *in);
-/* From a->d_silu (what every modulation added): the embedders' gradients. */
+/* From a->d_silu (what every modulation added), a->d_proj, a->d_c and a->d_text: the embedders'
+ * gradients. */
 vfm_status conditioning_backward(const struct DiT *m, const ConditioningLayer *cl, CondActs *a,
                                  const struct DiTInputs *in);
-vfm_status conditioning_carve(const ConditioningLayer *cl, ActCarver *cv, CondActs *a, int64_t D, int samples);
+vfm_status conditioning_carve(const ConditioningLayer *cl, ActCarver *cv, CondActs *a, int64_t D, int samples,
+                              int64_t text_rows);
 double conditioning_flops(const struct DiT *m, const ConditioningLayer *cl, const FlopShape *s);
 
 #endif

@@ -81,7 +81,7 @@ vfm_status dit_chunk_forward(DiT *m, DiTSaved *sv, const DiTInputs *in, int b0, 
     }
     if (last) {
         Tensor *o = a->pl.identity ? dit_stage_out(a, out) : &a->out_local;
-        VFM_TRY(head_forward(m, &m->head, &a->head, &a->h_final, &a->cond.silu, &a->pl.t2s, o));
+        VFM_TRY(head_forward(m, &m->head, &a->head, &a->h_final, &a->cond, &a->pl.t2s, o));
         VFM_TRY(dit_stage_output(m, a, out));
         VFM_TRY(dit_gather_output(m, a, out));
     }
@@ -110,8 +110,8 @@ vfm_status dit_chunk_backward(DiT *m, DiTSaved *sv, const DiTInputs *in, int b0,
     if (last) { /* d_res = d(last block output); d(silu(c)) starts with the head's share */
         VFM_TRY(dit_scatter_dout(m, a, dout));
         VFM_TRY(dit_fsdp_grads_begin(m, m->head_first));
-        VFM_TRY(head_backward(m, &m->head, &a->head, &a->mod, &a->h_final, &a->cond.silu, &a->pl.t2s,
-                              a->pl.identity ? dout : &a->dout_local, &a->d_xm, &a->d_res, &a->cond.d_silu));
+        VFM_TRY(head_backward(m, &m->head, &a->head, &a->mod, &a->h_final, &a->cond, &a->pl.t2s,
+                              a->pl.identity ? dout : &a->dout_local, &a->d_xm, &a->d_res));
         VFM_TRY(dit_fsdp_grads_end(m, m->head_first));
         if (m->on_grads_final) m->on_grads_final(m->on_grads_final_ctx, m->head_first);
     } else {

@@ -14,7 +14,9 @@
  *   moviegen    MovieGen as NeMo builds it (dit_llama, research/pp-fsdp-moe-moviegen.md §4): 6 chunks
  *               from one Linear(D → 6D), RMSNorm blocks with a learnable weight, GQA self-attention,
  *               cross-attention without norm or residual feeding the SwiGLU MLP, a learned factorized
- *               3-D position re-added before every block, plain final Linear.
+ *               3-D position re-added before every block, plain final Linear;
+ *   wan         Wan 2.1 (diffusers' WanTransformer3DModel, arch_wan.c): 3-D RoPE, QK-norm over all heads,
+ *               a shared modulation projection plus per-block tables, the text MLP, affine cross-attention norm.
  * Parameter names follow reference/model_torch.py (for adaln-zero: the DiT reference's own names).
  * Built only from the op API. One call handles one pack: tokens of several samples of any size,
  * attention never crossing samples, padding rows never read. */
@@ -38,8 +40,12 @@ typedef struct Config Config;
 typedef struct DiTSaved DiTSaved;
 
 typedef enum {
-    DIT_VARIANT_DFM, DIT_VARIANT_NEMO_ADALN, DIT_VARIANT_ADALN_ZERO, DIT_VARIANT_MOVIEGEN,
+    DIT_VARIANT_DFM,
+    DIT_VARIANT_NEMO_ADALN,
+    DIT_VARIANT_ADALN_ZERO,
+    DIT_VARIANT_MOVIEGEN,
     DIT_VARIANT_STDIT, /* ST-DiT: spatial and temporal blocks (arch_stdit.c) */
+    DIT_VARIANT_WAN
 } DiTVariant;
 enum { DIT_AUTO = 0, DIT_ON = 1, DIT_OFF = 2 }; /* DiTConfig.cross_attention */
 
@@ -61,12 +67,14 @@ typedef struct DiTFeatures {
     int cond_norm;        /* learnable RMSNorm (eps 1e-6) on the conditioning (NeMo's affline_norm) */
     int final_adaln;      /* final LayerNorm + shift/scale from Linear(D → 2D) before the output Linear */
     int conv_patch;       /* x_embedder is a conv weight [D, C, (pt,) p, p]: token columns are permuted */
-    DiTPosEmbedding pos;  /* resolved: 3-D or 2-D sin-cos, or learned 3-D (before every block) */
+    DiTPosEmbedding pos;  /* resolved: 3-D or 2-D sin-cos, learned 3-D (before every block), or 3-D RoPE (Wan) */
     /* MovieGen's (arch_moviegen.c) */
     int swiglu;           /* SwiGLU MLP (fc1 [2F, D]: gate, value) instead of GELU */
     int block_rms;        /* block norms: RMSNorm with one learnable weight per block, not LayerNorm */
     int cross_feeds_mlp;  /* cross-attention without norm, modulation or residual: the MLP normalises its output */
     int factorised;       /* ST-DiT: blocks alternate spatial and temporal self-attention (attention.h AttnSpan) */
+    /* Wan's (arch_wan.c) */
+    int mod_table;        /* one modulation projection shared by the blocks plus each block's table */
 } DiTFeatures;
 
 typedef struct DiTConfig {
@@ -139,6 +147,8 @@ typedef struct DiTParallel {
     /* Tests only: k >= 1 skips the TP reduction that closes block k-1's self-attention (a broken
      * variant the equivalence tests must catch). */
     int test_skip_tp_reduce;
+    /* Tests only: 1 leaves the row statistics of the QK-norm over all heads (Wan) unsummed over TP. */
+    int test_skip_qk_norm_sum;
     /* ST-DiT under CP (st_attention.h): 1 = model.cp_comm_type hybrid (spatial attention local,
      * temporal attention an all-to-all from frames to positions and back, full attention through
      * cpa); 0 = every self-attention through cpa's ring. Tests only: k >= 1 skips the all-to-all

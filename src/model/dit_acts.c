@@ -105,6 +105,7 @@ static vfm_status carve_parallel(const DiT *m, ActCarver *cv, Acts *a) {
     VFM_TRY(carve_as(cv, &a->pl.t2s, DT_I32, pl->Rl, 0));
     VFM_TRY(carve_as(cv, &a->pl.pos, DT_I32, pl->Rl, 3));
     if (sp) {
+        VFM_TRY(carve_as(cv, &a->pl.pos_r, DT_I32, pl->R, 3));
         VFM_TRY(carve_act(cv, &a->xm_full, pl->R, D));
         VFM_TRY(carve_act(cv, &a->partial, pl->R, D));
         VFM_TRY(carve_act(cv, &a->d_xm_full, pl->R, D));
@@ -152,7 +153,7 @@ vfm_status dit_carve_acts(const DiT *m, Arena *arena, size_t *bytes, Acts *a, in
     VFM_TRY(carve_staging(m, &cv, a, L, B));
     VFM_TRY(carve_parallel(m, &cv, a));
     if (m->patch.conv) VFM_TRY(carve_act(&cv, &a->x_perm, Rl, dit_token_dim(c)));
-    VFM_TRY(conditioning_carve(&m->cond, &cv, &a->cond, D, B));
+    VFM_TRY(conditioning_carve(&m->cond, &cv, &a->cond, D, B, L));
     VFM_TRY(pos_learned_carve(&m->pos, &cv, &a->pos, Rl, D));
     VFM_TRY(carve_blocks(m, &cv, a));
     VFM_TRY(carve_act(&cv, &a->h_final, Rl, D));

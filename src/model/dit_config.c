@@ -40,7 +40,7 @@ vfm_status dit_config_resolve(DiTConfig *c) {
     if (f->fps_embedder && (c->fps_dim > c->hidden || c->fps_dim < 2 || c->fps_dim % 2))
         return vfm_fail(VFM_ERR_USAGE, "model.fps_embedding_dim (%d) must be even and at most model.hidden_size (%d)",
                         c->fps_dim, c->hidden);
-    if (!f->adaln_full && c->adaln_lora <= 0)
+    if (!f->adaln_full && !f->mod_table && c->adaln_lora <= 0) /* dfm: adaLN-LoRA */
         return vfm_fail(VFM_ERR_USAGE, "model.adaln_lora_dim (%d) must be positive", c->adaln_lora);
     if (c->num_classes < 0 || c->class_dropout_prob < 0 || c->class_dropout_prob > 1)
         return vfm_fail(VFM_ERR_USAGE, "model.num_classes (%d) must be >= 0 and model.class_dropout_prob (%g) in [0, 1]",
@@ -49,6 +49,7 @@ vfm_status dit_config_resolve(DiTConfig *c) {
         return vfm_fail(VFM_ERR_USAGE, "model.num_moe_experts (%d): the MoE layer's experts are GELU MLPs and moviegen's "
                         "MLP is SwiGLU; SwiGLU experts (and so the ecdit-1b preset) are not written yet (docs/models.md)",
                         c->moe.experts);
+    if (f->pos == DIT_POS_ROPE_3D) VFM_TRY(dit_check_rope(c));
     if (c->moe.experts > 0) {
         MoeSpec *e = &c->moe;
         if (e->ffn <= 0) e->ffn = c->ffn;
@@ -70,6 +71,29 @@ vfm_status dit_config_resolve(DiTConfig *c) {
                             "patch (the learned position's %s table has %d rows)", k == 0 ? "t" : k == 1 ? "h" : "w",
                             c->pos_rows[k]);
     }
+    return VFM_OK;
+}
+
+/* What Wan's layout needs (3-D RoPE and its output token order). */
+vfm_status dit_check_rope(const DiTConfig *c) {
+    if (c->head_dim < 6 || c->head_dim % 2)
+        return vfm_fail(VFM_ERR_USAGE, "model.hidden_size / model.num_attention_heads = %d: 3-D RoPE needs an even head "
+                        "dimension of at least 6", c->head_dim);
+    if (c->patch_temporal != 1)
+        return vfm_fail(VFM_ERR_USAGE, "model.patch_temporal (%d) must be 1 for model.variant=%s", c->patch_temporal,
+                        dit_variant_name(c->variant));
+    if (c->num_classes > 0 || c->learn_sigma)
+        return vfm_fail(VFM_ERR_USAGE, "model.num_classes (%d) and model.learn_sigma: model.variant=%s has neither",
+                        c->num_classes, dit_variant_name(c->variant));
+    if (c->kv_heads != c->heads)
+        return vfm_fail(VFM_ERR_USAGE, "model.num_query_groups (%d): model.variant=%s has no grouped-query attention "
+                        "(use 0)", c->kv_heads, dit_variant_name(c->variant));
+    if (c->cross_attention == DIT_OFF)
+        return vfm_fail(VFM_ERR_USAGE, "model.cross_attention=false: model.variant=%s always attends to the text "
+                        "(use auto)", dit_variant_name(c->variant));
+    if (c->pos_embedding != DIT_POS_AUTO)
+        return vfm_fail(VFM_ERR_USAGE, "model.pos_embedding: model.variant=%s places tokens by 3-D RoPE (use auto)",
+                        dit_variant_name(c->variant));
     return VFM_OK;
 }
 
@@ -104,12 +128,14 @@ vfm_status dit_config_from(DiTConfig *c, const Config *cfg) {
                        : strcmp(pos, "sincos2d") == 0 ? DIT_POS_SINCOS_2D : DIT_POS_AUTO;
     /* The keys only some variants have are read only for them, so a key the model does not use is
      * never read (docs/config.md "Keys a run does not use"); the fields stay 0. */
-    int dit = c->variant == DIT_VARIANT_ADALN_ZERO;
+    int dit = c->variant == DIT_VARIANT_ADALN_ZERO, wan = c->variant == DIT_VARIANT_WAN;
     int cross = c->cross_attention == DIT_AUTO ? !dit : c->cross_attention == DIT_ON;
     if (c->variant == DIT_VARIANT_DFM) c->adaln_lora = (int)cfg_int(cfg, "model.adaln_lora_dim");
-    if (!dit) c->fps_dim = (int)cfg_int(cfg, "model.fps_embedding_dim");
-    if (!dit) c->init_std = (float)cfg_float(cfg, "model.init_method_std"); /* adaln-zero: DiT's own init */
-    if (c->variant != DIT_VARIANT_MOVIEGEN && (!dit || cross)) /* adaln-zero: cross-attention only; moviegen: none */
+    if (!dit && !wan) c->fps_dim = (int)cfg_int(cfg, "model.fps_embedding_dim"); /* wan: no fps embedding */
+    if (!dit && !wan) /* adaln-zero: DiT's own init; wan: diffusers' */
+        c->init_std = (float)cfg_float(cfg, "model.init_method_std");
+    /* adaln-zero: cross-attention only; moviegen: none; wan: always, over all heads */
+    if (c->variant != DIT_VARIANT_MOVIEGEN && !wan && (!dit || cross))
         c->qk_norm = cfg_bool(cfg, "model.qk_layernorm");
     if (!dit || (cross && c->qk_norm)) c->ln_eps = (float)cfg_float(cfg, "model.layernorm_epsilon");
     if (c->num_classes > 0) c->class_dropout_prob = (float)cfg_float(cfg, "model.class_dropout_prob");

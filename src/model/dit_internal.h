@@ -32,6 +32,7 @@ typedef struct Placement {
     StLayout st;                   /* ST-DiT: the frame and position layouts of this rank (st_layout.h) */
     VarlenLayout self, cross;      /* the layouts this rank's ops see */
     Tensor x, t2s, pos;            /* [Rl, token_dim], [Rl] i32, [Rl, 3] i32 */
+    Tensor pos_r;                  /* [R, 3] i32: the positions of a TP region's rows (RoPE; pos without SP) */
 } Placement;
 
 /* CUDA: the device copies of a pack given in host memory, and the DiTInputs that point at them

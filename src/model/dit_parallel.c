@@ -222,13 +222,19 @@ vfm_status dit_place_inputs(DiT *m, Acts *a, const DiTInputs *in) {
     if (pl->identity) {
         pl->x = *in->x;
         pl->t2s = *in->tok2sample;
-        pl->pos = *in->pos;
+        pl->pos = pl->pos_r = *in->pos;
         pl->self = in->self_layout;
         pl->cross = in->cross_layout;
         return VFM_OK;
     }
     VFM_TRY(take_rows(m, pl, &pl->x, in->x, &a->w_whole, &a->w_cp));
     VFM_TRY(take_rows(m, pl, &pl->pos, in->pos, &a->w_whole, &a->w_cp));
+    if (sp_on(m)) { /* the region's rows: every TP rank's */
+        TpContext tpc = dit_tp_context(m);
+        VFM_TRY(tp_sp_gather(&tpc, &pl->pos_r, &pl->pos));
+    } else {
+        pl->pos_r = pl->pos;
+    }
     VFM_TRY(device_memcpy(pl->t2s.data, pl->t2s.device, pl->t2s_host, DEV_CPU, (size_t)pl->Rl * sizeof(int32_t)));
     pl->self = cp_whole_layout(&pl->ch);
     pl->cross = cp_cross_layout(&pl->ch, m->par.cp_rank, &in->cross_layout);

@@ -21,6 +21,16 @@ void patch_embed_add_conv(PatchEmbedLayer *pe, ParamTable *t, const char *name, 
     pe->proj.b = param_table_add(t, INIT_ZERO, 0, 1, (int64_t[]){D}, 0, -1, "%s.bias", name);
 }
 
+void patch_embed_add_conv3d(PatchEmbedLayer *pe, ParamTable *t, const char *name, int64_t D, int64_t C, int64_t pt,
+                            int64_t p) {
+    float fan_in = (float)(C * pt * p * p);
+    param_table_set_group(t, DIT_GROUP_PATCH);
+    pe->conv = 1;
+    pe->proj = (Linear){-1, -1, 0, D};
+    pe->proj.w = param_table_add(t, INIT_UNIFORM_FANIN, fan_in, 5, (int64_t[]){D, C, pt, p, p}, 0, -1, "%s.weight", name);
+    pe->proj.b = param_table_add(t, INIT_UNIFORM_FANIN, fan_in, 1, (int64_t[]){D}, 0, -1, "%s.bias", name);
+}
+
 void patch_embed_handles(PatchEmbedLayer *pe, const HandleVisitor *v) { visit_linear(v, &pe->proj); }
 
 /* perm[k] for k over the conv weight's (C, pt, ph, pw) order: the token column (ph pw pt C) that
@@ -57,7 +67,7 @@ vfm_status patch_embed_forward(const DiT *m, const PatchEmbedLayer *pe, Tensor *
         x = x_perm;
     }
     VFM_TRY(linear_forward(m, h0, NULL, x, &pe->proj, ACT_NONE));
-    if (pe->pos == DIT_POS_LEARNED_3D) return VFM_OK;
+    if (pe->pos == DIT_POS_ROPE_3D || pe->pos == DIT_POS_LEARNED_3D) return VFM_OK;
     if (pe->pos == DIT_POS_SINCOS_2D) return op_pos_embed_2d_add(h0, pos, t2s);
     return op_pos_embed_3d_add(h0, pos, t2s);
 }

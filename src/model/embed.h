@@ -10,8 +10,15 @@
 
 #include "model/layer.h"
 
-/* LEARNED_3D: no position here; the blocks add the learned one (pos_learned.h). */
-typedef enum { DIT_POS_AUTO = 0, DIT_POS_SINCOS_3D, DIT_POS_SINCOS_2D, DIT_POS_LEARNED_3D } DiTPosEmbedding;
+/* LEARNED_3D: no position here; the blocks add the learned one (pos_learned.h).
+ * ROPE_3D: nothing is added here; self-attention rotates q and k (Wan 2.1, attention.h). */
+typedef enum {
+    DIT_POS_AUTO = 0,
+    DIT_POS_SINCOS_3D,
+    DIT_POS_SINCOS_2D,
+    DIT_POS_LEARNED_3D,
+    DIT_POS_ROPE_3D
+} DiTPosEmbedding;
 
 typedef struct PatchEmbedLayer {
     Linear proj;
@@ -25,6 +32,9 @@ void patch_embed_add_linear(PatchEmbedLayer *pe, ParamTable *t, const char *name
 /* "<name>.weight" [D, C, pt, p, p] ([D, C, p, p] when pt = 1; xavier-uniform) and "<name>.bias" (zero). */
 void patch_embed_add_conv(PatchEmbedLayer *pe, ParamTable *t, const char *name, int64_t D, int64_t C, int64_t pt,
                           int64_t p);
+/* nn.Conv3d's: "<name>.weight" [D, C, pt, p, p] (always 5-D) and "<name>.bias", U(±1/√(C·pt·p²)) both. */
+void patch_embed_add_conv3d(PatchEmbedLayer *pe, ParamTable *t, const char *name, int64_t D, int64_t C, int64_t pt,
+                            int64_t p);
 void patch_embed_handles(PatchEmbedLayer *pe, const HandleVisitor *v);
 /* pe->perm on the model's device (a conv layout; nothing otherwise). */
 vfm_status patch_embed_setup(PatchEmbedLayer *pe, const struct DiTConfig *c, Device device);

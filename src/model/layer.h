@@ -74,6 +74,14 @@ void linear_localize(const struct DiT *m, Linear *l);
  * one-rank model's: the whole layer). */
 double linear_flops(const struct DiT *m, const Linear *l, double rows);
 
+/* ---- a parameter vector as per-sample rows (vector_rows.c) -------------------------------------
+ * Wan's learned tables (the blocks' and the head's scale_shift_table, the cross-attention norm's
+ * weight and bias) enter the per-sample modulation: out[B, n] = entry (its n values) in every row,
+ * through the row lookup with index 0 (zeros [B] i32 holds zeros). */
+vfm_status vector_rows(const struct DiT *m, Tensor *out, int entry, const Tensor *zeros);
+/* entry's gradient += Σ_b d[b] (d [B, n]). */
+vfm_status vector_rows_backward(const struct DiT *m, const Tensor *d, int entry, const Tensor *zeros);
+
 /* ---- the TP region of a token mixer (region.c) -------------------------------------------------
  * Between regions each rank holds its Rl rows of the residual stream; inside, the R rows of its CP
  * chunk (all TP ranks alike) and 1/TP of the heads or MLP units. */

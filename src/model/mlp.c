@@ -20,13 +20,13 @@ void mlp_add(MlpLayer *ml, ParamTable *t, const char *prefix, int64_t D, const M
     param_table_set_group(t, DIT_GROUP_MLP);
     ml->swiglu = s->swiglu;
     ml->act = s->act;
-    snprintf(name, sizeof name, "%s.fc1", prefix);
+    snprintf(name, sizeof name, "%s.%s", prefix, s->fc1_name ? s->fc1_name : "fc1");
     ml->fc1 = linear_add(t, name, (s->swiglu ? 2 : 1) * s->ffn, D, in);
     if (s->swiglu) { /* gate and value rows split over TP each: a rank's fc1 is [g_t; u_t] */
         t->entries[ml->fc1.w].tp_parts = 2;
         if (ml->fc1.b >= 0) t->entries[ml->fc1.b].tp_parts = 2;
     }
-    snprintf(name, sizeof name, "%s.fc2", prefix);
+    snprintf(name, sizeof name, "%s.%s", prefix, s->fc2_name ? s->fc2_name : "fc2");
     ml->fc2 = linear_add(t, name, D, s->ffn, out);
 }
 

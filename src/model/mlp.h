@@ -23,6 +23,7 @@ typedef struct MlpSpec {
     int swiglu;
     Activation act;     /* GELU kind (not SwiGLU) */
     LinearSpec in, out; /* initialisation of fc1 and fc2 (their TP split is the layer's) */
+    const char *fc1_name, *fc2_name; /* NULL: "fc1", "fc2" */
     MoeSpec moe;        /* experts > 0: a mixture-of-experts layer instead (its in, out, act: the
                          * caller's in, out and act when left zero) */
 } MlpSpec;

@@ -413,6 +413,31 @@ vfm_status op_pos_embed_learned_forward(Tensor *out, const Tensor *tab_t, const 
 vfm_status op_pos_embed_learned_backward(Tensor *dtab_t, Tensor *dtab_h, Tensor *dtab_w, const Tensor *dout,
                                          const Tensor *pos, const Tensor *tok2sample);
 
+/* ---- Wan 2.1: 3-D rotary position and RMSNorm over a row split across ranks ---------- */
+/* 3-D rotary position embedding (Wan 2.1; diffusers' WanRotaryPosEmbed): each head's hd values
+ * are three parts [frames dt | rows dh | columns dw], dh = dw = 2·⌊hd/6⌋, dt = hd − dh − dw, each a
+ * run of pairs (2k, 2k+1) rotated by the angle p·θ^(−2k/d) (d the part's width, p = pos[n, 0], 1 or
+ * 2: the token's frame, row or column):
+ *   y[2k] = x[2k]·cos − x[2k+1]·sin,  y[2k+1] = x[2k]·sin + x[2k+1]·cos
+ * (angles and their cos/sin in double, rounded once). inverse = 1 rotates by −angle: the backward
+ * (dx from dy). x, y [N, H, hd] (y may be x), pos [N, 3] i32; hd even. Every row is rotated:
+ * padding rows hold finite values and stay finite. x, y ACT. */
+vfm_status op_rope_3d(Tensor *y, const Tensor *x, const Tensor *pos, float theta, int inverse);
+/* RMSNorm of rows that several ranks hold a column block of (Wan's QK-norm over all heads, the
+ * heads split over TP): the caller sums the per-row statistic over the ranks between the calls.
+ *   sumsq[N] = Σ_j x[n,j]²  (this rank's columns)
+ *   y = x·rstd ⊙ w, rstd[N] = 1/√(sumsq/n + eps)  (sumsq summed over the ranks; rstd may be sumsq)
+ *   dot[N] = Σ_j dy·w·x  (this rank's columns)
+ *   dx = rstd·(dy ⊙ w − x·rstd²·dot/n) (=), dw[d] += Σ_rows dy·x·rstd  (dot summed over the ranks)
+ * n is the whole row's width (every rank's columns). x, y, dx, dy, w [N, d] / [d] ACT; sumsq,
+ * rstd, dot, dw [f32]. With one rank this is op_rmsnorm_forward/_backward. */
+vfm_status op_rmsnorm_sumsq(Tensor *sumsq, const Tensor *x);
+vfm_status op_rmsnorm_split_forward(Tensor *y, Tensor *rstd, const Tensor *x, const Tensor *w, const Tensor *sumsq,
+                                    int64_t n, float eps);
+vfm_status op_rmsnorm_dot(Tensor *dot, const Tensor *dy, const Tensor *x, const Tensor *w);
+vfm_status op_rmsnorm_split_backward(Tensor *dx, Tensor *dw, const Tensor *dy, const Tensor *x, const Tensor *rstd,
+                                     const Tensor *w, const Tensor *dot, int64_t n);
+
 /* ---- mixture of experts (docs/models.md "The MoE layer") -------------------------------------
  * E experts, a pack of S rows and B samples. The slots: each expert has C rows (C = Σ_b C_b, the
  * pack's capacity), sample b's at [cu_cap[b], cu_cap[b+1]) of them; slot s = e·C + c. slot_tok

@@ -105,6 +105,13 @@
     X(moe_router_losses, (Tensor *out, const Tensor *probs, const Tensor *lse, const Tensor *masked, \
           const Tensor *tok2sample, int k)) \
     X(moe_router_backward, (Tensor *dlogits, const Tensor *dw, const Tensor *tok_slot, const Tensor *probs, \
-          const Tensor *lse, const Tensor *masked, const Tensor *tok2sample, int k, float aux, float z))
+          const Tensor *lse, const Tensor *masked, const Tensor *tok2sample, int k, float aux, float z)) \
+    X(rope_3d, (Tensor *y, const Tensor *x, const Tensor *pos, float theta, int inverse)) \
+    X(rmsnorm_sumsq, (Tensor *sumsq, const Tensor *x)) \
+    X(rmsnorm_split_forward, (Tensor *y, Tensor *rstd, const Tensor *x, const Tensor *w, const Tensor *sumsq, \
+          int64_t n, float eps)) \
+    X(rmsnorm_dot, (Tensor *dot, const Tensor *dy, const Tensor *x, const Tensor *w)) \
+    X(rmsnorm_split_backward, (Tensor *dx, Tensor *dw, const Tensor *dy, const Tensor *x, const Tensor *rstd, \
+          const Tensor *w, const Tensor *dot, int64_t n))
 
 #endif

@@ -133,10 +133,12 @@ vfm_status train_parallel_init(TrainParallel *p, const TrainLayout *keys, int wo
     if (keys->cp > 1)
         VFM_TRY(cp_attention_init(&d->cpa, keys->cp_type, &p->cp, (p->made & MADE_A2A) ? &p->a2a : NULL,
                                   (p->made & MADE_RING) ? &p->ring : NULL));
-    /* Test hook (the test build only: fault_hooks.h): VFM_TEST_BREAK=tp skips the TP reduction that closes block 1's self-attention,
-     * =ring drops ring step 1: broken runs the end-to-end tests must catch. */
+    /* Test hook (the test build only: fault_hooks.h): VFM_TEST_BREAK=tp skips the TP reduction that
+     * closes block 1's self-attention, =ring drops ring step 1, =qknorm leaves Wan's QK-norm statistic
+     * unsummed over TP: broken runs the end-to-end tests must catch. */
     const char *brk = fault_hook_env("VFM_TEST_BREAK");
     if (brk && strcmp(brk, "tp") == 0) d->test_skip_tp_reduce = 2;
+    if (brk && strcmp(brk, "qknorm") == 0) d->test_skip_qk_norm_sum = 1;
     if (brk && strcmp(brk, "ring") == 0) d->cpa.test_drop_ring_step = 1;
     d->st_hybrid = keys->hybrid; /* ST-DiT: =st skips the all-to-all of block 1's temporal attention */
     if (brk && strcmp(brk, "st") == 0) d->test_skip_st_a2a = 2;

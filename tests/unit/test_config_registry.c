@@ -129,6 +129,9 @@ static uint64_t sampler_effect(const SampleSettings *s, ObjectiveKind kind) {
         edm_sigma_schedule(&s->sampler, t);
         h = mix(h, t, (size_t)(n + 1) * sizeof(double));
         h = mix(h, &s->sampler.s_churn, sizeof(double));
+    } else if (kind == OBJECTIVE_FLOW && s->flow_unipc) { /* UniPC's own times: its order is what is set */
+        h = mix(h, "unipc", 5);
+        h = mix(h, &s->unipc_order, sizeof s->unipc_order);
     } else if (kind == OBJECTIVE_FLOW) {
         flow_time_schedule(n, s->flow_linear, t);
         h = mix(h, t, (size_t)(n + 1) * sizeof(double));
@@ -174,10 +177,11 @@ typedef struct Mode {
 } Mode;
 
 static const char *const k_data[2] = {"dataset.mock=true", "dataset.path=/nonexistent/shards"};
-static const char *const k_variant[4][2] = {{"model.variant=dfm", NULL},
+static const char *const k_variant[5][2] = {{"model.variant=dfm", NULL},
                                             {"model.variant=nemo-adaln", NULL},
                                             {"model.variant=adaln-zero", NULL},
-                                            {"model.variant=adaln-zero", "model.cross_attention=true"}};
+                                            {"model.variant=adaln-zero", "model.cross_attention=true"},
+                                            {"model.variant=wan", NULL}};
 static const char *const k_objective[3] = {"diffusion.objective=edm", "diffusion.objective=flow",
                                            "diffusion.objective=ddpm"};
 /* beside dfm / mock / edm: the settings under which other keys are (or are not) read */
@@ -196,12 +200,13 @@ static const Mode k_extra[] = {
     {{"model.context_parallel_size=2", "model.cp_comm_type=a2a+p2p", "model.hierarchical_context_parallel_sizes=[1, 2]"}},
     {{"model.recompute_granularity=full", "model.recompute_method=uniform", "model.recompute_num_layers=1"}},
     {{"model.num_classes=10"}},
+    {{"diffusion.objective=flow", "sampler.flow_solver=unipc"}},
 };
 
 static int build_modes(Mode *out, int cap) {
     int n = 0;
     for (int d = 0; d < 2; d++)
-        for (int v = 0; v < 4; v++)
+        for (int v = 0; v < 5; v++)
             for (int o = 0; o < 3 && n < cap; o++) {
                 Mode m = {{k_data[d], k_variant[v][0], k_objective[o], k_variant[v][1]}};
                 out[n++] = m;

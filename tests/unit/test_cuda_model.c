@@ -3,10 +3,10 @@
  * padding rows, one dropped prompt) and the same draws on both devices; the loss, the network
  * output F and every parameter gradient compared, with the activations in f32 (tight bounds: only
  * the order of float sums differs) and in bf16 (the training precision: bounds from bf16
- * rounding, below). The GPU's backward is repeated and must give the same bits. Five variants:
+ * rounding, below). The GPU's backward is repeated and must give the same bits. Every variant:
  * dfm with EDM, nemo-adaln with flow matching, adaln-zero with classes and a learned variance
  * with DDPM, moviegen (GQA) with Movie Gen's flow (σ_min), stdit (a spatial and a temporal block)
- * with EDM. Skipped without a CUDA device (the harness suite runs them on the CPU). Also: the
+ * with EDM, wan with flow. Skipped without a CUDA device (the harness suite runs them on the CPU). Also: the
  * objective's own draws on the device (noise by op_randn_fill there) give the bits of the host's
  * draws, and an ObjectiveWork kept from pack to pack (the trainer's) gives the bits of a fresh one
  * — the latter on the CPU too.
@@ -28,6 +28,8 @@
 #include "model/dit.h"
 #include "model/dit_internal.h"
 #include "test.h"
+
+enum { N_CASES = 6 }; /* make_case's: one per variant */
 
 typedef struct Case {
     const char *name;
@@ -54,6 +56,10 @@ static Case make_case(int k) {
     if (k == 4) { /* a spatial and a temporal block: the temporal layout's row gathers on the device */
         c.variant = DIT_VARIANT_STDIT;
         return (Case){"stdit/edm", c, OBJECTIVE_EDM};
+    }
+    if (k == 5) { /* RoPE, QK-norm over all heads, the text MLP, the tables, the affine norm */
+        c.variant = DIT_VARIANT_WAN;
+        return (Case){"wan/flow", c, OBJECTIVE_FLOW};
     }
     c.variant = DIT_VARIANT_ADALN_ZERO;
     c.num_classes = 5, c.class_dropout_prob = 0.1f, c.learn_sigma = 1, c.cross_attention = DIT_ON;
@@ -183,12 +189,12 @@ static void compare_case(int k, DType act) {
 
 TEST(cuda_model_f32_matches_cpu_forward_and_every_gradient) {
     NEED_GPU();
-    for (int k = 0; k < 5; k++) compare_case(k, DT_F32);
+    for (int k = 0; k < N_CASES; k++) compare_case(k, DT_F32);
 }
 
 TEST(cuda_model_bf16_matches_cpu_forward_and_every_gradient) {
     NEED_GPU();
-    for (int k = 0; k < 5; k++) compare_case(k, DT_BF16);
+    for (int k = 0; k < N_CASES; k++) compare_case(k, DT_BF16);
 }
 
 /* Entries of the bf16 weight copy (laid out by m->wplace) that are not host[] rounded. */

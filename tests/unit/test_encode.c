@@ -310,6 +310,54 @@ TEST(encode_text_trim_and_keep_padding) {
     free(x);
 }
 
+/* dataset.pad_text_to (Wan's rule): every text zero-padded or cut to N rows, its zero tail kept as
+ * rows, a sample without text N zero rows; -1 resolves to 512 for model.variant=wan, none otherwise. */
+TEST(encode_pad_text_to_pads_with_zero_rows_or_cuts) {
+    EncodeConfig ec = base_config();
+    float *x = random_f32(3 * 4 * 4, 41);
+    int64_t shape[3] = {3, 4, 4};
+    float text[6 * 8];
+    test_fill_uniform_f32(text, 6 * 8, 42, -1.0f, 1.0f);
+    for (int c = 0; c < 8; c++) text[4 * 8 + c] = 0.0f, text[5 * 8 + c] = 0.0f; /* a 2-row zero tail */
+    int64_t tshape[2] = {6, 8};
+    static const struct {
+        int pad, with_text, want;
+    } cases[] = {{10, 1, 10}, {3, 1, 3}, {6, 1, 6}, {10, 0, 10}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        ec.pad_text_to = cases[i].pad;
+        MemSample m;
+        mem_init(&m, "p");
+        mem_add_npy(&m, "latent.npy", x, 3, shape);
+        if (cases[i].with_text) mem_add_npy(&m, "text.npy", text, 2, tshape);
+        EncodedSample es;
+        char reason[256];
+        REQUIRE(encode(&ec, &m, &es, reason, sizeof reason) == ENC_OK);
+        CHECK_MSG(es.info.text_tokens == cases[i].want, "case %zu: %d rows, want %d", i, es.info.text_tokens,
+                  cases[i].want);
+        float want[10 * 8] = {0};
+        if (cases[i].with_text) memcpy(want, text, (size_t)(cases[i].pad < 6 ? cases[i].pad : 6) * 8 * sizeof(float));
+        CHECK_CLOSE_F32("padded text", es.text, want, (int64_t)cases[i].want * 8, 0.0, 0.0);
+        encoded_sample_free(&es);
+        mem_free(&m);
+    }
+    free(x);
+    static const struct {
+        const char *variant, *pad;
+        int want;
+    } keys[] = {{"wan", "-1", 512}, {"dfm", "-1", 0}, {"wan", "0", 0}, {"dfm", "7", 7}};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        char v[64], p[64];
+        snprintf(v, sizeof v, "model.variant=%s", keys[i].variant);
+        snprintf(p, sizeof p, "dataset.pad_text_to=%s", keys[i].pad);
+        const char *ov[] = {v, p};
+        Config *cfg = NULL;
+        REQUIRE_OK(config_load(&cfg, NULL, ov, 2));
+        CHECK_MSG(encode_text_pad_rows(cfg) == keys[i].want, "%s %s: %d rows, want %d", v, p, encode_text_pad_rows(cfg),
+                  keys[i].want);
+        config_free(cfg);
+    }
+}
+
 TEST(encode_metadata_and_uid) {
     EncodeConfig ec = base_config();
     float *x = random_f32(3 * 4 * 4, 41);

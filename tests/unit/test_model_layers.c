@@ -232,7 +232,7 @@ static vfm_status mod_carve_all(Rig *g, ActCarver *cv, const void *layer) {
 
 static double mod_loss(Rig *g, const void *layer) {
     const ModulationLayer *ml = layer;
-    CHECK_OK(modulation_forward(&g->m, ml, &g->mod, &g->a.cond.silu));
+    CHECK_OK(modulation_forward(&g->m, ml, &g->mod, &g->a.cond));
     double s = 0;
     for (int k = 0; k < ml->n_chunks; k++) s += dot(&g->mod.chunk[k], g->r + k * B * D);
     return s;
@@ -242,7 +242,7 @@ static void mod_back(Rig *g, const void *layer) {
     const ModulationLayer *ml = layer;
     for (int k = 0; k < ml->n_chunks; k++) memcpy(g->a.mod.d_chunk[k].data, g->r + k * B * D, B * D * sizeof(float));
     REQUIRE_OK(op_fill(&g->a.cond.d_silu, 0.0));
-    REQUIRE_OK(modulation_backward(&g->m, ml, &g->mod, &g->a.mod, &g->a.cond.silu, &g->a.cond.d_silu));
+    REQUIRE_OK(modulation_backward(&g->m, ml, &g->mod, &g->a.mod, &g->a.cond));
 }
 
 TEST(model_layer_modulation_gradients) {

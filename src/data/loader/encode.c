@@ -3,6 +3,7 @@
 #include "data/loader/encode.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,8 +53,17 @@ vfm_status encode_config_from(EncodeConfig *ec, const Config *cfg) {
     ec->budget = cfg_int(cfg, "dataset.task_encoder_seq_length");
     VFM_TRY(encode_pad_multiple_from(cfg, ec->budget, &ec->pad_multiple));
     ec->max_frames = (int)cfg_int(cfg, "dataset.max_frames");
-    ec->max_text_len = (int)cfg_int(cfg, "dataset.max_text_len");
-    ec->keep_text_padding = cfg_bool(cfg, "dataset.keep_text_padding");
+    ec->pad_text_to = encode_text_pad_rows(cfg);
+    if (ec->pad_text_to > 0) { /* every text is pad_text_to rows: the trim and its bound do not apply */
+        ec->max_text_len = INT32_MAX;
+        static const char *const trim_keys[] = {"dataset.max_text_len", "dataset.keep_text_padding"};
+        for (int i = 0; i < 2; i++)
+            cfg_warn_unused(cfg, trim_keys[i], "%s does not apply: dataset.pad_text_to makes every text %d rows",
+                            trim_keys[i], ec->pad_text_to);
+    } else {
+        ec->max_text_len = (int)cfg_int(cfg, "dataset.max_text_len");
+        ec->keep_text_padding = cfg_bool(cfg, "dataset.keep_text_padding");
+    }
     ec->default_fps = (float)cfg_float(cfg, "dataset.default_fps");
     const char *path = cfg_str(cfg, "dataset.path");
     size_t len = strlen(path);
@@ -206,6 +216,12 @@ EncodeSkip encode_read_json(const void *data, size_t size, float default_fps, Sa
     return ENC_OK;
 }
 
+int encode_text_pad_rows(const Config *cfg) {
+    int64_t n = cfg_int(cfg, "dataset.pad_text_to");
+    if (n >= 0) return (int)n;
+    return strcmp(cfg_str(cfg, "model.variant"), "wan") == 0 ? 512 : 0;
+}
+
 /* ---- lengths under a config ---- */
 
 EncodeSkip encode_lengths(const EncodeConfig *ec, const int32_t shape[4], int32_t text_width, int32_t text_len,
@@ -250,6 +266,7 @@ EncodeSkip encode_lengths(const EncodeConfig *ec, const int32_t shape[4], int32_
     out->tokens_padded = (int32_t)padded;
     int32_t rows = text_len <= 0 ? 1 : ec->keep_text_padding ? text_len : text_real;
     if (rows > ec->max_text_len) rows = ec->max_text_len;
+    if (ec->pad_text_to > 0) rows = ec->pad_text_to; /* zero rows after the text, or the text cut */
     out->text_rows = rows < 1 ? 1 : rows;
     return ENC_OK;
 }

@@ -49,6 +49,7 @@ typedef struct EncodeConfig {
     int max_frames;        /* dataset.max_frames (0: no crop) */
     int max_text_len;      /* dataset.max_text_len */
     int keep_text_padding; /* dataset.keep_text_padding */
+    int pad_text_to;       /* dataset.pad_text_to resolved (encode_text_pad_rows): 0 = none */
     float default_fps;     /* dataset.default_fps */
     char dataset[256];     /* basename of dataset.path: part of every sample uid */
 } EncodeConfig;
@@ -125,5 +126,9 @@ uint64_t sample_uid(const char *dataset, const char *shard_rel, const char *key,
 vfm_status encode_sample(const EncodeConfig *ec, const TarSample *ts, const char *shard_rel, uint64_t epoch,
                          EncodedSample *out, char **pixel_space, EncodeSkip *skip, char *reason, size_t reason_size);
 void encoded_sample_free(EncodedSample *s);
+
+/* dataset.pad_text_to resolved: the rows every sample's text is zero-padded or cut to (-1: 512 for
+ * model.variant=wan, Wan's padded umT5 context; 0 otherwise), 0 = none. */
+int encode_text_pad_rows(const Config *cfg);
 
 #endif
