@@ -26,7 +26,9 @@ if ! slurm_start "$T/cluster"; then
     check "a one-node Slurm cluster starts" false; finish; exit
 fi
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
-ARGS="train.device=cpu --config configs/tiny-mock.yaml train.train_iters=20 train.global_batch_size=4 checkpoint.save_interval=5 train.threads=1 logger.log_interval=1"
+# hidden 256 makes a step take tens of milliseconds even on a quiet machine, so the SIGKILL below lands
+# mid-run: at the tiny preset's 10 ms a step the whole run could end before the kill (seen on an idle CI)
+ARGS="train.device=cpu --config configs/tiny-mock.yaml model.hidden_size=256 train.train_iters=20 train.global_batch_size=4 checkpoint.save_interval=5 train.threads=1 logger.log_interval=1"
 JOB="--ntasks=2 --ntasks-per-node=2 --gpus-per-node=0 --cpus-per-task=1 --time=10 --output=$T/%x-%j.out"
 
 # submit NAME [ENV=VALUE ...]: the shipped script, run directory $T/NAME; prints the job id
