@@ -107,7 +107,7 @@ vfm_status dit_config_from(DiTConfig *c, const Config *cfg) {
     const DiTArch *arch = dit_arch_named(variant, names, sizeof names);
     if (!arch) {
         snprintf(expected, sizeof expected, "expected %s", names);
-        return vfm_fail_at(VFM_ERR_USAGE, NULL, "model.variant", variant, expected);
+        return vfm_fail_at(VFM_ERR_USAGE, NULL, "model.variant", variant, "%s", expected);
     }
     c->variant = arch->variant;
     c->hidden = (int)cfg_int(cfg, "model.hidden_size");

@@ -110,8 +110,8 @@ static const char *const k_create_parts =
 static const char *const k_create_indexes[3] = {
     "CREATE INDEX IF NOT EXISTS idx_samples_by_tar_and_idx ON samples(tar_file_id, sample_index)",
     "CREATE INDEX IF NOT EXISTS idx_sample_parts_seq ON sample_parts(tar_file_id, sample_index, content_byte_offset)",
-    "CREATE INDEX IF NOT EXISTS idx_sample_parts_full ON sample_parts(tar_file_id, sample_index, part_name, "
-    "content_byte_offset, content_byte_size)"};
+    ("CREATE INDEX IF NOT EXISTS idx_sample_parts_full ON sample_parts(tar_file_id, sample_index, part_name, "
+     "content_byte_offset, content_byte_size)")};
 
 typedef struct {
     const char *key;
