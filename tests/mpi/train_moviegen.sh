@@ -17,7 +17,7 @@ if ! command -v mpirun >/dev/null 2>&1; then
     skip "MovieGen training" "mpirun is not installed"; finish; exit
 fi
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
-MPIRUN="mpirun --allow-run-as-root --oversubscribe --bind-to none --mca btl self,vader --mca btl_vader_single_copy_mechanism none --mca mpi_yield_when_idle 1 -x OMP_NUM_THREADS -x OPENBLAS_NUM_THREADS"
+MPIRUN="$MPIRUN_LOCAL --mca mpi_yield_when_idle 1" # common.inc's flags
 ARGS="train.device=cpu --config configs/tiny-mock.yaml model.variant=moviegen model.num_query_groups=2 train.train_iters=10 train.global_batch_size=2 checkpoint.save_interval=0 train.threads=1 logger.level=warn dataset.mock_shapes=[4x3x6x10,4x1x8x10,4x1x2x2,4x2x4x6] ema.enabled=true ema.decay=0.9"
 BOUND=1e-5
 

@@ -21,7 +21,7 @@ if ! command -v mpirun >/dev/null 2>&1; then
     skip "ST-DiT hybrid training" "mpirun is not installed"; finish; exit
 fi
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
-MPIRUN="mpirun --allow-run-as-root --oversubscribe --bind-to none --mca btl self,vader --mca btl_vader_single_copy_mechanism none --mca mpi_yield_when_idle 1 -x OMP_NUM_THREADS -x OPENBLAS_NUM_THREADS -x VFM_TEST_BREAK"
+MPIRUN="$MPIRUN_LOCAL --mca mpi_yield_when_idle 1 -x VFM_TEST_BREAK" # common.inc's flags
 ARGS="train.device=cpu --config configs/tiny-mock.yaml train.train_iters=20 train.global_batch_size=2 checkpoint.save_interval=0 train.threads=1 logger.level=warn dataset.mock_shapes=[4x3x6x10,4x2x4x6,4x1x8x10,4x1x2x2] ema.enabled=true ema.decay=0.9 model.variant=stdit model.num_layers=2 model.stdit_full_attention_every=2 model.num_query_groups=2"
 BOUND=1e-5
 
