@@ -37,6 +37,10 @@
 #ifndef ATTN_BK
 #define ATTN_BK 512 /* key rows per block */
 #endif
+/* Row stride of a block's scores / probabilities: ATTN_BK plus one cache line, so that a column
+ * strip of the block (read by the products with Pᵀ and dSᵀ, and by P·V) spreads over the L1's
+ * sets; at a stride of 2 KiB its rows all fall into the same two sets and evict each other. */
+#define ATTN_LD (ATTN_BK + 64 / (int)sizeof(real))
 
 typedef struct {
     int sample, head;
@@ -198,7 +202,7 @@ static const GemmOut GEMM_STORE_C = {GEMM_STORE, NULL, NULL}, GEMM_ADD_C = {GEMM
 
 /* Forward scratch per thread: S/P [ATTN_BQ, ATTN_BK], the O accumulator [ATTN_BQ, hd], m and l. */
 static int64_t forward_scratch(int hd) {
-    return whole_lines((int64_t)ATTN_BQ * ATTN_BK + (int64_t)ATTN_BQ * hd + 2 * ATTN_BQ);
+    return whole_lines((int64_t)ATTN_BQ * ATTN_LD + (int64_t)ATTN_BQ * hd + 2 * ATTN_BQ);
 }
 
 /* o and lse of one block of query rows of one sample and head. */
@@ -213,14 +217,14 @@ static void forward_tile(const AttnDims *a, const AttnTile *t, real *O, real *LS
         for (int r = 0; r < bq; r++) lse[(int64_t)r * a->H] = -INFINITY;
         return;
     }
-    real *s = scratch, *acc = s + (int64_t)ATTN_BQ * ATTN_BK, *m = acc + (int64_t)ATTN_BQ * hd, *l = m + ATTN_BQ;
+    real *s = scratch, *acc = s + (int64_t)ATTN_BQ * ATTN_LD, *m = acc + (int64_t)ATTN_BQ * hd, *l = m + ATTN_BQ;
     const real *q = Q + (q0 * a->H + h) * hd, *kt = heads_t_at(Kt, a, i, g);
     for (int kb = 0; kb < n_kv; kb += ATTN_BK) {
         int bk = imin(ATTN_BK, n_kv - kb);
         const real *v = V + ((kv0 + kb) * a->Hkv + g) * hd;
-        attn_gemm(bq, bk, hd, a->scale, q, a->ldq, 1, kt + kb, Kt->ld[i], &GEMM_STORE_C, s, bk);
+        attn_gemm(bq, bk, hd, a->scale, q, a->ldq, 1, kt + kb, Kt->ld[i], &GEMM_STORE_C, s, ATTN_LD);
         for (int r = 0; r < bq; r++) {
-            real *sr = s + (int64_t)r * bk, mb = row_max(sr, bk);
+            real *sr = s + (int64_t)r * ATTN_LD, mb = row_max(sr, bk);
             if (kb == 0) {
                 m[r] = mb;
                 l[r] = row_exp_sum(sr, sr, bk, mb);
@@ -231,7 +235,7 @@ static void forward_tile(const AttnDims *a, const AttnTile *t, real *O, real *LS
                 m[r] = m_new;
             }
         }
-        attn_gemm(bq, hd, bk, 1, s, bk, 1, v, a->ldk, kb != 0 ? &GEMM_ADD_C : &GEMM_STORE_C, acc, hd);
+        attn_gemm(bq, hd, bk, 1, s, ATTN_LD, 1, v, a->ldk, kb != 0 ? &GEMM_ADD_C : &GEMM_STORE_C, acc, hd);
     }
     for (int r = 0; r < bq; r++) {
         real *orow = orows + r * a->ldq, inv = 1 / l[r];
@@ -284,8 +288,17 @@ static void delta_tile(const AttnDims *a, const AttnTile *t, real *Dlt, const re
     }
 }
 
-/* Backward scratch per thread: P and dP/dS [ATTN_BQ, ATTN_BK], a block's lse and D. */
-static int64_t backward_scratch(void) { return whole_lines(2 * (int64_t)ATTN_BQ * ATTN_BK + 2 * ATTN_BQ); }
+/* Backward scratch per thread: P and dP/dS [ATTN_BQ, ATTN_LD], a key block's dKᵀ and dVᵀ
+ * [hd, ATTN_LD], a query block's lse and D. */
+static int64_t backward_scratch(int hd) {
+    return whole_lines(2 * (int64_t)ATTN_BQ * ATTN_LD + 2 * (int64_t)hd * ATTN_LD + 2 * ATTN_BQ);
+}
+
+/* rows [bk, hd] (row stride ld) = t[hd, bk]ᵀ (row stride ATTN_LD) */
+static void untranspose_block(real *rows, int64_t ld, const real *t, int bk, int hd) {
+    for (int j = 0; j < bk; j++)
+        for (int d = 0; d < hd; d++) rows[j * ld + d] = t[(int64_t)d * ATTN_LD + j];
+}
 
 /* dK, dV of one sample's kv head and dQ of its group's query heads: over key blocks, then the
  * group's query heads in order, then query blocks in order (each sum in that fixed order). */
@@ -299,8 +312,8 @@ static void backward_item(const AttnDims *a, int i, int g, real *dQ, real *dK, r
     zero_rows(dK + kv_at * hd, n_kv, a->ldk, hd);
     zero_rows(dV + kv_at * hd, n_kv, a->ldk, hd);
     for (int h = g * a->group; h < (g + 1) * a->group; h++) zero_rows(dQ + (q0 * a->H + h) * hd, n_q, a->ldq, hd);
-    real *p = scratch, *ds = p + (int64_t)ATTN_BQ * ATTN_BK, *lse = ds + (int64_t)ATTN_BQ * ATTN_BK,
-         *dlt = lse + ATTN_BQ;
+    real *p = scratch, *ds = p + (int64_t)ATTN_BQ * ATTN_LD, *dkt = ds + (int64_t)ATTN_BQ * ATTN_LD,
+         *dvt = dkt + (int64_t)hd * ATTN_LD, *lse = dvt + (int64_t)hd * ATTN_LD, *dlt = lse + ATTN_BQ;
     const real *kt = heads_t_at(Kt, a, i, g), *vt = heads_t_at(Vt, a, i, g);
     int64_t ldt = Kt->ld[i];
     for (int kb = 0; kb < n_kv; kb += ATTN_BK) {
@@ -308,6 +321,13 @@ static void backward_item(const AttnDims *a, int i, int g, real *dQ, real *dK, r
         int64_t kat = (kv_at + kb * (int64_t)a->Hkv) * hd;
         const real *k = K + kat;
         real *dk = dK + kat, *dv = dV + kat;
+        /* A key block block_gemm takes whole accumulates dKᵀ and dVᵀ [hd, bk] (Qᵀ·dS and dOᵀ·P:
+         * B is a row of P or dS, read along the keys, and the products are wide), transposed into
+         * dK and dV after its last query block; another (a sample's last, narrow block) dK and
+         * dV [bk, hd] directly (dSᵀ·Q, Pᵀ·dO). Each element sums the same products in the same
+         * order either way. */
+        int wide = block_gemm_fits(bk);
+        if (wide) zero_rows(dkt, 2 * hd, ATTN_LD, bk);
         for (int h = g * a->group; h < (g + 1) * a->group; h++)
             for (int qb = 0; qb < n_q; qb += ATTN_BQ) {
                 int bq = imin(ATTN_BQ, n_q - qb);
@@ -317,12 +337,22 @@ static void backward_item(const AttnDims *a, int i, int g, real *dQ, real *dK, r
                     dlt[r] = Dlt[qrow + (int64_t)r * a->H];
                 }
                 GemmOut to_p = {GEMM_EXP, lse, NULL}, to_ds = {GEMM_SOFTMAX_GRAD, dlt, p};
-                attn_gemm(bq, bk, hd, a->scale, Q + qat, a->ldq, 1, kt + kb, ldt, &to_p, p, bk);
-                attn_gemm(bk, hd, bq, 1, p, 1, bk, dO + qat, a->ldq, &GEMM_ADD_C, dv, a->ldk); /* Pᵀ·dO */
-                attn_gemm(bq, bk, hd, 1, dO + qat, a->ldq, 1, vt + kb, ldt, &to_ds, ds, bk);
-                attn_gemm(bk, hd, bq, a->scale, ds, 1, bk, Q + qat, a->ldq, &GEMM_ADD_C, dk, a->ldk); /* dSᵀ·Q */
-                attn_gemm(bq, hd, bk, a->scale, ds, bk, 1, k, a->ldk, &GEMM_ADD_C, dQ + qat, a->ldq);
+                attn_gemm(bq, bk, hd, a->scale, Q + qat, a->ldq, 1, kt + kb, ldt, &to_p, p, ATTN_LD);
+                if (wide) /* dVᵀ += dOᵀ·P */
+                    attn_gemm(hd, bk, bq, 1, dO + qat, 1, a->ldq, p, ATTN_LD, &GEMM_ADD_C, dvt, ATTN_LD);
+                else /* dV += Pᵀ·dO */
+                    attn_gemm(bk, hd, bq, 1, p, 1, ATTN_LD, dO + qat, a->ldq, &GEMM_ADD_C, dv, a->ldk);
+                attn_gemm(bq, bk, hd, 1, dO + qat, a->ldq, 1, vt + kb, ldt, &to_ds, ds, ATTN_LD);
+                if (wide) /* dKᵀ += scale·Qᵀ·dS */
+                    attn_gemm(hd, bk, bq, a->scale, Q + qat, 1, a->ldq, ds, ATTN_LD, &GEMM_ADD_C, dkt, ATTN_LD);
+                else /* dK += scale·dSᵀ·Q */
+                    attn_gemm(bk, hd, bq, a->scale, ds, 1, ATTN_LD, Q + qat, a->ldq, &GEMM_ADD_C, dk, a->ldk);
+                attn_gemm(bq, hd, bk, a->scale, ds, ATTN_LD, 1, k, a->ldk, &GEMM_ADD_C, dQ + qat, a->ldq);
             }
+        if (wide) {
+            untranspose_block(dk, a->ldk, dkt, bk, hd);
+            untranspose_block(dv, a->ldk, dvt, bk, hd);
+        }
     }
 }
 
@@ -333,7 +363,7 @@ vfm_status CPU_FN(attention_backward)(Tensor *dq, Tensor *dk, Tensor *dv, const 
     real *dQ = RDATA(dq), *dK = RDATA(dk), *dV = RDATA(dv);
     const real *dO = CRDATA(dout), *Q = CRDATA(q), *K = CRDATA(k), *V = CRDATA(v), *O = CRDATA(o),
                *LSE = CRDATA(lse);
-    int64_t per_thread = backward_scratch(), n_qtiles = 0, n_items = (int64_t)a.n * a.Hkv;
+    int64_t per_thread = backward_scratch(a.hd), n_qtiles = 0, n_items = (int64_t)a.n * a.Hkv;
     AttnTile *qtiles = make_tiles(a.cu_q, a.n, a.H, ATTN_BQ, &n_qtiles);
     real *scratch = alloc_lines(per_thread * attn_max_threads());
     real *Dlt = malloc((size_t)(a.Sq * a.H + 1) * sizeof(real)); /* D[Sq,H], real rows only */
