@@ -193,16 +193,21 @@ static void attn_gemm(int m, int n, int k, real alpha, const real *A, int64_t a_
     int no_trans = a_col == 1 && a_row >= k; /* else A is read as the transpose of a row-major [k, m] */
     CBLAS_GEMM(CblasRowMajor, no_trans ? CblasNoTrans : CblasTrans, CblasNoTrans, m, n, k, alpha, A,
                (int)(no_trans ? a_row : a_col), B, (int)ldb, out->kind == GEMM_ADD ? (real)1 : (real)0, C, (int)ldc);
+    for (int r = 0; r < m && out->kind == GEMM_STORE_MAX; r++) {
+        real mx = row_max(C + r * ldc, n), *lanes = out->lane_max + (int64_t)r * GEMM_VL;
+        lanes[0] = mx > lanes[0] ? mx : lanes[0];
+    }
     for (int r = 0; r < m && out->kind == GEMM_EXP; r++) row_exp_shift(C + r * ldc, n, out->row[r]);
     for (int r = 0; r < m && out->kind == GEMM_SOFTMAX_GRAD; r++)
         row_softmax_grad(C + r * ldc, out->p + r * ldc, n, out->row[r]);
 }
 
-static const GemmOut GEMM_STORE_C = {GEMM_STORE, NULL, NULL}, GEMM_ADD_C = {GEMM_ADD, NULL, NULL};
+static const GemmOut GEMM_STORE_C = {GEMM_STORE, NULL, NULL, NULL}, GEMM_ADD_C = {GEMM_ADD, NULL, NULL, NULL};
 
-/* Forward scratch per thread: S/P [ATTN_BQ, ATTN_BK], the O accumulator [ATTN_BQ, hd], m and l. */
+/* Forward scratch per thread: S/P [ATTN_BQ, ATTN_LD], the O accumulator [ATTN_BQ, hd], the rows'
+ * lane maxima [ATTN_BQ, GEMM_VL], m and l. */
 static int64_t forward_scratch(int hd) {
-    return whole_lines((int64_t)ATTN_BQ * ATTN_LD + (int64_t)ATTN_BQ * hd + 2 * ATTN_BQ);
+    return whole_lines((int64_t)ATTN_BQ * ATTN_LD + (int64_t)ATTN_BQ * hd + (int64_t)ATTN_BQ * GEMM_VL + 2 * ATTN_BQ);
 }
 
 /* o and lse of one block of query rows of one sample and head. */
@@ -217,14 +222,18 @@ static void forward_tile(const AttnDims *a, const AttnTile *t, real *O, real *LS
         for (int r = 0; r < bq; r++) lse[(int64_t)r * a->H] = -INFINITY;
         return;
     }
-    real *s = scratch, *acc = s + (int64_t)ATTN_BQ * ATTN_LD, *m = acc + (int64_t)ATTN_BQ * hd, *l = m + ATTN_BQ;
+    real *s = scratch, *acc = s + (int64_t)ATTN_BQ * ATTN_LD, *lanes = acc + (int64_t)ATTN_BQ * hd,
+         *m = lanes + (int64_t)ATTN_BQ * GEMM_VL, *l = m + ATTN_BQ;
     const real *q = Q + (q0 * a->H + h) * hd, *kt = heads_t_at(Kt, a, i, g);
+    GemmOut to_s = {GEMM_STORE_MAX, NULL, NULL, lanes}; /* the block's row maxima come with S */
     for (int kb = 0; kb < n_kv; kb += ATTN_BK) {
         int bk = imin(ATTN_BK, n_kv - kb);
         const real *v = V + ((kv0 + kb) * a->Hkv + g) * hd;
-        attn_gemm(bq, bk, hd, a->scale, q, a->ldq, 1, kt + kb, Kt->ld[i], &GEMM_STORE_C, s, ATTN_LD);
+        for (int64_t x = 0; x < (int64_t)bq * GEMM_VL; x++) lanes[x] = -INFINITY;
+        attn_gemm(bq, bk, hd, a->scale, q, a->ldq, 1, kt + kb, Kt->ld[i], &to_s, s, ATTN_LD);
         for (int r = 0; r < bq; r++) {
-            real *sr = s + (int64_t)r * ATTN_LD, mb = row_max(sr, bk);
+            real *sr = s + (int64_t)r * ATTN_LD, mb = lanes[(int64_t)r * GEMM_VL];
+            for (int x = 1; x < GEMM_VL; x++) mb = lanes[(int64_t)r * GEMM_VL + x] > mb ? lanes[(int64_t)r * GEMM_VL + x] : mb;
             if (kb == 0) {
                 m[r] = mb;
                 l[r] = row_exp_sum(sr, sr, bk, mb);
@@ -336,7 +345,7 @@ static void backward_item(const AttnDims *a, int i, int g, real *dQ, real *dK, r
                     lse[r] = LSE[qrow + (int64_t)r * a->H];
                     dlt[r] = Dlt[qrow + (int64_t)r * a->H];
                 }
-                GemmOut to_p = {GEMM_EXP, lse, NULL}, to_ds = {GEMM_SOFTMAX_GRAD, dlt, p};
+                GemmOut to_p = {GEMM_EXP, lse, NULL, NULL}, to_ds = {GEMM_SOFTMAX_GRAD, dlt, p, NULL};
                 attn_gemm(bq, bk, hd, a->scale, Q + qat, a->ldq, 1, kt + kb, ldt, &to_p, p, ATTN_LD);
                 if (wide) /* dVᵀ += dOᵀ·P */
                     attn_gemm(hd, bk, bq, 1, dO + qat, 1, a->ldq, p, ATTN_LD, &GEMM_ADD_C, dvt, ATTN_LD);

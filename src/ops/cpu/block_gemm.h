@@ -39,6 +39,8 @@ typedef real vreal __attribute__((vector_size(64)));
 /* What a product writes into C[i,j], with x = alpha·(A·B)[i,j]: */
 typedef enum {
     GEMM_STORE,        /* x */
+    GEMM_STORE_MAX,    /* x, and lane_max[i·GEMM_VL + l] = max(itself, x) for the lane l of x's
+                        * vector: the forward's row maxima without a pass over the block */
     GEMM_ADD,          /* C + x */
     GEMM_EXP,          /* e^(x − row[i]): the attention's probabilities from the scores and the lse */
     GEMM_SOFTMAX_GRAD, /* P[i,j]·(x − row[i]), P at the same place as C: dS from dP, P and D */
@@ -48,6 +50,7 @@ typedef struct {
     GemmWrite kind;
     const real *row; /* GEMM_EXP, GEMM_SOFTMAX_GRAD: one value per row of C */
     const real *p;   /* GEMM_SOFTMAX_GRAD: P, with C's row stride */
+    real *lane_max;  /* GEMM_STORE_MAX: GEMM_VL running maxima per row of C */
 } GemmOut;
 
 /* Writes *value (one vector) to c = C + at, in row r of C. */
@@ -59,7 +62,11 @@ static ALWAYS_INLINE void gemm_write(const GemmOut *out, const vreal *value, rea
         x = old + x;
     }
     VSTORE(c, x);
-    if (out->kind == GEMM_EXP) {
+    if (out->kind == GEMM_STORE_MAX) {
+        real *mx = out->lane_max + (int64_t)r * GEMM_VL;
+#pragma omp simd
+        for (int l = 0; l < GEMM_VL; l++) mx[l] = c[l] > mx[l] ? c[l] : mx[l];
+    } else if (out->kind == GEMM_EXP) {
         real shift = out->row[r];
 #pragma omp simd
         for (int l = 0; l < GEMM_VL; l++) c[l] = vec_exp(c[l] - shift);
@@ -101,6 +108,8 @@ static ALWAYS_INLINE void gemm_columns(int nv, int m, int j, int k, real alpha, 
     int i = 0;
     for (; i + GEMM_MR <= m; i += GEMM_MR)
         gemm_tile(GEMM_MR, nv, k, alpha, A + i * a_row, a_row, a_col, B + j, ldb, out, i, j, C, ldc);
+    for (; i + 4 <= m; i += 4)
+        gemm_tile(4, nv, k, alpha, A + i * a_row, a_row, a_col, B + j, ldb, out, i, j, C, ldc);
     for (; i < m; i++) gemm_tile(1, nv, k, alpha, A + i * a_row, a_row, a_col, B + j, ldb, out, i, j, C, ldc);
 }
 
