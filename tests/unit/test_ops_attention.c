@@ -10,7 +10,7 @@
 #include "ops/ops.h"
 #include "test.h"
 
-#define MAX_SAMPLES 4
+#define MAX_SAMPLES 16
 
 /* A pack: heads, head_dim, tensor rows and the four offset arrays (n+1 entries). */
 typedef struct {
@@ -460,6 +460,60 @@ TEST(attention_blocks_match_direct_f64) {
     for (int64_t e = 0; e < b.nlse; e++)
         CHECK_MSG(got_lse[e] == lse[e] || fabs(got_lse[e] - lse[e]) <= atol + rtol * fabs(lse[e]), "lse[%lld]: %g vs %g",
                   (long long)e, got_lse[e], lse[e]);
+    free(ref);
+    bufs_free(&b);
+}
+
+/* The f32 kernels (block products of 16-wide vectors: key blocks of 512, the wide dKᵀ/dVᵀ path
+ * for whole-vector key blocks, the narrow one for a sample's odd last block, the row maxima from
+ * the score product's epilogue) against the direct f64 computation on the same f32 inputs, on a
+ * pack of many short samples and two long ones at the tiny model's head_dim 32. */
+TEST(attention_f32_blocks_match_direct) {
+    enum { N = 16 };
+    static const int lens[N] = {64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 48, 37, 16, 1, 1040, 531};
+    AttnCase c = {N, 4, 2, 32, 0, 0, {0}, {0}, {0}, {0}};
+    for (int i = 0; i < N; i++) {
+        c.cu_q[i + 1] = c.cu_kv[i + 1] = c.cu_q[i] + lens[i];
+        c.cu_q_padded[i + 1] = c.cu_kv_padded[i + 1] = c.cu_q_padded[i] + lens[i] + (i % 3); /* some padding */
+    }
+    c.Sq = c.Skv = c.cu_q_padded[N];
+    AttnLayout al;
+    layout_init(&al, &c);
+    AttnBufs b;
+    bufs_alloc(&b, &c, DT_F32);
+    bufs_random(&b, &c, 97, 0);
+    /* inputs in f64: q, k (both doubled: scores of a few units), v, dout */
+    float *f32[4] = {b.q.data, b.k.data, b.v.data, b.dout.data};
+    int64_t count[4] = {b.nq, b.nkv, b.nkv, b.nq};
+    double *in[4];
+    for (int t = 0; t < 4; t++) {
+        in[t] = malloc((size_t)count[t] * sizeof *in[t]);
+        for (int64_t e = 0; e < count[t]; e++) {
+            if (t < 2) f32[t][e] *= 2;
+            in[t][e] = f32[t][e];
+        }
+    }
+    REQUIRE_OK(bufs_forward(&b, &al.layout));
+    REQUIRE_OK(bufs_backward(&b, &al.layout));
+    double *ref = calloc((size_t)(2 * b.nq + 2 * b.nkv + b.nlse), sizeof *ref);
+    double *o = ref, *dq = o + b.nq, *dk = dq + b.nq, *dv = dk + b.nkv, *lse = dv + b.nkv;
+    for (int i = 0; i < c.n; i++)
+        for (int h = 0; h < c.H; h++) direct_attention(&c, i, h, in[0], in[1], in[2], in[3], o, lse, dq, dk, dv);
+    const float *got[5] = {b.o.data, b.dq.data, b.dk.data, b.dv.data, b.lse.data};
+    const double *want[5] = {o, dq, dk, dv, lse};
+    const char *names[5] = {"o", "dq", "dk", "dv", "lse"};
+    for (int t = 0; t < 5; t++) {
+        int64_t n = t == 4 ? b.nlse : t == 2 || t == 3 ? b.nkv : b.nq, bad = 0, worst = 0;
+        double worst_err = 0;
+        for (int64_t e = 0; e < n; e++) {
+            double err = fabs(got[t][e] - want[t][e]), tol = 2e-5 + 1e-4 * fabs(want[t][e]);
+            if (!(err <= tol)) bad++;
+            if (!(err <= worst_err)) worst_err = err, worst = e;
+        }
+        CHECK_MSG(bad == 0, "%s: %lld of %lld elements off (worst [%lld]: %g vs %g)", names[t], (long long)bad,
+                  (long long)n, (long long)worst, (double)got[t][worst], want[t][worst]);
+    }
+    for (int t = 0; t < 4; t++) free(in[t]);
     free(ref);
     bufs_free(&b);
 }
