@@ -4,15 +4,16 @@
  *
  * Forward: per sample, head and block of ATTN_BQ query rows, an online softmax over blocks of
  * ATTN_BK keys: S = scale·Q·Kᵀ (the block's row maxima from the same product), the running row
- * max m and sum l, P = exp(S − m), O += P·V,
- * rescaled when m grows; o = O / l and lse = m + log l at the end.
+ * max m and sum l, P = exp(S − m), O += P·V, rescaled when m grows; o = O / l and
+ * lse = m + log l at the end.
  * Backward: per sample and kv head, over key blocks and, inside, the group's query heads and
  * query blocks: P = exp(scale·Q·Kᵀ − lse) recomputed from the saved log-sum-exp, dV += Pᵀ·dO,
  * dP = dO·Vᵀ, dS = P ⊙ (dP − D) with D = rowsum(dO ⊙ O), dK += scale·dSᵀ·Q, dQ += scale·dS·K
  * (five products a block; dK and dV of a key block are summed transposed, [hd, keys], so that
  * those two products read P and dS along their rows). One work item owns every output row it
- * writes (a kv head's dK, dV and its query heads' dQ), so nothing races. K (and V for the backward) are first transposed per
- * sample and kv head (HeadsT), so that the products with Kᵀ and Vᵀ run along the keys.
+ * writes (a kv head's dK, dV and its query heads' dQ), so nothing races. K (and V for the
+ * backward) are first transposed per sample and kv head (HeadsT), so that the products with Kᵀ
+ * and Vᵀ run along the keys.
  *
  * Determinism: the work items and their blocks depend on the shapes only; each item runs on one
  * thread, its products sum in a fixed order (block_gemm, or OpenBLAS single-threaded inside the
