@@ -16,7 +16,7 @@
  * top-2 with the load-balancing and z losses) and moviegen with SwiGLU experts (expert choice).
  * Tolerance (design §3): max|a-b| <= 1e-6 + 1e-5·max|ref| per tensor. Broken variants must fail:
  * under CP the router's logits not gathered (each CP rank selects among its own chunk's tokens),
- * under EP two rows of a dispatch all-to-all swapped. Layouts: world 2 TP2+SP, CP2 p2p, CP2 a2a,
+ * under EP two rows of a dispatch all-to-all swapped. Layouts: world 2 TP2, TP2+SP, CP2 p2p, CP2 a2a,
  * CP2 × EP2 (EP over the CP pair); world 4 EP2 × TP2+SP (DP2), EP2 × CP2 p2p (DP2; EP over CP). */
 #include <math.h>
 #include <stdio.h>
@@ -270,7 +270,8 @@ static void check_layout(const Layout *L) {
 
 TEST(moe_parallel_world2) {
     REQUIRE_WORLD(2);
-    const Layout ls[] = {{"TP2+SP", 2, 1, 1, CP_COMM_P2P, 1},
+    const Layout ls[] = {{"TP2", 2, 0, 1, CP_COMM_P2P, 1},
+                         {"TP2+SP", 2, 1, 1, CP_COMM_P2P, 1},
                          {"CP2 p2p", 1, 0, 2, CP_COMM_P2P, 1},
                          {"CP2 a2a", 1, 0, 2, CP_COMM_A2A, 1},
                          {"CP2 x EP2 (EP over CP)", 1, 0, 2, CP_COMM_P2P, 2}};
