@@ -1,9 +1,9 @@
 /* The mixture-of-experts layer (docs/models.md "The MoE layer"), in the MLP slot of any
  * architecture (mlp.h: an MlpLayer with moe.experts > 0 is one). E experts, each the slot's MLP
  * kind — GELU, fc1 [F, D], or SwiGLU, fc1 [2F, D] (gate rows, then value rows) — and fc2 [D, F],
- * without bias, stored as one entry per kind with expert e's rows at
- * [e·F, (e+1)·F) (SwiGLU [e·2F, (e+1)·2F)) and [e·D, (e+1)·D) (checkpoints hold them whole, by expert index), and a router
- * Linear(D → E) without bias. Per sample of the pack (never across samples), with T_b real tokens:
+ * without bias, stored as one entry per kind with expert e's rows at [e·F, (e+1)·F) (SwiGLU
+ * [e·2F, (e+1)·2F)) and [e·D, (e+1)·D) (checkpoints hold them whole, by expert index), and a
+ * router Linear(D → E) without bias. Per sample of the pack (never across samples), with T_b real tokens:
  *   logits = router(x) (fp32), probs = softmax over experts (pre-softmax router)
  *   expert choice   each expert takes the top C_b tokens of the sample by its probability
  *   token choice    each token's top-k experts are its candidates; each expert keeps the top C_b
@@ -14,7 +14,7 @@
  * (ops.h "mixture of experts"). Token choice adds aux·E·Σ_e f_e·P_e (load balancing) and, both
  * routers, z·mean_t lse_t² to the loss through the router's gradient.
  *
- * Expert parallelism (DiTParallel.ep, within DP as in Megatron): EP rank r holds experts
+ * Expert parallelism (DiTParallel.ep, within DP or DP×CP as in Megatron): EP rank r holds experts
  * [r·E/EP, (r+1)·E/EP) (the fc1/fc2 rows, REDUCE_EXPERT: tp_shard.h splits them, checkpoints name
  * them by global index). Every rank routes its own tokens over all E experts (the router is
  * replicated) into slots of C = the carve's bound per expert (the slots past the pack's Σ_b C_b
