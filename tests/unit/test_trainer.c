@@ -203,6 +203,27 @@ static DiTConfig tiny_cfg(void) {
     return c;
 }
 
+/* The reader outside the trainer (vfm sample, export, model forward: load_named_tensors) says the
+ * same as the trainer's sliced one: a checkpoint of another size names the first tensor that does
+ * not fit with both shapes. */
+TEST(checkpoint_of_another_size_names_the_first_tensor_with_both_shapes) {
+    char run[1200], path[1400];
+    path_join(run, sizeof run, test_tmpdir(), "a");
+    const char *first[] = {"train.train_iters=1", "checkpoint.save_interval=0"};
+    REQUIRE_OK(train_tiny_mock(run, first, 2));
+    path_join(path, sizeof path, run, "iter_0000001/model.safetensors");
+    DiTConfig c = tiny_cfg(); /* width 32: the checkpoint's is 64 */
+    DiT m;
+    dit_describe(&m, &c);
+    float *buf = malloc((size_t)m.table.total * sizeof(float));
+    REQUIRE(buf);
+    CHECK(load_named_tensors(path, &m.table, "", buf) == VFM_ERR_SHAPE);
+    CHECK_MSG(strstr(vfm_last_error(), "tensor 'x_embedder.weight' is [64,16] in the checkpoint, [32,16] in this model: "
+                                       "the config differs from the checkpoint's"), "%s", vfm_last_error());
+    free(buf);
+    dit_destroy(&m);
+}
+
 typedef struct SampleData {
     int32_t shape[4];
     int text_len;
