@@ -87,6 +87,19 @@ int cp_subgroup_members(const ParallelLayout *l, int a2a_size, int ring, int ran
     return self;
 }
 
+int ep_subgroup_members(const ParallelLayout *l, int ep, int edp, int rank, int *members) {
+    int dp, pp, cp, tp, n = 0, self = 0;
+    layout_coords(l, rank, &dp, &pp, &cp, &tp);
+    int g = dp / ep, e = dp % ep;
+    for (int k = 0; k < (edp ? l->dp / ep : ep); k++)
+        for (int c = edp ? 0 : cp; c < (edp ? l->cp : cp + 1); c++) {
+            int r = layout_rank_of(l, edp ? k * ep + e : g * ep + k, pp, c, tp);
+            if (r == rank) self = n;
+            members[n++] = r;
+        }
+    return self;
+}
+
 const char *group_kind_name(GroupKind kind) {
     static const char *names[] = {"tp", "cp", "pp", "dp", "dp×cp", "world"};
     return kind >= 0 && kind < GROUP_KIND_COUNT ? names[kind] : "?";

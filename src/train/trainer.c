@@ -259,6 +259,7 @@ static vfm_status trainer_setup(Trainer *t, const TrainOptions *opt) {
     int writes_samples = t->par.layout.tp_rank == 0 && t->par.layout.cp_rank == 0 && t->par.layout.pp_rank == 0;
     VFM_TRY(validator_init(&t->val, cfg, &t->objective, t->dp_rank, t->dp_size, t->accum, t->rank,
                            writes_samples ? t->run_dir : ""));
+    validator_set_expert_parallel(&t->val, t->layout.ep > 1 ? &t->par.ep : NULL);
     if (su->ema) {
         t->ema_decay = su->ema_decay;
         int64_t n = t->have_fsdp ? t->fsdp.dp.own_end - t->fsdp.dp.own_begin : t->model.table.total;
