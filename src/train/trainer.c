@@ -588,8 +588,8 @@ static vfm_status finish_gradients(Trainer *t) {
  * wait for the device here; one does not). */
 static vfm_status loss_mean(Trainer *t) {
     VFM_TRY(op_f64_div(&t->step_state, STEP_LOSS, (double)t->accum));
-    Comm *c = t->dpv->grad_comm;
-    if (!c || c->size == 1) return VFM_OK;
+    Comm *c = t->dpv->grad_comm, *ep = t->dpv->ep_comm; /* under EP the mean is over both */
+    if ((!c || c->size == 1) && !ep) return VFM_OK;
     double *dev = (double *)t->step_state.data + STEP_LOSS, loss = 0;
     if (t->device == DEV_CPU) vfm_host_read("trainer: the loss's mean over replicas");
     VFM_TRY(device_memcpy(&loss, DEV_CPU, dev, t->device, sizeof loss));
