@@ -258,7 +258,7 @@ static vfm_status grad_sumsq(DataParallel *dp, const float *grads, int64_t base,
         zero_shard_range(dp->table->total, n, j, &lo, &hi);
         if (hi <= lo) continue;
         if (k == 8) {
-            s = class_sum_squares(dp, grads, base, lo, hi, &partial[4 * j]);
+            s = class_sum_squares(dp, grads, base, lo, hi, &partial[8 * j]);
         } else {
             Tensor g = TENSOR((float *)grads + (lo - base), DT_F32, dp->device, hi - lo);
             s = op_sum_squares(&partial[j], &g);
