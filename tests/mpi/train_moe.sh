@@ -3,15 +3,16 @@
 # with model.expert_model_parallel_size=2 on CPU ranks against one rank from the same seed and
 # global batch, the tiny model's MLP an MoE of 4 experts. Each run's layout line must state ep=2.
 #   - EP2 × DP2 (world 2, one EP group), expert choice and token choice top-2 (the load-balancing
-#     and z losses, drops), validating with a generated sample at steps 2 and 4: within 1e-5 of
+#     and z losses, drops), validating with a generated sample at steps 2 and 4: within 1e-6 of
 #     one rank after 4 steps;
 #   - EP2 within DP4 (two EP groups, expert-data-parallel groups of 2) under ZeRO-1 and ZeRO-3:
-#     within 1e-5 of one rank, and ZeRO-3 (unsharded accumulation) = ZeRO-1 bit for bit;
+#     within 1e-6 of one rank, and ZeRO-3 (unsharded accumulation) = ZeRO-1 bit for bit;
 #   - the checkpoints stay layout-independent: the ZeRO-3 EP2 run's step-2 checkpoint resumed at
 #     one rank (EP1), and the one-rank run's step-2 checkpoint resumed at EP2 × DP4 ZeRO-1, each
-#     reach the uninterrupted run's weights within 1e-5;
+#     reach the uninterrupted run's weights within 1e-6;
 #   - the broken variant (VFM_TEST_BREAK=ep: two rows of one dispatch all-to-all swapped, build/
-#     vfm-faults) writes its last checkpoint and ends farther than 1e-4 from one rank;
+#     vfm-faults) writes its last checkpoint and ends farther than 1e-6 from one rank (observed
+#     1e-5: a swap of two slots' rows moves the gradients little);
 #   - bad sizes exit 2 naming the key.
 cd "$(dirname "$0")/../.." || exit 1
 . tests/e2e/common.inc
@@ -34,7 +35,9 @@ train() {
     name=$1; np=$2; shift 2
     timeout 300 $MPIRUN -np "$np" $VFM train $ARGS checkpoint.save=$T/$name "$@" > $T/$name.log 2>&1
 }
-near() { $VFM checkpoint diff "$1" "$2" --atol 1e-5 --quiet; }
+# The bound of these checks: 1e-6, tighter than design §3's 1e-5 (observed: at most 2e-8), because
+# the broken variant's swap of two dispatched rows of one rank ends only about 1e-5 away.
+near() { $VFM checkpoint diff "$1" "$2" --atol 1e-6 --quiet; }
 
 timeout $RUN_LIMIT $VFM train $ARGS checkpoint.save=$T/ec1 $VAL > $T/ec1.log 2>&1
 timeout $RUN_LIMIT $VFM train $ARGS checkpoint.save=$T/tc1 $TC > $T/tc1.log 2>&1
@@ -42,16 +45,16 @@ check "one rank, 4 steps, both routers" test -f $T/ec1/iter_0000004/DONE -a -f $
 
 train ec_ep2 2 $EP $VAL ddp.use_distributed_optimizer=false
 check "EP2 × DP2 (expert choice, validating) states ep=2" states $T/ec_ep2.log world=2 dp=2 ep=2 sharding=no_shard
-check "and matches one rank within 1e-5 after 4 steps" near $T/ec1 $T/ec_ep2
+check "and matches one rank within 1e-6 after 4 steps" near $T/ec1 $T/ec_ep2
 check "both wrote their validation samples at steps 2 and 4" sh -c \
     "test \$(ls $T/ec_ep2/validation_generation/step=*_rank=*.npy | wc -l) = 4 && test \$(grep -c val_loss $T/ec_ep2/metrics.jsonl) = 2"
 train tc_ep2 2 $EP $TC
 check "EP2 × DP2 token choice top-2 states ep=2" states $T/tc_ep2.log world=2 dp=2 ep=2
-check "and matches one rank within 1e-5 after 4 steps" near $T/tc1 $T/tc_ep2
+check "and matches one rank within 1e-6 after 4 steps" near $T/tc1 $T/tc_ep2
 
 train ec_ep2_z1 4 $EP $Z1
 check "EP2 within DP4 under ZeRO-1 states ep=2" states $T/ec_ep2_z1.log world=4 dp=4 ep=2 sharding=optim
-check "and matches one rank within 1e-5" near $T/ec1 $T/ec_ep2_z1
+check "and matches one rank within 1e-6" near $T/ec1 $T/ec_ep2_z1
 train ec_ep2_z3 4 $EP $Z3
 check "EP2 within DP4 under ZeRO-3 states ep=2" states $T/ec_ep2_z3.log world=4 dp=4 ep=2 sharding=optim_grads_params
 check "and equals ZeRO-1 at the same layout bit for bit (weights and Adam moments)" sh -c \
@@ -59,16 +62,16 @@ check "and equals ZeRO-1 at the same layout bit for bit (weights and Adam moment
 
 # layout-independent checkpoints: EP2 → EP1 and EP1 → EP2
 timeout $RUN_LIMIT $VFM train $ARGS checkpoint.save=$T/to_ep1 --resume $T/ec_ep2_z3/iter_0000002 > $T/to_ep1.log 2>&1
-check "the ZeRO-3 EP2 checkpoint of step 2 resumed at one rank reaches the uninterrupted run within 1e-5" \
-    sh -c "grep -q 'resumed from $T/ec_ep2_z3/iter_0000002 (step 2)' $T/to_ep1.log && $VFM checkpoint diff $T/ec1 $T/to_ep1 --atol 1e-5 --quiet"
+check "the ZeRO-3 EP2 checkpoint of step 2 resumed at one rank reaches the uninterrupted run within 1e-6" \
+    sh -c "grep -q 'resumed from $T/ec_ep2_z3/iter_0000002 (step 2)' $T/to_ep1.log && $VFM checkpoint diff $T/ec1 $T/to_ep1 --atol 1e-6 --quiet"
 train to_ep2 4 $EP $Z1 --resume $T/ec1/iter_0000002
-check "the one-rank checkpoint of step 2 resumed at EP2 × DP4 ZeRO-1 reaches it within 1e-5" \
-    sh -c "grep -q 'resumed from $T/ec1/iter_0000002 (step 2)' $T/to_ep2.log && $VFM checkpoint diff $T/ec1 $T/to_ep2 --atol 1e-5 --quiet"
+check "the one-rank checkpoint of step 2 resumed at EP2 × DP4 ZeRO-1 reaches it within 1e-6" \
+    sh -c "grep -q 'resumed from $T/ec1/iter_0000002 (step 2)' $T/to_ep2.log && $VFM checkpoint diff $T/ec1 $T/to_ep2 --atol 1e-6 --quiet"
 
 # the broken variant: one dispatch all-to-all's rows permuted
 VFM_TEST_BREAK=ep timeout 300 $MPIRUN -np 2 -x VFM_TEST_BREAK $VFM_FAULTS train $ARGS $EP checkpoint.save=$T/broken \
     > $T/broken.log 2>&1
-check "EP2 with an all-to-all's rows permuted ends farther than 1e-4 from one rank" far $T/ec1 $T/broken 1e-4
+check "EP2 with an all-to-all's rows permuted ends farther than 1e-6 from one rank" far $T/ec1 $T/broken 1e-6
 
 # bad sizes: exit 2, one line naming the key
 exit2() { # NP OVERRIDES...: exit 2 and the key named
