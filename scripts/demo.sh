@@ -11,8 +11,8 @@ VFM=${VFM:-build/vfm}
 OUT=out/demo
 start=$(date +%s)
 mkdir -p $OUT
-echo "== 1/3 prepare: synthetic shapes (2400 images, 200 short videos) -> $OUT/data"
-$VFM prepare synthetic --out $OUT/data --images 2400 --videos 200 --seed 7 --force
+echo "== 1/3 prepare: synthetic shapes (2400 images, 200 short videos, centred) -> $OUT/data"
+$VFM prepare synthetic --out $OUT/data --images 2400 --videos 200 --seed 7 --position-spread 0 --force
 echo "== 2/3 train: tiny DiT (configs/demo.yaml${DEMO_ARGS:+ $DEMO_ARGS}) -> $OUT/run"
 rm -rf $OUT/run
 $VFM train --config configs/demo.yaml ${DEMO_ITERS:+train.train_iters=$DEMO_ITERS} $DEMO_ARGS

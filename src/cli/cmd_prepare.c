@@ -68,6 +68,8 @@ static int prepare_synthetic_command(int argc, char **argv) {
         {.name = "--factor", .metavar = "F", .help = "pixel -> latent box-filter factor: 1, 2, 4, 8 or 16 (default 2)"},
         {.name = "--samples-per-shard", .metavar = "K", .help = "samples per shard (default 256)"},
         {.name = "--supersample", .metavar = "SS", .help = "anti-aliasing samples per pixel side, 1..16 (default 4)"},
+        {.name = "--position-spread", .metavar = "P",
+         .help = "where shapes start: the middle fraction P of the room a shape has, 0..1 (default 1: anywhere; 0: centred)"},
         {.name = "--force", .help = "replace the shards already in DIR"},
     };
     int nflags = (int)(sizeof flags / sizeof flags[0]), want_help;
@@ -76,7 +78,7 @@ static int prepare_synthetic_command(int argc, char **argv) {
     if (s != VFM_OK) return cli_report(s);
     if (want_help) {
         args_print_help("prepare synthetic --out DIR [--images N] [--videos M] [--seed S] [--d-text D] [--factor F]\n"
-                        "                         [--samples-per-shard K] [--supersample SS] [--force]",
+                        "                         [--samples-per-shard K] [--supersample SS] [--position-spread P] [--force]",
                         "Renders vfm's moving-shapes set and writes it to DIR as WebDataset shards shard-000000.tar, ...\n"
                         "(each with its Energon .tar.idx) and a summary, vfm_dataset.json. Sample n (key %08d) is image n\n"
                         "for n < N, else video n - N; its parts are latent.npy (float32 [3, T, H/F, W/F]), text.npy\n"
@@ -113,6 +115,16 @@ static int prepare_synthetic_command(int argc, char **argv) {
     o.factor = (int)values[3];
     o.samples_per_shard = (int)values[4];
     o.supersample = (int)values[5];
+    const char *spread_text = args_value(flags, nflags, "--position-spread", NULL);
+    if (spread_text) {
+        char *end;
+        double v = strtod(spread_text, &end);
+        if (!spread_text[0] || *end || !(v >= 0 && v <= 1)) {
+            fprintf(stderr, "vfm prepare synthetic: --position-spread '%s': want a number in 0..1\n", spread_text);
+            return 2;
+        }
+        o.position_spread = (float)v;
+    }
     const char *seed_text = args_value(flags, nflags, "--seed", NULL);
     if (seed_text) {
         int64_t seed;

@@ -454,7 +454,6 @@ int cmd_sample(int argc, char **argv) {
                 float sim = shape_judge_similarity(&shape_judge, pixels, sh[2], sh[3], (int64_t)sh[1] * sh[2] * sh[3],
                                                    want_shape);
                 json_object_set_new(rec, "shape_similarity", json_real(sim));
-                json_object_set_new(rec, "shape_similarity_floor", json_real(shape_judge.min_similarity[want_shape]));
             }
         }
         json_array_append_new(index, rec);

@@ -58,7 +58,7 @@ vfm_status objective_from_config(Objective *o, const Config *cfg, const DiTConfi
         return vfm_fail_at(VFM_ERR_USAGE, NULL, "diffusion.flow_shift", NULL, "applies to diffusion.objective=flow only");
     if (o->kind == OBJECTIVE_DDPM && (o->p_mean != 0.0 || o->p_std != 1.0))
         return vfm_fail(VFM_ERR_USAGE, "diffusion.p_mean and diffusion.p_std shape the EDM and flow time distributions; ddpm draws "
-                        "t uniformly (unset them)");
+                        "t uniformly (unset them, or set diffusion.p_mean=0 diffusion.p_std=1)");
     return VFM_OK;
 }
 

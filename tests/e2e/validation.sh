@@ -62,7 +62,8 @@ check "sample --compare-dataset: each caption sampled at its real example's canv
     "tr -d ' \n' < $T/flow_c/samples.json | grep -o '\"shape\":\[[0-9,]*\]' | sed 's/\"shape\"://' > $T/got_shapes.txt &&
      cmp -s $T/first_shapes.txt $T/got_shapes.txt && test \$(sort -u $T/got_shapes.txt | wc -l) -gt 1"
 
-timeout $RUN_LIMIT $VFM train $ARGS checkpoint.save=$T/ddpm diffusion.objective=ddpm model.learn_sigma=true train.eval_interval=0 > $T/ddpm.log 2>&1
+timeout $RUN_LIMIT $VFM train $ARGS checkpoint.save=$T/ddpm diffusion.objective=ddpm model.learn_sigma=true train.eval_interval=0 \
+    diffusion.p_mean=0 diffusion.p_std=1 > $T/ddpm.log 2>&1
 $VFM sample --device cpu --checkpoint $T/ddpm --out $T/ddpm_s --prompt "a red circle" --steps 4 --ddim --threads 2 > $T/ddpm_s.log 2>&1
 check "ddpm with a learned variance trains and samples (DDIM)" sh -c "grep -q 'ddpm, 4 steps' $T/ddpm_s.log && test -f $T/ddpm_s/sample_000.png"
 $VFM sample --device cpu --checkpoint $T/ddpm --out $T/ddpm_c --class 3 --steps 4 > $T/ddpm_c.log 2>&1

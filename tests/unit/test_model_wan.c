@@ -9,9 +9,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <jansson.h>
 
 #include "cli/diffusers_io.h"
 #include "core/config.h"
+#include "capture.h"
 #include "core/fileutil.h"
 #include "data/pack/pack.h"
 #include "data_fixture.h"
@@ -218,4 +220,75 @@ TEST(model_wan_finetunes_on_shards_of_wan_latents_and_text) {
     }
     CHECK_MSG(same, "%d tensors in the checkpoint", n);
     safetensors_close(fa), safetensors_close(fb);
+}
+
+/* What WanTransformer3DModel.from_pretrained(strict) needs of `vfm export --format diffusers`,
+ * checked without PyTorch against the save_pretrained folder itself: the import of that folder,
+ * exported, has exactly its tensors (names, dtypes, shapes; values bit for bit) and a config.json
+ * with every field of its config.json at the same value and no other field (diffusers' own
+ * "_class_name" and "_diffusers_version" aside). reference/make_wan_fixtures.py --check DIR does
+ * the strict load in diffusers itself. */
+TEST(model_wan_export_has_exactly_the_tensors_and_config_diffusers_wrote) {
+    const char *tiny = test_fixture("wan/tiny");
+    char imp[1200], exp[1200], a[1400], b[1400];
+    snprintf(imp, sizeof imp, "%s/wan_imp", test_tmpdir());
+    snprintf(exp, sizeof exp, "%s/wan_exp", test_tmpdir());
+    const char *args_imp[] = {"import", "--from", tiny, "--out", imp};
+    const char *args_exp[] = {"export", "--checkpoint", imp, "--to", exp, "--format", "diffusers"};
+    char *out, *err;
+    REQUIRE(run_vfm(args_imp, 5, &out, &err) == 0);
+    free(out), free(err);
+    REQUIRE(run_vfm(args_exp, 7, &out, &err) == 0);
+    free(out), free(err);
+
+    SafetensorsFile *want, *got;
+    snprintf(a, sizeof a, "%s/diffusion_pytorch_model.safetensors", tiny);
+    snprintf(b, sizeof b, "%s/diffusion_pytorch_model.safetensors", exp);
+    REQUIRE_OK(safetensors_open(&want, a));
+    REQUIRE_OK(safetensors_open(&got, b));
+    CHECK_MSG(safetensors_count(got) == safetensors_count(want), "%d tensors exported, diffusers wrote %d",
+              safetensors_count(got), safetensors_count(want));
+    const char *format = safetensors_metadata(got, "format");
+    CHECK_MSG(format && !strcmp(format, "pt"), "metadata format %s", format ? format : "(none)");
+    for (int i = 0; i < safetensors_count(want); i++) {
+        const char *name = safetensors_name(want, i);
+        int j = safetensors_find(got, name);
+        CHECK_MSG(j >= 0, "%s: not exported", name);
+        if (j < 0) continue;
+        DType dw, dg;
+        int nw, ng;
+        int64_t sw[VFM_MAX_DIMS], sg[VFM_MAX_DIMS], numel = 1;
+        REQUIRE_OK(safetensors_info(want, i, &dw, &nw, sw));
+        REQUIRE_OK(safetensors_info(got, j, &dg, &ng, sg));
+        int same = dw == dg && nw == ng;
+        for (int d = 0; same && d < nw; d++) same = sw[d] == sg[d], numel *= sw[d];
+        CHECK_MSG(same, "%s: dtype or shape differs from diffusers'", name);
+        if (!same) continue;
+        float *xw = malloc((size_t)numel * sizeof(float)), *xg = malloc((size_t)numel * sizeof(float));
+        REQUIRE_OK(safetensors_read_f32(want, i, xw, numel));
+        REQUIRE_OK(safetensors_read_f32(got, j, xg, numel));
+        CHECK_MSG(!memcmp(xw, xg, (size_t)numel * sizeof(float)), "%s: values differ", name);
+        free(xw), free(xg);
+    }
+    safetensors_close(want);
+    safetensors_close(got);
+
+    snprintf(a, sizeof a, "%s/config.json", tiny);
+    snprintf(b, sizeof b, "%s/config.json", exp);
+    json_error_t jerr;
+    json_t *cw = json_load_file(a, 0, &jerr), *cg = json_load_file(b, 0, &jerr);
+    REQUIRE(cw && cg);
+    const char *key;
+    json_t *value;
+    json_object_foreach(cw, key, value) {
+        if (key[0] == '_') continue;
+        json_t *v = json_object_get(cg, key);
+        char *sw = json_dumps(value, JSON_ENCODE_ANY), *sg = v ? json_dumps(v, JSON_ENCODE_ANY) : NULL;
+        CHECK_MSG(v && json_equal(value, v), "config.json %s: diffusers wrote %s, vfm %s", key, sw, sg ? sg : "(absent)");
+        free(sw), free(sg);
+    }
+    json_object_foreach(cg, key, value) CHECK_MSG(key[0] == '_' || json_object_get(cw, key), "config.json %s: not diffusers'", key);
+    CHECK(json_object_get(cg, "_class_name") && !strcmp(json_string_value(json_object_get(cg, "_class_name")), "WanTransformer3DModel"));
+    json_decref(cw);
+    json_decref(cg);
 }

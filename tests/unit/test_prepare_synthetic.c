@@ -81,6 +81,7 @@ TEST(prepare_synthetic_defaults_are_documented_values) {
     PrepareSyntheticOptions o = prepare_synthetic_defaults();
     CHECK(o.images == 0 && o.videos == 0 && o.seed == 0 && o.force == 0);
     CHECK(o.d_text == 64 && o.factor == 2 && o.samples_per_shard == 256 && o.supersample == 4);
+    CHECK(o.position_spread == 1.0f);
 }
 
 TEST(prepare_synthetic_shards_read_back) {
@@ -448,6 +449,8 @@ TEST(prepare_synthetic_bad_options_touch_nothing) {
         {"samples_per_shard", 0, "--samples-per-shard 0: want >= 1"},
         {"supersample", 0, "--supersample 0: want 1..16"},
         {"supersample", 17, "--supersample 17: want 1..16"},
+        {"position_spread", -1, "--position-spread -1: want 0..1"},
+        {"position_spread", 2, "--position-spread 2: want 0..1"},
         {"seed", -1, "--seed 18446744073709551615: want 0..9223372036854775807"},
         {"too_many", PREPARE_MAX_SAMPLES, "samples: at most 99999999 in all"},
         {"too_many_shards", 1000001, "1000001 shards: at most 1000000"},
@@ -464,6 +467,7 @@ TEST(prepare_synthetic_bad_options_touch_nothing) {
         else if (!strcmp(f, "factor")) o.factor = v;
         else if (!strcmp(f, "samples_per_shard")) o.samples_per_shard = v;
         else if (!strcmp(f, "supersample")) o.supersample = v;
+        else if (!strcmp(f, "position_spread")) o.position_spread = (float)v;
         else if (!strcmp(f, "seed")) o.seed = (uint64_t)cases[i].value;
         else if (!strcmp(f, "too_many")) o.images = cases[i].value, o.videos = 0;
         else if (!strcmp(f, "too_many_shards")) o.images = cases[i].value, o.videos = 0, o.samples_per_shard = 1;
@@ -561,6 +565,10 @@ TEST(prepare_cli_errors_exit_with_one_line) {
         {{"prepare", "synthetic", "--out", dir, "--images", "2", "--samples-per-shard", "0"}, 8, 2,
          "+--samples-per-shard 0: want >= 1\n"},
         {{"prepare", "synthetic", "--out", dir, "--images", "2", "--supersample", "99"}, 8, 2, "+--supersample 99: want 1..16\n"},
+        {{"prepare", "synthetic", "--out", dir, "--images", "2", "--position-spread", "half"}, 8, 2,
+         "+--position-spread 'half': want a number in 0..1\n"},
+        {{"prepare", "synthetic", "--out", dir, "--images", "2", "--position-spread", "1.5"}, 8, 2,
+         "+--position-spread '1.5': want a number in 0..1\n"},
         {{"prepare", "synthetic", "--out", dir, "--images", "2", "--seed", "-1"}, 8, 2,
          "+--seed -1: want 0..9223372036854775807\n"},
         {{"prepare", "synthetic", "--out", dir}, 4, 2, "+nothing to prepare (give --images N and/or --videos M)\n"},

@@ -157,6 +157,40 @@ TEST(synthetic_specs_stay_inside_the_canvas_and_captions_follow_the_grammar) {
     for (int f = cfg.min_frames; f <= cfg.max_frames; f++) CHECK_MSG(abs(frames_seen[f] - n / 5) < n / 25, "T=%d: %d", f, frames_seen[f]);
 }
 
+/* position_spread: 0 puts every still in the middle of its canvas and every video's path in the
+ * middle of its room; 0.5 keeps the middle half; 1 (the default) gives the same specs as before. */
+TEST(synthetic_position_spread_centres_stills_and_keeps_the_default_specs) {
+    SyntheticConfig any = synthetic_config_defaults(), mid = any, half = any;
+    CHECK(any.position_spread == 1.0f);
+    mid.position_spread = 0;
+    half.position_spread = 0.5f;
+    float spread_any = 0, spread_half = 0;
+    for (int is_video = 0; is_video < 2; is_video++)
+        for (int i = 0; i < 400; i++) {
+            SyntheticSpec a, m, h;
+            REQUIRE_OK(synthetic_spec_generate(&any, 3, (uint64_t)i, is_video, &a));
+            REQUIRE_OK(synthetic_spec_generate(&mid, 3, (uint64_t)i, is_video, &m));
+            REQUIRE_OK(synthetic_spec_generate(&half, 3, (uint64_t)i, is_video, &h));
+            /* everything but the place is the same draw */
+            CHECK(a.shape == m.shape && a.colour == m.colour && a.size == m.size && a.frames == m.frames &&
+                  a.height == m.height && a.width == m.width && a.motion == m.motion && a.speed == m.speed);
+            float vx = a.motion == MOTION_RIGHT ? 1.0f : a.motion == MOTION_LEFT ? -1.0f : 0.0f;
+            float vy = a.motion == MOTION_DOWN ? 1.0f : a.motion == MOTION_UP ? -1.0f : 0.0f;
+            float travel = a.speed * (float)(a.frames - 1);
+            /* the middle of the path is the middle of the canvas */
+            float mx = m.x0 + 0.5f * vx * travel, my = m.y0 + 0.5f * vy * travel;
+            CHECK_MSG(fabsf(mx - 0.5f * (float)m.width) < 1e-4f && fabsf(my - 0.5f * (float)m.height) < 1e-4f,
+                      "%s %d: path middle (%.3f, %.3f) on %dx%d", is_video ? "video" : "image", i, mx, my, m.height, m.width);
+            spread_any += fabsf(a.x0 + 0.5f * vx * travel - 0.5f * (float)a.width);
+            spread_half += fabsf(h.x0 + 0.5f * vx * travel - 0.5f * (float)h.width);
+        }
+    CHECK_MSG(fabsf(spread_half / spread_any - 0.5f) < 1e-3f, "spread 0.5 / 1: %.4f", spread_half / spread_any);
+    SyntheticConfig bad = any;
+    bad.position_spread = 1.5f;
+    SyntheticSpec s;
+    CHECK(synthetic_spec_generate(&bad, 3, 0, 0, &s) == VFM_ERR_USAGE);
+}
+
 TEST(synthetic_render_area_matches_the_geometry) {
     /* analytic areas for half-side r: circle pi r^2, square 4r^2, triangle 2r^2, diamond 2r^2,
      * cross two 2r x 2r/3 bars minus their (2r/3)^2 overlap = 20r^2/9 */

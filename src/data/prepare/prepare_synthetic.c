@@ -22,7 +22,8 @@
 #define PREPARE_CHUNK 128
 
 PrepareSyntheticOptions prepare_synthetic_defaults(void) {
-    return (PrepareSyntheticOptions){.d_text = 64, .factor = 2, .samples_per_shard = 256, .supersample = 4};
+    return (PrepareSyntheticOptions){.d_text = 64, .factor = 2, .samples_per_shard = 256, .supersample = 4,
+                                     .position_spread = 1.0f};
 }
 
 static vfm_status check_options(const PrepareSyntheticOptions *o, const SyntheticConfig *cfg) {
@@ -39,6 +40,8 @@ static vfm_status check_options(const PrepareSyntheticOptions *o, const Syntheti
     if (o->d_text < 1 || o->d_text > 65536) return vfm_fail(VFM_ERR_USAGE, "%s: --d-text %d: want 1..65536", what, o->d_text);
     if (o->supersample < 1 || o->supersample > 16)
         return vfm_fail(VFM_ERR_USAGE, "%s: --supersample %d: want 1..16", what, o->supersample);
+    if (!(o->position_spread >= 0 && o->position_spread <= 1))
+        return vfm_fail(VFM_ERR_USAGE, "%s: --position-spread %g: want 0..1", what, (double)o->position_spread);
     if (o->samples_per_shard < 1) return vfm_fail(VFM_ERR_USAGE, "%s: --samples-per-shard %d: want >= 1", what, o->samples_per_shard);
     int64_t shards = (o->images + o->videos + o->samples_per_shard - 1) / o->samples_per_shard;
     if (shards > PREPARE_MAX_SHARDS)
@@ -140,6 +143,7 @@ static vfm_status write_dataset_json(const PrepareContext *ctx, int64_t shards) 
     json_object_set_new(root, "d_text", json_integer(o->d_text));
     json_object_set_new(root, "caption_encoder", json_string(CAPTION_ENCODER_ID));
     json_object_set_new(root, "supersample", json_integer(o->supersample));
+    json_object_set_new(root, "position_spread", json_real(o->position_spread));
     json_object_set_new(root, "samples_per_shard", json_integer(o->samples_per_shard));
     json_object_set_new(root, "shards", json_integer(shards));
     json_object_set_new(root, "shard_pattern", json_string(PREPARE_SHARD_PATTERN));
@@ -182,6 +186,7 @@ vfm_status prepare_synthetic(const PrepareSyntheticOptions *o, PrepareProgress *
     const double start = time_now();
     PrepareContext ctx = {.o = o, .cfg = synthetic_config_defaults(), .map = pixel_latent_map_default()};
     VFM_TRY(check_options(o, &ctx.cfg));
+    ctx.cfg.position_spread = o->position_spread;
     ctx.map.factor = o->factor;
     pixel_latent_map_to_json(&ctx.map, ctx.pixel_space_json, sizeof ctx.pixel_space_json);
 

@@ -29,12 +29,13 @@ typedef struct {
     int factor;              /* PixelLatentMap factor: must divide every canvas side (1, 2, 4, 8, 16) */
     int samples_per_shard;   /* >= 1 */
     int supersample;         /* anti-aliasing samples per pixel side, 1..16 */
+    float position_spread;   /* SyntheticConfig.position_spread: 1 anywhere, 0 every still in the middle */
     int force;               /* replace the shards already in out_dir */
     PrepareProgressFn progress; /* may be NULL */
     void *progress_ctx;
 } PrepareSyntheticOptions;
 
-/* images 0, videos 0, seed 0, d_text 64, factor 2, samples_per_shard 256, supersample 4, no force. */
+/* images 0, videos 0, seed 0, d_text 64, factor 2, samples_per_shard 256, supersample 4, position_spread 1, no force. */
 PrepareSyntheticOptions prepare_synthetic_defaults(void);
 
 /* Builds the set. Bad options are VFM_ERR_USAGE (nothing is touched); a directory that already

@@ -25,6 +25,45 @@ static float bilinear(const float *map, int height, int width, float y, float x)
     return sum;
 }
 
+/* Keeps the largest 8-connected group of bright pixels (by brightness mass) and clears the rest:
+ * a speck or a second faint blob beside the shape moves neither its frame nor its outline. The
+ * sums of the kept group replace *mass, *sx, *sy. */
+static void keep_largest_object(float *map, int height, int width, double *mass, double *sx, double *sy) {
+    int64_t n = (int64_t)height * width;
+    int *label = calloc((size_t)n, sizeof(int)), *stack = malloc((size_t)n * sizeof(int));
+    if (!label || !stack) { /* keep the whole map: the frame is then the plain one */
+        free(label);
+        free(stack);
+        return;
+    }
+    int best = 0, next = 0;
+    double best_mass = 0, best_sx = 0, best_sy = 0;
+    for (int64_t start = 0; start < n; start++) {
+        if (map[start] <= 0 || label[start]) continue;
+        int top = 0;
+        double m = 0, x_sum = 0, y_sum = 0;
+        label[start] = ++next;
+        stack[top++] = (int)start;
+        while (top) {
+            int p = stack[--top], y = p / width, x = p % width;
+            m += map[p], x_sum += map[p] * (x + 0.5), y_sum += map[p] * (y + 0.5);
+            for (int dy = -1; dy <= 1; dy++)
+                for (int dx = -1; dx <= 1; dx++) {
+                    int yy = y + dy, xx = x + dx;
+                    if (yy < 0 || yy >= height || xx < 0 || xx >= width) continue;
+                    int q = yy * width + xx;
+                    if (map[q] > 0 && !label[q]) label[q] = next, stack[top++] = q;
+                }
+        }
+        if (m > best_mass) best = next, best_mass = m, best_sx = x_sum, best_sy = y_sum;
+    }
+    for (int64_t p = 0; p < n; p++)
+        if (label[p] != best) map[p] = 0;
+    *mass = best_mass, *sx = best_sx, *sy = best_sy;
+    free(label);
+    free(stack);
+}
+
 /* out[G*G]: the unit-length descriptor of the picture; 0 when too few pixels are bright. */
 static int describe(const float *rgb, int height, int width, int64_t stride, float threshold, int64_t min_bright,
                     float *out) {
@@ -46,6 +85,7 @@ static int describe(const float *rgb, int height, int width, int64_t stride, flo
         free(map);
         return 0;
     }
+    keep_largest_object(map, height, width, &mass, &sx, &sy);
     double cx = sx / mass, cy = sy / mass, vxx = 0, vyy = 0;
     for (int y = 0; y < height; y++)
         for (int x = 0; x < width; x++) {
@@ -143,11 +183,7 @@ vfm_status shape_judge_fit(ShapeJudge *judge, uint64_t seed, int n_per_shape, in
             double norm = 0;
             for (int k = 0; k < G * G; k++) norm += pow(sum[c][k] - judge->centre[k], 2);
             for (int k = 0; k < G * G; k++) judge->mean[c][k] = (float)((sum[c][k] - judge->centre[k]) / sqrt(norm));
-            judge->min_similarity[c] = 1;
-        }
-        for (int i = 0; i < kept; i++) {
-            float sim = similarity_to(judge, desc + (size_t)i * G * G, shape[i]);
-            if (sim < judge->min_similarity[shape[i]]) judge->min_similarity[shape[i]] = sim;
+            for (int k = 0; k < G * G; k++) judge->class_mean[c][k] = (float)sum[c][k];
         }
         judge->fitted = 1;
     }
@@ -170,7 +206,13 @@ int shape_judge_classify(const ShapeJudge *judge, const float *rgb, int height, 
         if (sim > best_sim) best_sim = sim, best = c;
     }
     if (similarity) *similarity = best_sim;
-    return best_sim >= judge->min_similarity[best] ? best : SHAPE_JUDGE_NONE;
+    /* the centre is the average of the five shapes: what a picture drawn without regard to the shape looks like */
+    double d_centre = 0, d_best = 0;
+    for (int k = 0; k < G * G; k++) {
+        d_centre += pow(desc[k] - judge->centre[k], 2);
+        d_best += pow(desc[k] - judge->class_mean[best][k], 2);
+    }
+    return d_best < d_centre ? best : SHAPE_JUDGE_NONE;
 }
 
 float shape_judge_similarity(const ShapeJudge *judge, const float *rgb, int height, int width, int64_t channel_stride,

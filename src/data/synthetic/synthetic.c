@@ -35,6 +35,7 @@ SyntheticConfig synthetic_config_defaults(void) {
     c.max_size = 0.5f;
     c.min_speed = 1.5f;
     c.max_speed = 3.0f;
+    c.position_spread = 1.0f;
     return c;
 }
 
@@ -63,6 +64,8 @@ vfm_status synthetic_spec_generate(const SyntheticConfig *cfg, uint64_t seed, ui
                         SYNTHETIC_MAX_CANVASES);
     if (is_video && (cfg->min_frames < 2 || cfg->max_frames < cfg->min_frames))
         return vfm_fail(VFM_ERR_USAGE, "synthetic: video frames %d..%d (want 2 <= min <= max)", cfg->min_frames, cfg->max_frames);
+    if (!(cfg->position_spread >= 0 && cfg->position_spread <= 1))
+        return vfm_fail(VFM_ERR_USAGE, "synthetic: position spread %g (want 0..1)", cfg->position_spread);
     if (!(cfg->min_size > 0 && cfg->max_size >= cfg->min_size && cfg->max_size < 1))
         return vfm_fail(VFM_ERR_USAGE, "synthetic: shape size %g..%g of the canvas (want 0 < min <= max < 1)", cfg->min_size,
                         cfg->max_size);
@@ -115,6 +118,12 @@ vfm_status synthetic_spec_generate(const SyntheticConfig *cfg, uint64_t seed, ui
     if (vx < 0) lo_x += travel;
     if (vy > 0) hi_y -= travel;
     if (vy < 0) lo_y += travel;
+    /* position_spread < 1 keeps the middle of each range (at 1 the arithmetic is unchanged) */
+    if (cfg->position_spread < 1) {
+        const float cut = 0.5f * (1.0f - cfg->position_spread), wx = hi_x - lo_x, wy = hi_y - lo_y;
+        lo_x += cut * wx, hi_x -= cut * wx;
+        lo_y += cut * wy, hi_y -= cut * wy;
+    }
     spec->x0 = lo_x + (hi_x - lo_x) * DRAW(DRAW_X);
     spec->y0 = lo_y + (hi_y - lo_y) * DRAW(DRAW_Y);
 #undef DRAW

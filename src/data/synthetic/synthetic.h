@@ -53,11 +53,12 @@ typedef struct {
     int min_frames, max_frames;       /* videos: T uniform in [min, max] */
     float min_size, max_size;         /* shape size as a fraction of min(H, W) */
     float min_speed, max_speed;       /* pixels per frame (reduced when the canvas is too small) */
+    float position_spread;            /* frame-0 centres from the middle fraction of their room: 1 anywhere, 0 the middle */
 } SyntheticConfig;
 
 /* Canvases 32x32, 32x48, 48x32 (H x W) for images and videos; videos of 4..8 frames; shapes
  * 0.375..0.5 of the shorter side (12..16 px on a 32 px side: >= 6 latent pixels at factor 2);
- * 1.5..3 px per frame. */
+ * 1.5..3 px per frame; centres anywhere the shape fits (position_spread 1). */
 SyntheticConfig synthetic_config_defaults(void);
 
 /* The spec of sample `index` (images and videos are separate sequences). Over any run of
