@@ -52,7 +52,7 @@
  * bit for bit the two-sum rule of TP alone.
  *
  * Expert parallelism (dp_set_expert_parallel, EP > 1: docs/parallel.md "Expert parallelism").
- * grad_comm is then the expert-data-parallel × CP group (the ranks with this rank's EP index): EP
+ * grad_comm is then the expert-data-parallel group (the DP×CP ranks with this rank's EP index): EP
  * rank r's buffer holds experts [r·E/EP, (r+1)·E/EP) at the offsets where every EP rank holds
  * its own, so the shards, ZeRO-1's moments and the checkpoint ranges are cut over that group,
  * which covers the whole buffer once per EP rank. Step 1 of a bucket then also sums the dense
@@ -129,7 +129,7 @@ int dp_bucket_of_entry(const DataParallel *dp, int entry);
 int dp_entry_reduces_over_tp(const ParamEntry *e, int sequence_parallel);
 void dp_set_sequence_parallel(DataParallel *dp, int on);
 /* Expert parallelism over ep_comm (NULL or one rank: none); grad_comm must then be the
- * expert-data-parallel × CP group (above). Before the first reduction. */
+ * expert-data-parallel group (above). Before the first reduction. */
 void dp_set_expert_parallel(DataParallel *dp, Comm *ep_comm);
 /* 1 when entry e is summed over the EP group before the DP reduction (a dense entry under EP). */
 int dp_entry_reduces_over_ep(const DataParallel *dp, const ParamEntry *e);

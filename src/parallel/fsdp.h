@@ -88,7 +88,7 @@ vfm_status fsdp_init(Fsdp *f, const ParamTable *t, const PpBlocks *blocks, const
                      Comm *tp_comm, Comm *pp_comm, Device device);
 void fsdp_free(Fsdp *f);
 void fsdp_set_sequence_parallel(Fsdp *f, int on);
-/* Expert parallelism (dp.h): comm (the DP×CP one above) is then the expert-data-parallel × CP
+/* Expert parallelism (dp.h): comm (the DP×CP one above) is then the expert-data-parallel
  * group; a unit's dense entries are summed over ep_comm before the reduce-scatter, experts not, and
  * the mean divides by DP = EP·n/cp. ZeRO-3 gathers a unit over that group, so each EP rank's
  * units hold its own experts. Before the first reduction. */

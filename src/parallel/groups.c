@@ -87,16 +87,22 @@ int cp_subgroup_members(const ParallelLayout *l, int a2a_size, int ring, int ran
     return self;
 }
 
+int ep_index_in_dp_cp(const ParallelLayout *l, int rank) {
+    int dp, pp, cp, tp;
+    layout_coords(l, rank, &dp, &pp, &cp, &tp);
+    return dp * l->cp + cp;
+}
+
 int ep_subgroup_members(const ParallelLayout *l, int ep, int edp, int rank, int *members) {
     int dp, pp, cp, tp, n = 0, self = 0;
     layout_coords(l, rank, &dp, &pp, &cp, &tp);
-    int g = dp / ep, e = dp % ep;
-    for (int k = 0; k < (edp ? l->dp / ep : ep); k++)
-        for (int c = edp ? 0 : cp; c < (edp ? l->cp : cp + 1); c++) {
-            int r = layout_rank_of(l, edp ? k * ep + e : g * ep + k, pp, c, tp);
-            if (r == rank) self = n;
-            members[n++] = r;
-        }
+    int q = dp * l->cp + cp, g = q / ep, e = q % ep;
+    for (int k = 0; k < (edp ? l->dp * l->cp / ep : ep); k++) {
+        int qk = edp ? k * ep + e : g * ep + k;
+        int r = layout_rank_of(l, qk / l->cp, pp, qk % l->cp, tp);
+        if (r == rank) self = n;
+        members[n++] = r;
+    }
     return self;
 }
 

@@ -52,10 +52,11 @@ vfm_status train_layout_from(TrainLayout *l, const Config *cfg, int warn) {
 vfm_status train_layout_check(const TrainLayout *l, const DiTConfig *mc, int world_size) {
     ParallelLayout probe;
     VFM_TRY(layout_init(&probe, world_size, 0, l->tp, l->pp, l->cp));
-    if (l->ep > 1 && probe.dp % l->ep != 0)
+    if (l->ep > 1 && (probe.dp * probe.cp) % l->ep != 0)
         return vfm_fail_at(VFM_ERR_USAGE, NULL, "model.expert_model_parallel_size", NULL,
-                           "%d must divide the data-parallel size %d (world %d / TP·PP·CP %d): EP ranks are DP ranks",
-                           l->ep, probe.dp, world_size, l->tp * l->pp * l->cp);
+                           "%d must divide DP·CP = %d (DP %d = world %d / TP·PP·CP %d; CP %d): the EP ranks are ranks "
+                           "of the DP×CP group", l->ep, probe.dp * probe.cp, probe.dp, world_size,
+                           l->tp * l->pp * l->cp, probe.cp);
     return dit_check_parallel(mc, l->tp, l->sp, l->cp, l->cp_type, l->a2a_size);
 }
 
@@ -115,12 +116,12 @@ static vfm_status make_cp_subgroup(TrainParallel *p, Comm *c, unsigned bit, int 
     return VFM_OK;
 }
 
-/* Expert parallelism: the EP group (edp = 0) or the expert-data-parallel × CP group (edp = 1). */
+/* Expert parallelism: the EP group (edp = 0) or the expert-data-parallel group (edp = 1: CP included). */
 static vfm_status make_ep_subgroup(TrainParallel *p, Comm *c, unsigned bit, int edp, CommBackend backend) {
     int members[4096];
-    int n = edp ? p->layout.dp / p->keys.ep * p->layout.cp : p->keys.ep;
+    int n = edp ? p->layout.dp * p->layout.cp / p->keys.ep : p->keys.ep;
     ep_subgroup_members(&p->layout, p->keys.ep, edp, p->layout.rank, members);
-    VFM_TRY(comm_create(c, edp ? "edp×cp" : "ep", backend, members, n));
+    VFM_TRY(comm_create(c, edp ? "edp" : "ep", backend, members, n));
     p->made |= bit;
     return VFM_OK;
 }
@@ -131,8 +132,8 @@ vfm_status train_parallel_init(TrainParallel *p, const TrainLayout *keys, int wo
     VFM_TRY(layout_init(&p->layout, world_size, rank, keys->tp, keys->pp, keys->cp));
     /* every rank creates the same groups in the same order (creation is collective) */
     VFM_TRY(make_group(p, &p->world, MADE_WORLD, GROUP_WORLD));
-    if (keys->ep > 1 && (p->layout.dp % keys->ep != 0 || p->layout.dp * p->layout.cp > 4096))
-        return vfm_fail(VFM_ERR_INTERNAL, "train: EP %d over DP %d", keys->ep, p->layout.dp);
+    if (keys->ep > 1 && ((p->layout.dp * p->layout.cp) % keys->ep != 0 || p->layout.dp * p->layout.cp > 4096))
+        return vfm_fail(VFM_ERR_INTERNAL, "train: EP %d over DP·CP %d", keys->ep, p->layout.dp * p->layout.cp);
     if (keys->ep > 1) VFM_TRY(make_ep_subgroup(p, &p->grad, MADE_GRAD, 1, COMM_BACKEND_MPI));
     else VFM_TRY(make_group(p, &p->grad, MADE_GRAD, GROUP_DP_CP));
     VFM_TRY(make_group(p, &p->tp, MADE_TP, GROUP_TP));
@@ -151,7 +152,8 @@ vfm_status train_parallel_init(TrainParallel *p, const TrainLayout *keys, int wo
     d->cpa.type = keys->cp_type, d->cpa.A = keys->a2a_size;
     d->pp = keys->pp, d->pp_rank = p->layout.pp_rank, d->vp = keys->vp > 1 ? keys->vp : 1;
     d->pp_comm = keys->pp > 1 ? &p->pp : NULL;
-    d->ep = keys->ep > 1 ? keys->ep : 1, d->ep_rank = keys->ep > 1 ? p->layout.dp_rank % keys->ep : 0;
+    d->ep = keys->ep > 1 ? keys->ep : 1;
+    d->ep_rank = keys->ep > 1 ? ep_index_in_dp_cp(&p->layout, p->layout.rank) % keys->ep : 0;
     d->ep_comm = keys->ep > 1 ? &p->ep : NULL;
     if (keys->cp > 1)
         VFM_TRY(cp_attention_init(&d->cpa, keys->cp_type, &p->cp, (p->made & MADE_A2A) ? &p->a2a : NULL,
@@ -244,8 +246,9 @@ static vfm_status host_weights(const DiT *m, int with_ema, HostWeights *h) {
 vfm_status train_parallel_save(TrainParallel *p, const DiT *m, const float *ema, const DataParallel *dp,
                                const Optimizer *o, const char *stage) {
     char path[1700];
-    /* one rank per (TP, PP) shard writes the weights; under EP one per EP rank, each its experts */
-    int writes = p->layout.dp_rank < (p->keys.ep > 1 ? p->keys.ep : 1) && p->layout.cp_rank == 0;
+    /* one rank per (TP, PP) shard writes the weights (dp = cp = 0); under EP the first EP group of
+     * the DP×CP group, each EP rank its experts */
+    int writes = ep_index_in_dp_cp(&p->layout, p->layout.rank) < (p->keys.ep > 1 ? p->keys.ep : 1);
     const float *params = m->params;
     HostWeights h = {0};
     Optimizer ho;
