@@ -46,10 +46,6 @@ static vfm_status read_expert_parallel(TrainSetup *su, const Config *cfg) {
     if (su->model.moe.experts % ep != 0)
         return vfm_fail_at(VFM_ERR_USAGE, NULL, key, NULL, "%d must divide model.num_moe_experts (%d): every EP rank "
                            "holds the same number of experts", ep, su->model.moe.experts);
-    if (ep > 1 && su->layout.pp > 1)
-        return vfm_fail_at(VFM_ERR_USAGE, NULL, key, NULL, "%d with model.pipeline_model_parallel_size %d: expert "
-                           "parallelism under pipeline parallelism is not wired in the trainer yet (docs/parallel.md)",
-                           ep, su->layout.pp);
     su->layout.ep = ep;
     return VFM_OK;
 }

@@ -7,6 +7,7 @@
 #     one rank after 4 steps;
 #   - EP2 within DP4 (two EP groups, expert-data-parallel groups of 2) under ZeRO-1 and ZeRO-3:
 #     within 1e-6 of one rank, and ZeRO-3 (unsharded accumulation) = ZeRO-1 bit for bit;
+#   - PP2 × EP2 × DP2 under ZeRO-1 within 1e-6 of one rank;
 #   - the checkpoints stay layout-independent: the ZeRO-3 EP2 run's step-2 checkpoint resumed at
 #     one rank (EP1), and the one-rank run's step-2 checkpoint resumed at EP2 × DP4 ZeRO-1, each
 #     reach the uninterrupted run's weights within 1e-6;
@@ -59,6 +60,12 @@ train ec_ep2_z3 4 $EP $Z3
 check "EP2 within DP4 under ZeRO-3 states ep=2" states $T/ec_ep2_z3.log world=4 dp=4 ep=2 sharding=optim_grads_params
 check "and equals ZeRO-1 at the same layout bit for bit (weights and Adam moments)" sh -c \
     "$VFM checkpoint diff $T/ec_ep2_z1 $T/ec_ep2_z3 --atol 0 --quiet && cmp -s $T/ec_ep2_z1/iter_0000004/optim.safetensors $T/ec_ep2_z3/iter_0000004/optim.safetensors"
+
+# under pipeline parallelism: PP2 × EP2 (DP2, ZeRO-1), against one rank padding its packs as PP does
+timeout $RUN_LIMIT $VFM train $ARGS checkpoint.save=$T/fixed1 train.fixed_pack_length=512 > $T/fixed1.log 2>&1
+train pp2_ep2 4 $EP $Z1 model.pipeline_model_parallel_size=2
+check "PP2 × EP2 × DP2 under ZeRO-1 states pp=2 ep=2" states $T/pp2_ep2.log world=4 dp=2 pp=2 ep=2 sharding=optim
+check "and matches one rank (packs padded to 512 rows) within 1e-6" near $T/fixed1 $T/pp2_ep2
 
 # layout-independent checkpoints: EP2 → EP1 and EP1 → EP2
 timeout $RUN_LIMIT $VFM train $ARGS checkpoint.save=$T/to_ep1 --resume $T/ec_ep2_z3/iter_0000002 > $T/to_ep1.log 2>&1
