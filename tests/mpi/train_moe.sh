@@ -53,8 +53,8 @@ train tc_ep2 2 $EP $TC
 check "EP2 × DP2 token choice top-2 states ep=2" states $T/tc_ep2.log world=2 dp=2 ep=2
 check "and matches one rank within 1e-6 after 4 steps" near $T/tc1 $T/tc_ep2
 
-train ec_ep2_z1 4 $EP $Z1
-check "EP2 within DP4 under ZeRO-1 states ep=2" states $T/ec_ep2_z1.log world=4 dp=4 ep=2 sharding=optim
+train ec_ep2_z1 4 $EP $Z1 ddp.overlap_grad_reduce=true
+check "EP2 within DP4 under ZeRO-1 (buckets issued during backward) states ep=2" states $T/ec_ep2_z1.log world=4 dp=4 ep=2 sharding=optim
 check "and matches one rank within 1e-6" near $T/ec1 $T/ec_ep2_z1
 train ec_ep2_z3 4 $EP $Z3
 check "EP2 within DP4 under ZeRO-3 states ep=2" states $T/ec_ep2_z3.log world=4 dp=4 ep=2 sharding=optim_grads_params
