@@ -16,6 +16,7 @@
 /* Reads tensor i of f as f32 into a malloc'd buffer (*out); 0 when it cannot. */
 static int read_tensor(SafetensorsFile *f, int i, int64_t numel, float **out) {
     *out = malloc((size_t)(numel > 0 ? numel : 1) * sizeof(float));
+    if (!*out) vfm_fail(VFM_ERR_NOMEM, "no memory for its %lld values", (long long)numel);
     if (*out && safetensors_read_f32(f, i, *out, numel) == VFM_OK) return 1;
     free(*out);
     *out = NULL;

@@ -73,7 +73,7 @@ static void print_info(const Config *cfg, const DiTConfig *c, const ParamTable *
         double used = e->routing == MOE_EXPERT_CHOICE ? (e->capacity_factor > 0 ? e->capacity_factor : e->experts)
                                                       : e->topk; /* experts a token passes through, at most */
         if (used > e->experts) used = e->experts;
-        double per_expert = 2.0 * c->hidden * (double)e->ffn;
+        double per_expert = (c->f.swiglu ? 3.0 : 2.0) * c->hidden * (double)e->ffn; /* fc1 (SwiGLU: 2F rows), fc2 */
         double active = (double)t->total - (double)c->layers * (e->experts - used) * per_expert;
         printf("mixture of experts: %d experts of width %lld in every block, %s (top-%d), capacity factor %g; "
                "active parameters per token %.0f (%.1f M: %g of the %d experts)\n",

@@ -37,7 +37,7 @@ const CfgKeyDef cfg_key_defs[] = {
             "moviegen (NeMo's MovieGen/DiT-Llama), stdit (spatial and temporal blocks), wan (Wan 2.1)", REFUSE),
     KCHOICE("model.preset", "\"\"",
             CHOICES("", "tiny", "tiny-demo", "dit-s", "dit-b", "dit-l", "dit-xl", "dit-7b", "dit-7b-nemo", "dit-28b",
-                    "moviegen-1b", "moviegen-5b", "moviegen-30b", "stdit3-xl", "stdit-xl", "stdit-3b", "wan2.1-1.3b",
+                    "moviegen-1b", "moviegen-5b", "moviegen-30b", "ecdit-1b", "stdit3-xl", "stdit-xl", "stdit-3b", "wan2.1-1.3b",
                     "wan2.1-14b"),
             "model size preset, applied before the file and overrides (\"\" = none)", FREE),
     KINT("model.hidden_size", "384", "[8, 65536]", "transformer width D", REFUSE),

@@ -46,6 +46,16 @@ static const CfgPreset g_presets[] = {
     {"moviegen-1b", MOVIEGEN(2048, 16, 32, 8192)},
     {"moviegen-5b", MOVIEGEN(3072, 32, 24, 8192)},
     {"moviegen-30b", MOVIEGEN(6144, 48, 48, 16384)},
+    /* NeMo's ECDiT-1B (research/pp-fsdp-moe-moviegen.md §3): MovieGen-1B with every MLP a mixture of
+     * 64 SwiGLU experts of width 1024, expert choice with capacity factor 8 (top-1 as NeMo names
+     * it): 64·C_b = 8·T_b slots per sample, the dense 8192-wide MLP's FLOPs per token */
+    {"ecdit-1b", SETTINGS("model.variant=moviegen", "model.hidden_size=2048", "model.num_layers=16",
+                          "model.num_attention_heads=32", "model.num_query_groups=8", "model.ffn_hidden_size=8192",
+                          "model.crossattn_emb_size=2048", "model.init_method_std=0.01", "model.max_frames=128",
+                          "model.max_img_h=240", "model.max_img_w=240", "model.patch_spatial=2",
+                          "model.num_moe_experts=64", "model.moe_ffn_hidden_size=1024",
+                          "model.moe_router_load_balancing_type=expert_choice", "model.moe_router_topk=1",
+                          "model.moe_expert_capacity_factor=8")},
     /* NeMo's ST-DiT configs (nemo/collections/diffusion/models/model.py: STDiTV3_XLConfig,
      * STDiTXLConfig, STDiT3BConfig); num_layers counts ST-DiT layers of two blocks */
 #define STDIT_SIZE(hidden, layers, heads, ffn)                                                                      \

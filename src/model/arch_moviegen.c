@@ -54,6 +54,7 @@ static void build(DiT *m) {
     AttentionSpec cross = self;
     cross.self = 0, cross.kv_in = c->d_text, cross.kv_heads = c->heads;
     MlpSpec mlp = {.ffn = c->ffn, .swiglu = 1, .in = linear_normal(std, 0), .out = linear_normal(out_std, 0)};
+    mlp.moe = c->moe; /* model.num_moe_experts: SwiGLU experts in the MLP slot (ECDiT, the ecdit-1b preset) */
     float eps = f->block_ln_eps;
     for (int l = 0; l < c->layers; l++) {
         DiTBlock *b = &m->blocks[l];

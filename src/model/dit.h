@@ -163,6 +163,9 @@ typedef struct DiTParallel {
     int ep, ep_rank;
     Comm *ep_comm;
     int test_permute_ep_a2a;
+    /* Tests only: 1 makes every CP rank route its own chunk's tokens alone (the MoE router's logits
+     * not gathered over CP: a broken variant the MoE × CP tests must catch). */
+    int test_moe_local_logits;
 } DiTParallel;
 
 /* Before any work: VFM_ERR_USAGE with one line naming the key and the numbers when the model does

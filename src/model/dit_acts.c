@@ -260,7 +260,8 @@ vfm_status dit_reserve(DiT *m, int64_t max_tokens, int64_t max_text, int max_sam
     size_t bytes, scratch;
     Placement pl;
     dit_place_bounds(m, max_tokens, max_samples, &pl);
-    if (pl.R > m->moe_ep_rows) m->moe_ep_rows = pl.R;
+    int64_t routed = pl.R * (m->par.cp > 1 ? m->par.cp : 1); /* MoE routes whole packs (moe.h) */
+    if (routed > m->moe_ep_rows) m->moe_ep_rows = routed;
     if (max_samples > m->moe_ep_samples) m->moe_ep_samples = max_samples;
     dit_place_free(&pl);
     VFM_TRY(slot_bytes(m, max_tokens, max_text, max_samples, 0, &bytes, &scratch));

@@ -45,10 +45,6 @@ vfm_status dit_config_resolve(DiTConfig *c) {
     if (c->num_classes < 0 || c->class_dropout_prob < 0 || c->class_dropout_prob > 1)
         return vfm_fail(VFM_ERR_USAGE, "model.num_classes (%d) must be >= 0 and model.class_dropout_prob (%g) in [0, 1]",
                         c->num_classes, c->class_dropout_prob);
-    if (c->moe.experts > 0 && c->variant == DIT_VARIANT_MOVIEGEN)
-        return vfm_fail(VFM_ERR_USAGE, "model.num_moe_experts (%d): the MoE layer's experts are GELU MLPs and moviegen's "
-                        "MLP is SwiGLU; SwiGLU experts (and so the ecdit-1b preset) are not written yet (docs/models.md)",
-                        c->moe.experts);
     if (f->pos == DIT_POS_ROPE_3D) VFM_TRY(dit_check_rope(c));
     if (c->moe.experts > 0) {
         MoeSpec *e = &c->moe;

@@ -14,10 +14,14 @@ vfm_status dit_check_parallel(const DiTConfig *c, int tp, int sequence_parallel,
     if (tp < 1 || cp < 1)
         return vfm_fail(VFM_ERR_USAGE, "model.tensor_model_parallel_size (%d) and model.context_parallel_size (%d) "
                         "must be at least 1", tp, cp);
-    if (c->moe.experts > 0 && (tp > 1 || cp > 1))
-        return vfm_fail(VFM_ERR_USAGE, "model.num_moe_experts (%d): the mixture-of-experts layer runs with data and "
-                        "pipeline parallelism and ZeRO, not yet with tensor (%d) or context (%d) parallelism "
-                        "(docs/parallel.md)", c->moe.experts, tp, cp);
+    if (c->moe.experts > 0 && c->moe.ffn % tp != 0)
+        return vfm_fail(VFM_ERR_USAGE, "model.moe_ffn_hidden_size (%lld) is not a multiple of "
+                        "model.tensor_model_parallel_size (%d): tensor parallelism splits every expert's MLP",
+                        (long long)c->moe.ffn, tp);
+    if (c->moe.experts > 0 && c->f.factorised && cp > 1)
+        return vfm_fail(VFM_ERR_USAGE, "model.num_moe_experts (%d) with model.context_parallel_size (%d): ST-DiT's "
+                        "rows under CP are not in the chunk layout the MoE router gathers (docs/models.md)",
+                        c->moe.experts, cp);
     if (c->heads % tp != 0)
         return vfm_fail(VFM_ERR_USAGE, "model.num_attention_heads (%d) is not a multiple of "
                         "model.tensor_model_parallel_size (%d): tensor parallelism splits the heads", c->heads, tp);

@@ -11,7 +11,7 @@ void mlp_add(MlpLayer *ml, ParamTable *t, const char *prefix, int64_t D, const M
     memset(ml, 0, sizeof *ml);
     if (s->moe.experts > 0) {
         MoeSpec ms = s->moe;
-        ms.in = s->in, ms.out = s->out, ms.act = s->act;
+        ms.in = s->in, ms.out = s->out, ms.act = s->act, ms.swiglu = s->swiglu;
         if (ms.router.w_init == INIT_ZERO && ms.router.w_scale == 0) ms.router = s->in;
         ml->fc1 = ml->fc2 = LINEAR_NONE;
         moe_add(&ml->moe, t, prefix, D, &ms);

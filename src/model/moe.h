@@ -1,8 +1,9 @@
 /* The mixture-of-experts layer (docs/models.md "The MoE layer"), in the MLP slot of any
- * architecture (mlp.h: an MlpLayer with moe.experts > 0 is one). E experts, each a GELU MLP
- * fc1 [F, D], fc2 [D, F] without bias, stored as one entry per kind with expert e's rows at
- * [e·F, (e+1)·F) and [e·D, (e+1)·D) (checkpoints hold them whole, by expert index), and a router
- * Linear(D → E) without bias. Per sample of the pack (never across samples), with T_b real tokens:
+ * architecture (mlp.h: an MlpLayer with moe.experts > 0 is one). E experts, each the slot's MLP
+ * kind — GELU, fc1 [F, D], or SwiGLU, fc1 [2F, D] (gate rows, then value rows) — and fc2 [D, F],
+ * without bias, stored as one entry per kind with expert e's rows at [e·F, (e+1)·F) (SwiGLU
+ * [e·2F, (e+1)·2F)) and [e·D, (e+1)·D) (checkpoints hold them whole, by expert index), and a
+ * router Linear(D → E) without bias. Per sample of the pack (never across samples), with T_b real tokens:
  *   logits = router(x) (fp32), probs = softmax over experts (pre-softmax router)
  *   expert choice   each expert takes the top C_b tokens of the sample by its probability
  *   token choice    each token's top-k experts are its candidates; each expert keeps the top C_b
@@ -13,7 +14,7 @@
  * (ops.h "mixture of experts"). Token choice adds aux·E·Σ_e f_e·P_e (load balancing) and, both
  * routers, z·mean_t lse_t² to the loss through the router's gradient.
  *
- * Expert parallelism (DiTParallel.ep, within DP as in Megatron): EP rank r holds experts
+ * Expert parallelism (DiTParallel.ep, within DP or DP×CP as in Megatron): EP rank r holds experts
  * [r·E/EP, (r+1)·E/EP) (the fc1/fc2 rows, REDUCE_EXPERT: tp_shard.h splits them, checkpoints name
  * them by global index). Every rank routes its own tokens over all E experts (the router is
  * replicated) into slots of C = the carve's bound per expert (the slots past the pack's Σ_b C_b
@@ -21,7 +22,17 @@
  * the reverse combine have one size on every rank and step: no rank waits for another's counts,
  * no device-to-host copy. The owner runs one grouped GEMM per sender block; its expert gradients
  * then hold every EP rank's tokens, and are summed over the expert-data-parallel group only.
- * Not yet with TP, CP or sequence parallelism (dit_check_parallel refuses them). */
+ *
+ * Tensor parallelism: every expert is split over TP like the dense MLP (expert tensor parallelism
+ * = TP): fc1 by hidden units (tp_parts E, SwiGLU 2E: each expert's gate and value rows split
+ * separately), fc2 by its input columns. The layer is a TP region (layer.h): under SP its rows are
+ * gathered on the way in, so every TP rank routes the same rows identically (the router is
+ * replicated), each runs its F/TP units of every expert, and the region's exit sums the partial
+ * combine over TP. The gate gradients are partial over TP, and so the router's gradient
+ * (REDUCE_TP_HEADS); the losses' terms come from TP rank 0. Context parallelism: the router's fp32
+ * logits are gathered over CP into the whole pack, every CP rank selects over whole samples (the
+ * same slots on every rank), and fills the slots of its own rows (the others' slots are zero rows
+ * on this rank: the experts run over the whole pack's C slots on every CP rank). */
 #ifndef VFM_MODEL_MOE_H
 #define VFM_MODEL_MOE_H
 
@@ -36,7 +47,8 @@ typedef struct MoeSpec {
     float capacity_factor;  /* f */
     MoeRouting routing;
     float aux_coeff, z_coeff;
-    Activation act;
+    int swiglu;             /* 1: SwiGLU experts (fc1 [E·2F, D], each expert's gate rows then its value rows) */
+    Activation act;         /* GELU experts' kind (swiglu 0) */
     LinearSpec router, in, out; /* initialisation of the router and of fc1, fc2 (replicated) */
 } MoeSpec;
 
@@ -46,19 +58,24 @@ typedef struct MoeLayer {
     int fc1, fc2;           /* entries [E·F, D] and [E·D, F] */
 } MoeLayer;
 
-/* What the forward keeps (C the capacity bound of the carve; the forward uses its first C_used):
- * probs, masked [R,E], lse [R] f32; the slots slot_tok, slot_w [E,C]; tok_slot [R,E]; xe, ye
- * [E·C, D], pre, h [E·C, F]; cu_tok, cu_cap [B+1]; losses [2] (raw load-balancing and z losses). */
+/* What the forward keeps (C the capacity bound of the carve; the forward uses its first C_used;
+ * RW the routed rows: the region's R, under CP the whole pack's R·CP): probs, masked [RW,E], lse
+ * [RW] f32; the slots slot_tok, slot_w [E,C]; tok_slot [RW,E] and this rank's rows of it, tok_local
+ * [R,E] (CP; otherwise tok_slot); t2s [RW] the routed rows' samples (unless one rank); xe, ye
+ * [E·C, D], pre [E·C, F/TP] (SwiGLU 2F/TP), h [E·C, F/TP]; cu_tok, cu_cap [B+1]; losses [2] (raw
+ * load-balancing and z losses). */
 typedef struct MoeActs {
-    Tensor probs, masked, lse, slot_tok, slot_w, tok_slot, xe, pre, h, ye, cu_tok, cu_cap, losses;
+    Tensor probs, masked, lse, slot_tok, slot_w, tok_slot, tok_local, t2s, xe, pre, h, ye, cu_tok, cu_cap, losses;
     int64_t C_used;
 } MoeActs;
 
-/* Scratch shared by every MoE layer: the router's output in the act dtype and in f32 (then its
- * gradient) [R,E], dw [E·C], dye and dxe [E·C, D], dh [E·C, F]; under EP xa [E·C, D], the
- * all-to-alls' other side. */
+/* Scratch shared by every MoE layer: the router's output in the act dtype [R,E], in f32 (then its
+ * gradient) for the routed rows [RW,E] and (CP) for this rank's rows [R,E] with the CP gather's
+ * [CP·R,E]; dw [E·C], dye and dxe [E·C, D], dh [E·C, F/TP], SwiGLU's dpre [E·C, 2F/TP]; under EP
+ * xa [E·C, D], the all-to-alls' other side; under CP xw [RW, D], the whole pack's rows (this
+ * rank's, the rest zero) that the permute reads and the combine's backward. */
 typedef struct MoeScratch {
-    Tensor logits_act, logits, dw, dye, dxe, dh, xa;
+    Tensor logits_act, logits, logits_mine, logits_all, dw, dye, dxe, dh, dpre, xa, xw;
 } MoeScratch;
 
 /* Appends "<prefix>.router" [E, D], "<prefix>.experts.fc1.weight" [E·F, D] and

@@ -32,17 +32,25 @@ vfm_status tp_shard_map_init_ep(TpShardMap *m, const ParamTable *full, int tp, i
         TpShard *s = &m->shards[i];
         int d = e->tp_split_dim, parts = e->tp_parts > 1 ? e->tp_parts : 1;
         int split = tp, at = rank; /* the split's size and this rank's place in it */
-        if (e->reduce_groups & REDUCE_EXPERT) d = ep > 1 ? 0 : -1, parts = 1, split = ep, at = ep_rank;
+        int expert = (e->reduce_groups & REDUCE_EXPERT) && ep > 1;
+        if (expert && d < 0) d = 0, parts = 1, split = 1; /* replicated over TP: whole, then EP's rows */
         int64_t shape[VFM_MAX_DIMS];
         memcpy(shape, e->shape, sizeof shape);
         if (d >= e->ndim) d = -1;
         s->split_dim = d;
         s->parts = d >= 0 ? parts : 1;
+        /* EP (expert entries): this rank's E/EP experts are the parts [ep_rank·P/ep, +P/ep) of a
+         * dimension-0 split (P = tp_parts: one or two per expert), or rows [ep_rank·n/ep, +n/ep) of
+         * dimension 0 (the other splits; parts 1 ⇒ P = ep) */
+        if (expert && d == 0 && s->parts == 1) s->parts = parts = ep;
+        if (expert && ((d == 0 && s->parts % ep) || (d > 0 && e->shape[0] % ep))) {
+            vfm_status st = vfm_fail(VFM_ERR_USAGE, "%s: its %lld expert rows do not split over "
+                                     "model.expert_model_parallel_size = %d", e->name, (long long)e->shape[0], ep);
+            tp_shard_map_free(m);
+            return st;
+        }
         if (d >= 0 && e->shape[d] % ((int64_t)s->parts * split) != 0) {
-            vfm_status st = (e->reduce_groups & REDUCE_EXPERT)
-                ? vfm_fail(VFM_ERR_USAGE, "%s: its %lld expert rows do not split over model.expert_model_parallel_size "
-                           "= %d", e->name, (long long)e->shape[d], split)
-                : s->parts > 1
+            vfm_status st = s->parts > 1
                 ? vfm_fail(VFM_ERR_USAGE, "%s: each of the %d parts of dimension %d (%lld) does not split over "
                            "model.tensor_model_parallel_size = %d", e->name, s->parts, d, (long long)e->shape[d], tp)
                 : vfm_fail(VFM_ERR_USAGE, "%s: dimension %d (%lld) does not split over "
@@ -65,6 +73,15 @@ vfm_status tp_shard_map_init_ep(TpShardMap *m, const ParamTable *full, int tp, i
             shape[d] = s->count * s->parts;
             s->runs = outer * s->parts, s->run_len = s->count * inner, s->first = s->begin * inner;
             s->stride = e->shape[d] * inner, s->part_stride = part * inner;
+            if (expert && d == 0) { /* this EP rank's parts only (outer = 1) */
+                int lp = s->parts / ep;
+                s->first += (int64_t)ep_rank * lp * s->part_stride;
+                s->parts = lp, s->runs = lp, shape[0] = s->count * lp;
+            } else if (expert) { /* this EP rank's rows of dimension 0 */
+                int64_t rows = e->shape[0] / ep;
+                s->first += (int64_t)ep_rank * rows * (e->numel / e->shape[0]);
+                s->runs = outer / ep * s->parts, shape[0] = rows;
+            }
         }
         int k = param_table_add(&m->local, e->init, e->init_scale, e->ndim, shape, e->reduce_groups,
                                 e->tp_split_dim, "%s", e->name);

@@ -35,12 +35,12 @@ check "an image-to-video config exits 2 naming image_dim" sh -c "test $rc = 2 &&
 TINY="train.device=cpu train.threads=2 logger.level=info model.variant=wan model.hidden_size=32 model.num_attention_heads=2 \
  model.num_layers=2 model.ffn_hidden_size=48 model.in_channels=4 model.out_channels=4 model.crossattn_emb_size=24 \
  model.layernorm_epsilon=1e-6 dataset.mock=true dataset.context_embeddings_dim=24 diffusion.objective=flow"
-$VFM train $TINY train.train_iters=1 train.global_batch_size=1 checkpoint.save=$T/ft checkpoint.load=$T/imp \
+timeout $RUN_LIMIT $VFM train $TINY train.train_iters=1 train.global_batch_size=1 checkpoint.save=$T/ft checkpoint.load=$T/imp \
     checkpoint.finetune=true > $T/ft.log 2>&1
 check "the import fine-tunes" grep -q "fine-tuning from $T/imp/iter_0000000" $T/ft.log
 $VFM sample --device cpu --checkpoint $T/imp --out $T/samples --steps 2 > /dev/null 2>&1
 check "the import samples" test -f $T/samples/sample_000.npy
-$VFM train --config configs/tiny-mock.yaml train.device=cpu train.train_iters=1 train.threads=2 logger.level=warn \
+timeout $RUN_LIMIT $VFM train --config configs/tiny-mock.yaml train.device=cpu train.train_iters=1 train.threads=2 logger.level=warn \
     checkpoint.save=$T/dfm > /dev/null 2>&1
 $VFM export --checkpoint $T/dfm --to $T/dfm_exp --format diffusers > $T/dfm.log 2>&1
 rc=$?

@@ -26,7 +26,7 @@ BASE="model.tensor_model_parallel_size=1 model.context_parallel_size=1 model.pip
 layout() {
     name=$1; np=$2; shift 2
     set -- $BASE "$@"
-    if [ "$np" = 1 ]; then $VFM train $MODEL $TRAIN checkpoint.save=$T/$name "$@" > $T/$name.log 2>&1
+    if [ "$np" = 1 ]; then timeout $RUN_LIMIT $VFM train $MODEL $TRAIN checkpoint.save=$T/$name "$@" > $T/$name.log 2>&1
     else timeout 120 $MPIRUN -np "$np" $VFM train $MODEL $TRAIN checkpoint.save=$T/$name "$@" > $T/$name.log 2>&1; fi
     $VFM plan $MODEL --seq 64 --text 16 --gpus "$np" --gpu cpu --json "$@" > $T/$name.json 2> $T/$name.plan.err
     run=$(sed -n 's/.*memory per rank (the most of any rank): parameters \([0-9]*\) B, gradients \([0-9]*\) B, optimizer state \([0-9]*\) B, EMA [0-9]* B, activations.* \([0-9]*\) B$/\1 \2 \3 \4/p' $T/$name.log)

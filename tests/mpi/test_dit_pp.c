@@ -14,7 +14,8 @@
  * embedders' gradients not summed over PP) must fail. Layouts by world size: 2: PP2 1F1B with
  * M = P and 2P+1, PP2 interleaved V = 2 with M = P and 2P+1; 4: PP4 1F1B (M = P, 2P+1),
  * PP2 × TP2+SP, PP2 × DP2 with ZeRO-1, PP2 × CP2 of stdit with the hybrid (a 3-frame video padded
- * to 4 frames, its stages spatial + temporal | full + temporal); 8: CP2 × TP2+SP × PP2 (tests/mpi/run.sh runs it alone); and
+ * to 4 frames, its stages spatial + temporal | full + temporal); 8: CP2 × TP2+SP × PP2, and the same
+ * with an MoE MLP and EP2 within DP×CP (tests/mpi/run.sh runs them alone); and
  * activation recomputation (full uniform, full block, selective) at PP2 1F1B and V = 2. */
 #include <math.h>
 #include <stdio.h>
@@ -28,6 +29,7 @@
 #include "optim/optimizer.h"
 #include "parallel/ckpt_shard.h"
 #include "parallel/dp.h"
+#include "parallel/groups.h"
 #include "parallel/pp_exec.h"
 #include "parallel/pp_schedule.h"
 #include "parallel/pp_stage.h"
@@ -446,6 +448,119 @@ TEST(dit_pp_world8_cp_tp_sp_pp) {
     REQUIRE_WORLD(8);
     const Layout l = {"CP2 x TP2+SP x PP2", 2, 1, 2, 2, 1, 1, 0};
     check(&l, DIT_VARIANT_DFM, 2);
+}
+
+/* The seeds' EP rows at model level, without ZeRO: CP2 × TP2+SP × PP2 × EP2 on 8 ranks, with
+ * dfm's MLP an expert-choice MoE (4 experts, capacity factor 2: samples drop tokens). DP is 1, so
+ * EP is formed within DP×CP (as Megatron-core does): the EP group is the CP pair, whose ranks hold
+ * chunks of the same micro-batches and exchange their experts' slots; the expert-data-parallel
+ * group is the rank alone. The reductions are the test's own (dp.c's expert-data-parallel
+ * reduction, and so ZeRO-1/ZeRO-3 with EP, is the trainer's side): REDUCE_PP over the stages,
+ * REDUCE_TP_* over TP, the experts not at all (each expert's gradient is whole on its owner), the
+ * rest over DP×CP. Checked: every micro-batch's output, every gradient, and the parameters after
+ * one AdamW step without clipping (the reference's too), within the TP/CP bound; the broken
+ * variant (a dispatch all-to-all's rows permuted) must fail. */
+static int run_layout_ep(const Layout *L, const DiTConfig *cfg, int M, int brk, char *detail, size_t dn) {
+    detail[0] = 0;
+    TrainLayout keys = {L->tp, L->pp, L->cp, L->sp, CP_COMM_P2P, 0, 1, 0, 1};
+    TrainParallel p;
+    NEED_OK(train_parallel_init(&p, &keys, mt_world(), mt_rank()));
+    NEED_OK(p.layout.dp != 1); /* the EP group below is the CP pair */
+    int stage = p.layout.pp_rank, last = stage == L->pp - 1;
+    static Pack packs[MAX_DP][MAX_M];
+    for (int mb = 0; mb < M; mb++) pack_make(&packs[0][mb], cfg, mb % 3, 100 * (uint64_t)(mb + 1));
+    Ref ref;
+    NEED_OK(!ref_run(&ref, cfg, packs, 1, 0, M));
+    Comm ep;
+    int members[8];
+    int me = group_members(&p.layout, GROUP_DP_CP, p.layout.rank, members);
+    NEED_OK(comm_create(&ep, "ep", COMM_BACKEND_MPI, members, 2));
+    DiTParallel par = p.model;
+    par.ep = 2, par.ep_rank = me, par.ep_comm = &ep, par.test_permute_ep_a2a = brk;
+    DiT m;
+    NEED_OK(dit_create_parallel(&m, cfg, DEV_CPU, &par));
+    int64_t n = m.table.total, ow = (int64_t)S_FIX * dit_out_dim(cfg);
+    to_local(&m, m.params, ref.init);
+    memset(m.grads, 0, (size_t)n * sizeof(float));
+    NEED_OK(dit_reserve(&m, S_FIX, MAXS * TEXT_PER, MAXS));
+    DiTSaved *slots[MAX_M];
+    float *outs[MAX_M];
+    for (int k = 0; k < M; k++) NEED_OK(dit_saved_create(&m, &slots[k]));
+    for (int k = 0; k < M; k++) outs[k] = calloc((size_t)ow, sizeof(float));
+    int64_t act = 0;
+    for (int mb = 0; mb < M; mb++) {
+        int64_t rows;
+        NEED_OK(dit_hidden_rows(&m, &packs[0][mb].in, &rows));
+        if (rows > act) act = rows;
+    }
+    act *= cfg->hidden;
+    PpSchedule sched;
+    NEED_OK(pp_schedule_build(&sched, L->pp, M, 1, stage));
+    StageCtx sc = {&m, packs[0], slots, outs, 1};
+    PpStage st = {&sc, stage_forward, stage_backward};
+    NEED_OK(pp_run(&sched, &p.pp, &st, act, DT_F32, DEV_CPU, NULL));
+    for (int i = 0; i < m.table.count; i++) {
+        const ParamEntry *e = &m.table.entries[i];
+        float *g = m.grads + e->offset;
+        unsigned rg = e->reduce_groups;
+        if (rg & REDUCE_PP) NEED_OK(comm_all_reduce(&p.pp, g, e->numel, DT_F32, COMM_SUM_ORDERED));
+        if ((rg & REDUCE_TP_HEADS) || (L->sp && (rg & REDUCE_TP_SP)))
+            NEED_OK(comm_all_reduce(&p.tp, g, e->numel, DT_F32, COMM_SUM_ORDERED));
+        if (!(rg & REDUCE_EXPERT)) NEED_OK(comm_all_reduce(&p.grad, g, e->numel, DT_F32, COMM_SUM_ORDERED));
+    }
+    char bad[200] = "";
+    double e_out = 0, out_max = 0;
+    if (last)
+        for (int mb = 0; mb < M; mb++)
+            for (int64_t k = 0; k < ow; k++) {
+                if (packs[0][mb].t2s[k / dit_out_dim(cfg)] < 0) continue;
+                double d = fabs((double)outs[mb][k] - ref.out[mb][k]);
+                e_out = d != d ? INFINITY : d > e_out ? d : e_out;
+                out_max = fabs(ref.out[mb][k]) > out_max ? fabs(ref.out[mb][k]) : out_max;
+            }
+    if (out_max > 0) e_out /= out_max;
+    float *want = malloc((size_t)n * sizeof(float));
+    to_local(&m, want, ref.grads);
+    double e_grad = compare(&m.table, m.grads, want, 0, n, 1.1e-5, 0, bad, sizeof bad, "gradient");
+    /* one AdamW step without clipping on both sides */
+    Optimizer o, ro;
+    NEED_OK(optimizer_init(&o, &OPT, &m.table));
+    NEED_OK(optimizer_init(&ro, &OPT, &ref.m.table));
+    memcpy(ref.stepped, ref.init, (size_t)ref.m.table.total * sizeof(float));
+    optimizer_step(&ro, ref.stepped, ref.grads, OPT.lr, 1.0);
+    optimizer_step(&o, m.params, m.grads, OPT.lr, 1.0);
+    to_local(&m, want, ref.stepped);
+    double e_param = compare(&m.table, m.params, want, 0, n, 1.1e-5, 0, bad, sizeof bad, "parameter after a step");
+    double errs[3] = {e_out, e_grad, e_param};
+    comm_all_reduce(mt_world_comm(), errs, 3, DT_F64, COMM_MAX);
+    int ok = !bad[0] && errs[0] <= 1.1e-5;
+    snprintf(detail, dn, "%s%serror/max|ref|: output %.1e, gradients %.1e, parameters after a step %.1e", bad,
+             bad[0] ? "; " : "", errs[0], errs[1], errs[2]);
+    optimizer_free(&o), optimizer_free(&ro);
+    free(want);
+    for (int k = 0; k < M; k++) dit_saved_destroy(&m, slots[k]), free(outs[k]);
+    pp_schedule_free(&sched);
+    dit_destroy(&m);
+    comm_free(&ep);
+    ref_free(&ref);
+    for (int mb = 0; mb < M; mb++) pack_free(&packs[0][mb]);
+    train_parallel_free(&p);
+    return everywhere(ok);
+}
+
+TEST(dit_pp_world8_cp_tp_sp_pp_ep_moe) {
+    REQUIRE_WORLD(8);
+    const Layout l = {"CP2 x TP2+SP x PP2 x EP2 (EP over CP)", 2, 1, 2, 2, 1, 0, 0};
+    DiTConfig cfg = model_config(DIT_VARIANT_DFM);
+    cfg.moe = (MoeSpec){.experts = 4, .ffn = 16, .topk = 1, .capacity_factor = 2.f, .routing = MOE_EXPERT_CHOICE};
+    REQUIRE_OK(dit_config_resolve(&cfg));
+    char detail[400];
+    int ok = run_layout_ep(&l, &cfg, 2, 0, detail, sizeof detail);
+    CHECK_MSG(ok, "%s: %s", l.name, detail);
+    if (mt_rank() == 0) printf("      %s, dfm with an expert-choice MoE, M=2: %s\n", l.name, detail);
+    ok = run_layout_ep(&l, &cfg, 2, 1, detail, sizeof detail);
+    CHECK_MSG(!ok, "%s with a dispatch all-to-all's rows permuted still matched", l.name);
+    if (mt_rank() == 0) printf("      %s, a dispatch's rows permuted: %s\n", l.name, detail);
 }
 
 /* Checkpoints stay layout-independent under PP: weights written by the stages of PP2 × TP2 (each

@@ -43,7 +43,7 @@ check "one validation loss per validation in metrics.jsonl" sh -c "test \$(grep 
 for moe in "ec:model.num_moe_experts=4" \
     "tc:model.num_moe_experts=4 model.moe_router_load_balancing_type=aux_loss model.moe_router_topk=2 model.moe_z_loss_coeff=0.01"; do
     mname=${moe%%:*}; keys=${moe#*:}
-    $VFM train $ARGS train.train_iters=4 checkpoint.save_interval=4 $keys checkpoint.save=$T/moe1_$mname > $T/moe1_$mname.log 2>&1
+    timeout $RUN_LIMIT $VFM train $ARGS train.train_iters=4 checkpoint.save_interval=4 $keys checkpoint.save=$T/moe1_$mname > $T/moe1_$mname.log 2>&1
     timeout 300 $MPIRUN -np 2 $VFM train $ARGS train.train_iters=4 checkpoint.save_interval=4 $keys \
         checkpoint.save=$T/moe2_$mname > $T/moe2_$mname.log 2>&1
     check "MoE ($mname) trains 4 steps at one rank and at DP=2" test -f $T/moe2_$mname/iter_0000004/DONE -a -f $T/moe1_$mname/iter_0000004/DONE

@@ -23,7 +23,7 @@ BOUND=1e-5
 
 train() { # NAME NP OVERRIDES...: a 10-step run into $T/NAME (one rank without mpirun)
     name=$1; np=$2; shift 2
-    if [ "$np" = 1 ]; then $VFM train $ARGS checkpoint.save=$T/$name "$@" > $T/$name.log 2>&1
+    if [ "$np" = 1 ]; then timeout $RUN_LIMIT $VFM train $ARGS checkpoint.save=$T/$name "$@" > $T/$name.log 2>&1
     else timeout 300 $MPIRUN -np "$np" $VFM train $ARGS checkpoint.save=$T/$name "$@" > $T/$name.log 2>&1; fi
 }
 down() { test -f "$1/iter_0000010/DONE" && losses "$1" | awk 'NR == 1 { a = $2 } { b = $2 } END { exit !(NR >= 2 && b < a) }'; }
@@ -62,7 +62,7 @@ check "and samples with the 50-step Euler sampler" test -f $T/flow_samples/sampl
 # a tiny MovieGen on a small synthetic set (the demo's settings; docs/models.md has its scores after
 # a longer run): pixel-space images and videos from WebDataset shards, sampled and scored
 $VFM prepare synthetic --out $T/syn --images 48 --videos 4 --seed 5 --force > $T/syn_prepare.log 2>&1
-$VFM train train.device=cpu --config configs/demo.yaml model.variant=moviegen dataset.path=$T/syn train.train_iters=6 \
+timeout $RUN_LIMIT $VFM train train.device=cpu --config configs/demo.yaml model.variant=moviegen dataset.path=$T/syn train.train_iters=6 \
     train.eval_interval=0 checkpoint.save_interval=0 train.threads=1 logger.level=warn \
     dataset.task_encoder_seq_length=768 checkpoint.save=$T/syn_run > $T/syn_train.log 2>&1
 printf 'a red circle\na blue cross\n' > $T/syn_prompts.txt

@@ -27,7 +27,7 @@ BOUND=1e-5
 
 train() { # NAME NP OVERRIDES...: a 20-step run into $T/NAME (one rank without mpirun)
     name=$1; np=$2; shift 2
-    if [ "$np" = 1 ]; then $VFM train $ARGS checkpoint.save=$T/$name "$@" > $T/$name.log 2>&1
+    if [ "$np" = 1 ]; then timeout $RUN_LIMIT $VFM train $ARGS checkpoint.save=$T/$name "$@" > $T/$name.log 2>&1
     else timeout 300 $MPIRUN -np "$np" $VFM train $ARGS checkpoint.save=$T/$name "$@" > $T/$name.log 2>&1; fi
 }
 close() { $VFM checkpoint diff "$1" "$2" --atol "$3" --quiet > /dev/null && $VFM checkpoint diff "$1" "$2" --atol "$3" --quiet --ema > /dev/null; }

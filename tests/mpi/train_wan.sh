@@ -20,7 +20,7 @@ ARGS="train.device=cpu --config configs/tiny-mock.yaml model.variant=wan diffusi
 BOUND=1e-5
 train() {
     name=$1; np=$2; shift 2
-    if [ "$np" = 1 ]; then $VFM train $ARGS checkpoint.save=$T/$name "$@" > $T/$name.log 2>&1
+    if [ "$np" = 1 ]; then timeout $RUN_LIMIT $VFM train $ARGS checkpoint.save=$T/$name "$@" > $T/$name.log 2>&1
     else timeout 300 $MPIRUN -np "$np" -x VFM_TEST_BREAK $VFM train $ARGS checkpoint.save=$T/$name "$@" > $T/$name.log 2>&1; fi
 }
 diff_of() { $VFM checkpoint diff $T/one $T/$1 2>/dev/null | tail -1 | sed 's/.*max/max/'; }

@@ -113,6 +113,22 @@ TEST(memory_hint_names_keys_that_exist) {
     CHECK_MSG(strstr(msg, "task_encoder_seq_length") && !strstr(msg, "max_frames") && !strstr(msg, "max_text_len") &&
                   !strstr(msg, "recompute") && !strstr(msg, "use_distributed_optimizer"), "%s", msg);
     config_free(cfg);
+    /* ZeRO-1 is named only with several replicas and only while it is off: one rank with it off, and
+     * four ranks with it on, get no word of it */
+    const char *zero_off[] = {"dataset.mock=true", "ddp.use_distributed_optimizer=false"};
+    REQUIRE_OK(config_load(&cfg, NULL, zero_off, 2));
+    vfm_fail(VFM_ERR_NOMEM, "out of memory");
+    run_memory_hint(VFM_ERR_NOMEM, cfg, 1);
+    msg = vfm_last_error();
+    CHECK_MSG(!strstr(msg, "use_distributed_optimizer"), "one rank: %s", msg);
+    config_free(cfg);
+    const char *zero_on[] = {"dataset.mock=true", "ddp.use_distributed_optimizer=true"};
+    REQUIRE_OK(config_load(&cfg, NULL, zero_on, 2));
+    vfm_fail(VFM_ERR_NOMEM, "out of memory");
+    run_memory_hint(VFM_ERR_NOMEM, cfg, 4);
+    msg = vfm_last_error();
+    CHECK_MSG(!strstr(msg, "use_distributed_optimizer"), "four ranks, ZeRO-1 already on: %s", msg);
+    config_free(cfg);
 }
 
 static const OpsProfileEntry *find_entry(const OpsProfileEntry *e, int n, const char *name, Device dev) {

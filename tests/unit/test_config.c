@@ -144,11 +144,11 @@ static const LoadCase k_cases[] = {
      "command line: key 'scheduler.lr_decay_style': value 'step': expected one of cosine, constant, linear, WSD", {0}},
     {"model:\n  preset: huge\n", {0}, VFM_ERR_USAGE,
      "@:2: key 'model.preset': value 'huge': expected one of \"\", tiny, tiny-demo, dit-s, dit-b, dit-l, dit-xl, dit-7b, "
-     "dit-7b-nemo, dit-28b, moviegen-1b, moviegen-5b, moviegen-30b, stdit3-xl, stdit-xl, stdit-3b, wan2.1-1.3b, "
+     "dit-7b-nemo, dit-28b, moviegen-1b, moviegen-5b, moviegen-30b, ecdit-1b, stdit3-xl, stdit-xl, stdit-3b, wan2.1-1.3b, "
      "wan2.1-14b", {0}},
     {"model:\n  preset: tiny\n", {"model.preset=dit-m"}, VFM_ERR_USAGE,
      "command line: key 'model.preset': value 'dit-m': expected one of \"\", tiny, tiny-demo, dit-s, dit-b, dit-l, dit-xl, "
-     "dit-7b, dit-7b-nemo, dit-28b, moviegen-1b, moviegen-5b, moviegen-30b, stdit3-xl, stdit-xl, stdit-3b, wan2.1-1.3b, "
+     "dit-7b, dit-7b-nemo, dit-28b, moviegen-1b, moviegen-5b, moviegen-30b, ecdit-1b, stdit3-xl, stdit-xl, stdit-3b, wan2.1-1.3b, "
      "wan2.1-14b", {0}},
     {"model:\n  hidden_size: 64\n  hidden_size: 128\n", {0}, VFM_ERR_USAGE,
      "@:3: duplicate key 'model.hidden_size' (first on line 2)", {0}},

@@ -555,6 +555,27 @@ TEST(loader_reports_a_skip_list_it_cannot_grow) {
     pack_source_destroy(src);
 }
 
+/* pack_init's callers check it: the loader hands its slot's pack to a caller whose pack has no
+ * buffers yet and makes the slot a new empty one; when that fails, next() says so (the slot is
+ * left with no buffers, which the next read would write through). */
+TEST(loader_reports_an_empty_pack_it_cannot_make) {
+    char dir[1200];
+    snprintf(dir, sizeof dir, "%s/nopack", test_tmpdir());
+    write_images(dir, 5, 0);
+    PackSource *src = open_images(dir, 0, NULL);
+    REQUIRE(src);
+    Pack p;
+    memset(&p, 0, sizeof p); /* never initialised: the slot's pack is handed over, not copied */
+    alloc_fail_when(sizeof(int32_t), 1); /* the new empty pack's first offset array */
+    vfm_status s = src->next(src, &p);
+    alloc_fail_off();
+    CHECK(alloc_fail_refused() == 1);
+    CHECK_MSG(s == VFM_ERR_NOMEM && strstr(vfm_last_error(), "out of memory for an empty pack"), "status %d: %s", (int)s,
+              vfm_last_error());
+    pack_free(&p);
+    pack_source_destroy(src);
+}
+
 TEST(data_cli_index_inspect_bench) {
     const char *dir = mixed_dataset("cli", 2, 6);
     char cache[1300];

@@ -7,7 +7,9 @@
  * different sizes (a dropped prompt or label) with given σ/t and noise → network output, loss,
  * every parameter gradient (all asserted non-zero), and the losses of 10 AdamW steps with clipping.
  * reference/moviegen_golden.py for moviegen (GQA, a text width != D, 2- and 3-frame videos) under EDM
- * and Movie Gen's flow matching (σ_min 1e-5).
+ * and Movie Gen's flow matching (σ_min 1e-5). reference/moe_model_golden.py for whole MoE models: a
+ * tiny ECDiT (moviegen, SwiGLU experts, expert choice with capacity factor 2) and dfm with erf-GELU
+ * experts under token choice top-2 with drops, both under EDM.
  * Each file carries its configuration (and "objective": 0 flow, 1 ddpm; absent: EDM). */
 #include <math.h>
 #include <stdio.h>
@@ -35,6 +37,13 @@ static int config_from_golden(const Golden *g, DiTConfig *c) {
     c->ln_eps = f[0], c->class_dropout_prob = f[1], c->init_std = 0.02f;
     const Tensor *rows = golden_get(g, "config.pos_rows"); /* moviegen's learned position */
     for (int k = 0; rows && k < 3; k++) c->pos_rows[k] = ((const int32_t *)rows->data)[k];
+    const Tensor *moe = golden_get(g, "config.moe"), *moe_f = golden_get(g, "config.moe_floats");
+    if (moe && moe_f) { /* MoE MLPs (reference/moe_model_golden.py): E, F, k, routing; f, aux, z */
+        const int32_t *mv = moe->data;
+        const float *mf = moe_f->data;
+        c->moe = (MoeSpec){.experts = mv[0], .ffn = mv[1], .topk = mv[2], .routing = (MoeRouting)mv[3],
+                           .capacity_factor = mf[0], .aux_coeff = mf[1], .z_coeff = mf[2]};
+    }
     if (c->variant == DIT_VARIANT_STDIT) { /* layers of two blocks (reference/stdit_golden.py) */
         c->layers *= 2;
         c->stdit_full_every = (int)golden_scalar(g, "config.stdit_full_every");
@@ -220,6 +229,10 @@ TEST(model_golden_forward_backward_moviegen) { check_forward_backward("model_mov
 TEST(model_golden_adamw_trajectory_moviegen) { check_trajectory("model_moviegen.bin"); }
 TEST(objective_golden_flow_moviegen_forward_backward) { check_forward_backward("objective_flow_moviegen.bin"); }
 TEST(objective_golden_flow_moviegen_trajectory) { check_trajectory("objective_flow_moviegen.bin"); }
+TEST(model_golden_forward_backward_moe_moviegen) { check_forward_backward("model_moe_moviegen.bin"); }
+TEST(model_golden_adamw_trajectory_moe_moviegen) { check_trajectory("model_moe_moviegen.bin"); }
+TEST(model_golden_forward_backward_moe_dfm_token_choice) { check_forward_backward("model_moe_dfm_token_choice.bin"); }
+TEST(model_golden_adamw_trajectory_moe_dfm_token_choice) { check_trajectory("model_moe_dfm_token_choice.bin"); }
 TEST(model_golden_forward_backward_stdit) { check_forward_backward("model_stdit.bin"); }
 TEST(model_golden_adamw_trajectory_stdit) { check_trajectory("model_stdit.bin"); }
 TEST(objective_golden_flow_forward_backward) { check_forward_backward("objective_flow.bin"); }

@@ -307,17 +307,18 @@ static void check_moe_elements(Rig *g, const char *what, float *x, const float *
     CHECK_MSG(worst <= 2e-3 * scale + 1e-4, "%s: |numeric - analytic| %.3g (largest %.3g)", what, worst, scale);
 }
 
-static void check_moe(const char *name, MoeRouting routing, int k, float cf) {
+static void check_moe(const char *name, MoeRouting routing, int k, float cf, int swiglu) {
     Rig g;
     rig_init(&g, 2, 2, 24);
     int32_t cu_host[B + 1] = {0, 5, 8};
     g.a.pl.n = B, g.a.pl.cu_real = cu_host, g.a.pl.cu_pad = cu_host;
     MlpLayer ml;
-    MlpSpec spec = {.ffn = 24, .act = ACT_GELU_ERF, .in = linear_normal(0.3f, 0), .out = linear_normal(0.3f, 0)};
+    MlpSpec spec = {.ffn = 24, .act = ACT_GELU_ERF, .swiglu = swiglu, .in = linear_normal(0.3f, 0),
+                    .out = linear_normal(0.3f, 0)};
     spec.moe = (MoeSpec){.experts = 4, .topk = k, .ffn = 6, .capacity_factor = cf, .routing = routing,
                          .aux_coeff = 0.5f, .z_coeff = 0.25f};
     mlp_add(&ml, &g.m.table, "mlp", D, &spec);
-    CHECK(g.m.table.count == 3 && g.m.table.entries[ml.moe.fc1].shape[0] == 24 &&
+    CHECK(g.m.table.count == 3 && g.m.table.entries[ml.moe.fc1].shape[0] == (swiglu ? 48 : 24) &&
           g.m.table.entries[ml.moe.fc2].shape[0] == 64);
     rig_weights(&g, mlp_carve_all, &ml);
     double base_loss = moe_loss(&g, &ml);
@@ -353,7 +354,9 @@ static void check_moe(const char *name, MoeRouting routing, int k, float cf) {
 }
 
 TEST(model_layer_moe_gradients) {
-    check_moe("moe expert choice", MOE_EXPERT_CHOICE, 1, 1.0f);
-    check_moe("moe token choice top-2 (drops)", MOE_TOKEN_AUX_LOSS, 2, 1.0f);
-    check_moe("moe token choice top-1 dropless", MOE_TOKEN_NONE, 1, 0.0f);
+    check_moe("moe expert choice", MOE_EXPERT_CHOICE, 1, 1.0f, 0);
+    check_moe("moe token choice top-2 (drops)", MOE_TOKEN_AUX_LOSS, 2, 1.0f, 0);
+    check_moe("moe token choice top-1 dropless", MOE_TOKEN_NONE, 1, 0.0f, 0);
+    check_moe("moe expert choice, SwiGLU experts", MOE_EXPERT_CHOICE, 1, 1.0f, 1);
+    check_moe("moe token choice top-2, SwiGLU experts", MOE_TOKEN_AUX_LOSS, 2, 1.0f, 1);
 }

@@ -177,8 +177,9 @@ TEST(model_moe_capacity_and_drops) {
     golden_free(gd);
 }
 
-/* What the layer cannot do yet is refused with the key's name, never run wrong. */
-TEST(model_moe_refuses_tensor_and_context_parallelism) {
+/* Layouts the layer cannot run are refused with the key's name, never run wrong: an expert width
+ * TP does not split, ST-DiT under CP; TP, SP and CP themselves run (tests/mpi/test_moe_parallel.c). */
+TEST(model_moe_parallel_checks) {
     DiTConfig c = {.variant = DIT_VARIANT_DFM, .hidden = 32, .layers = 2, .heads = 4, .in_channels = 4, .out_channels = 4,
                    .patch_spatial = 1, .patch_temporal = 1, .d_text = 8, .adaln_lora = 4, .fps_dim = 8,
                    .ln_eps = 1e-5f, .init_std = 0.02f};
@@ -186,13 +187,19 @@ TEST(model_moe_refuses_tensor_and_context_parallelism) {
     REQUIRE_OK(dit_config_resolve(&c));
     CHECK(c.moe.ffn == c.ffn && c.moe.topk == 1);
     CHECK_OK(dit_check_parallel(&c, 1, 0, 1, CP_COMM_P2P, 1));
-    CHECK(dit_check_parallel(&c, 2, 1, 1, CP_COMM_P2P, 1) == VFM_ERR_USAGE);
-    CHECK(strstr(vfm_last_error(), "model.num_moe_experts") != NULL);
-    CHECK(dit_check_parallel(&c, 1, 0, 2, CP_COMM_P2P, 1) == VFM_ERR_USAGE);
+    CHECK_OK(dit_check_parallel(&c, 2, 1, 1, CP_COMM_P2P, 1));
+    CHECK_OK(dit_check_parallel(&c, 1, 0, 2, CP_COMM_P2P, 1));
+    c.moe.ffn = 6;
+    CHECK(dit_check_parallel(&c, 4, 1, 1, CP_COMM_P2P, 1) == VFM_ERR_USAGE);
+    CHECK(strstr(vfm_last_error(), "model.moe_ffn_hidden_size (6)") != NULL);
+    c.moe.ffn = c.ffn;
     c.moe.routing = MOE_TOKEN_AUX_LOSS, c.moe.topk = 5;
     CHECK(dit_config_resolve(&c) == VFM_ERR_USAGE);
-    /* moviegen's SwiGLU MLP has no MoE form yet: refused, never built dense under the key */
+    /* moviegen's experts are SwiGLU MLPs like its dense MLP */
     c.moe.routing = MOE_EXPERT_CHOICE, c.moe.topk = 1, c.variant = DIT_VARIANT_MOVIEGEN;
-    CHECK(dit_config_resolve(&c) == VFM_ERR_USAGE);
+    CHECK_OK(dit_config_resolve(&c));
+    c.variant = DIT_VARIANT_STDIT;
+    REQUIRE_OK(dit_config_resolve(&c));
+    CHECK(dit_check_parallel(&c, 1, 0, 2, CP_COMM_P2P, 1) == VFM_ERR_USAGE);
     CHECK(strstr(vfm_last_error(), "model.num_moe_experts") != NULL);
 }

@@ -10,6 +10,7 @@
 #include "core/config.h"
 #include "model/dit.h"
 #include "parallel/sharding.h"
+#include "parallel/tp_shard.h"
 #include "test.h"
 
 static DiTConfig small(DiTVariant v) {
@@ -140,4 +141,56 @@ TEST(model_info_bytes_per_rank_by_sharding) {
     CHECK_MSG(out[0] == 0 && strstr(err, "needs ddp.use_megatron_fsdp: true"), "%s|%s", out, err);
     free(out), free(err);
     dit_destroy(&m);
+}
+
+/* Expert weights under TP × EP (tp_shard.h): EP rank q holds experts [q·E/EP, (q+1)·E/EP), TP rank
+ * t the units [t·F/TP, (t+1)·F/TP) of each (fc1: GELU by rows, SwiGLU gate and value rows each;
+ * fc2 by columns). Over every (TP, EP) rank every element of the full tensor is held exactly once,
+ * at the place the formula gives. */
+static void check_expert_shards(int up) {
+    enum { E = 4, F = 6, D = 3, TP = 2, EP = 2 };
+    ParamTable t;
+    param_table_init(&t);
+    int fc1 = param_table_add(&t, INIT_ZERO, 0, 2, (int64_t[]){E * up * F, D}, REDUCE_EXPERT, 0, "fc1");
+    int fc2 = param_table_add(&t, INIT_ZERO, 0, 2, (int64_t[]){E * D, F}, REDUCE_EXPERT, 1, "fc2");
+    REQUIRE(fc1 >= 0 && fc2 >= 0);
+    t.entries[fc1].tp_parts = E * up;
+    float *full = malloc((size_t)t.total * sizeof(float)), *local = malloc((size_t)t.total * sizeof(float));
+    int *seen = calloc((size_t)t.total, sizeof(int));
+    for (int64_t i = 0; i < t.total; i++) full[i] = (float)i;
+    for (int tr = 0; tr < TP; tr++)
+        for (int er = 0; er < EP; er++) {
+            TpShardMap m;
+            REQUIRE_OK(tp_shard_map_init_ep(&m, &t, TP, tr, EP, er));
+            const ParamEntry *l1 = &m.local.entries[fc1], *l2 = &m.local.entries[fc2];
+            CHECK(l1->shape[0] == E / EP * up * F / TP && l1->shape[1] == D);
+            CHECK(l2->shape[0] == E / EP * D && l2->shape[1] == F / TP);
+            REQUIRE_OK(tp_shard_extract(&m, local, full));
+            for (int le = 0; le < E / EP; le++) {
+                int e = er * (E / EP) + le;
+                for (int p = 0; p < up; p++) /* gate rows, then value rows (SwiGLU) */
+                    for (int u = 0; u < F / TP; u++)
+                        for (int d = 0; d < D; d++) {
+                            int64_t lr = ((int64_t)le * up + p) * (F / TP) + u, fr = ((int64_t)e * up + p) * F + tr * (F / TP) + u;
+                            int64_t at = t.entries[fc1].offset + fr * D + d;
+                            CHECK(local[l1->offset + lr * D + d] == full[at]);
+                            seen[at]++;
+                        }
+                for (int d = 0; d < D; d++)
+                    for (int u = 0; u < F / TP; u++) {
+                        int64_t at = t.entries[fc2].offset + ((int64_t)e * D + d) * F + tr * (F / TP) + u;
+                        CHECK(local[l2->offset + ((int64_t)le * D + d) * (F / TP) + u] == full[at]);
+                        seen[at]++;
+                    }
+            }
+            tp_shard_map_free(&m);
+        }
+    for (int64_t i = 0; i < t.total; i++) CHECK(seen[i] == 1);
+    free(full), free(local), free(seen);
+    param_table_free(&t);
+}
+
+TEST(moe_expert_shards_under_tp_and_ep) {
+    check_expert_shards(1);
+    check_expert_shards(2);
 }

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "capture.h"
 #include "core/config.h"
 #include "model/dit.h"
 #include "test.h"
@@ -89,7 +90,7 @@ TEST(model_presets_every_variant_builds) {
         for (int v = 0; v < 4; v++) {
             int64_t n = preset_params(*p, &variants[v], 1);
             /* the DiT reference's fused qkv has no grouped-query heads, which the MovieGen presets set */
-            int gqa_refused = v == 2 && strncmp(*p, "moviegen", 8) == 0;
+            int gqa_refused = v == 2 && (strncmp(*p, "moviegen", 8) == 0 || strcmp(*p, "ecdit-1b") == 0);
             if (gqa_refused) CHECK_MSG(n < 0 && strstr(vfm_last_error(), "model.num_query_groups"), "%s adaln-zero", *p);
             else CHECK_MSG(n > 0, "%s %s: %lld", *p, variants[v], (long long)n);
         }
@@ -122,6 +123,40 @@ TEST(model_flops_dit_xl_2_at_256) {
     double gmacs = dit_forward_flops(&c, 1, cu_q, cu_t) / 2e9;
     CHECK_MSG(fabs(gmacs - 118.64) < 0.2, "DiT-XL/2 at 256: %.2f G multiply-adds", gmacs);
     config_free(cfg);
+}
+
+/* ECDiT-1B (research/pp-fsdp-moe-moviegen.md §3): MovieGen-1B (D 2048, 16 layers, SwiGLU MLP of
+ * 8192: 3·8192·2048 = 50,331,648 per layer, 1,653,744,192 in all) with every MLP 64 SwiGLU experts of
+ * 1024 and a router [64, 2048]: 64·3·1024·2048 + 64·2048 = 402,784,256 per layer (NeMo's "403M vs
+ * 50M"), so 1,653,744,192 − 16·50,331,648 + 16·402,784,256 = 7,292,985,920 parameters. Expert choice
+ * with capacity factor 8: C_b = T·8/64 per expert, 8·T slots per sample, a token passes through 8
+ * experts on average: active = 7,292,985,920 − 16·56·3·1024·2048 = 1,655,841,344. FLOPs: the 8 experts
+ * of 1024 are the dense 8192 MLP's 2·3·2048·8192 per token; only the router's 2·2048·64 per token and
+ * layer is added: over 1024 tokens 16·1024·262,144 = 4,294,967,296 more than moviegen-1b. */
+TEST(model_presets_ecdit_1b_counts) {
+    const char *args[] = {"model", "info", "--preset", "ecdit-1b"};
+    char *out, *err;
+    CHECK(run_vfm(args, 4, &out, &err) == 0);
+    CHECK_MSG(strstr(out, "parameters: 7292985920 (7293.0 M)") &&
+                  strstr(out, "64 experts of width 1024 in every block, expert choice (top-1), capacity factor 8") &&
+                  strstr(out, "active parameters per token 1655841344 (1655.8 M: 8 of the 64 experts)") &&
+                  strstr(out, "per token)"),
+              "%s", out);
+    free(out), free(err);
+    CHECK(preset_params("ecdit-1b", NULL, 0) == 7292985920LL);
+    double flops[2];
+    const char *names[2] = {"model.preset=ecdit-1b", "model.preset=moviegen-1b"};
+    for (int i = 0; i < 2; i++) {
+        Config *cfg;
+        REQUIRE_OK(config_load(&cfg, NULL, &names[i], 1));
+        DiTConfig c;
+        REQUIRE_OK(dit_config_from(&c, cfg));
+        int32_t cu_q[2] = {0, 1024}, cu_t[2] = {0, 512};
+        flops[i] = dit_forward_flops(&c, 1, cu_q, cu_t);
+        config_free(cfg);
+    }
+    CHECK_MSG(fabs(flops[0] - flops[1] - 4294967296.0) <= 1e-9 * flops[1], "ecdit-1b %.6g, moviegen-1b %.6g FLOPs",
+              flops[0], flops[1]);
 }
 
 /* The GPU's weight copy (dit.h wcopy) places every entry at a 256-byte boundary; the pieces contiguous

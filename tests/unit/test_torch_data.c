@@ -300,6 +300,21 @@ TEST(torch_refused_pickle_is_named_first) {
     CHECK_MSG(strstr(err, "skipping shard-000.tar:s0: part 'pickle' names a global off the unpickler's allow-list") &&
                   strstr(err, "builtins.eval"), "%s", err);
     free(err);
+    /* the read-time encoder, on its own (the length index above skipped s0 before it was read): the
+     * refusal comes before the sample's bad json there too */
+    EncodeConfig ec;
+    REQUIRE_OK(encode_config_from(&ec, cfg));
+    snprintf(path, sizeof path, "%s/shard-000.tar", dir);
+    REQUIRE_OK(tar_shard_open(&sh, path));
+    REQUIRE_OK(tar_shard_read_sample(sh, 0, &smp));
+    EncodedSample es;
+    EncodeSkip skip;
+    char reason[1024];
+    CHECK_OK(encode_sample(&ec, &smp, "shard-000.tar", 0, &es, NULL, &skip, reason, sizeof reason));
+    CHECK_MSG(skip == ENC_SKIP_REFUSED && strstr(reason, "builtins.eval"), "skip %d: %s", (int)skip, reason);
+    if (skip == ENC_OK) encoded_sample_free(&es);
+    tar_sample_free(&smp);
+    tar_shard_close(sh);
     if (src) pack_source_destroy(src);
     config_free(cfg);
 }

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "core/fileutil.h"
+#include "core/log.h"
 #include "capture.h"
 #include "data_fixture.h"
 #include "test.h"
@@ -96,15 +97,16 @@ TEST(trainer_validation_writes_losses_files_and_tensorboard_and_changes_no_weigh
     char with[1200], without[1200];
     path_join(with, sizeof with, test_tmpdir(), "with");
     path_join(without, sizeof without, test_tmpdir(), "without");
-    const char *a[] = {"train.train_iters=7", "checkpoint.save_interval=0", "train.eval_interval=3", "train.eval_iters=2",
+    /* the run ends on a validation step (6): its line must not come again at the run's end */
+    const char *a[] = {"train.train_iters=6", "checkpoint.save_interval=0", "train.eval_interval=3", "train.eval_iters=2",
                        "model.val_generation_num_steps=3", "logger.level=info", "logger.log_interval=5"};
-    const char *b[] = {"train.train_iters=7", "checkpoint.save_interval=0", "train.eval_interval=0"};
+    const char *b[] = {"train.train_iters=6", "checkpoint.save_interval=0", "train.eval_interval=0"};
     Capture c;
     capture_begin(&c, 1);
     vfm_status s = train_tiny_mock(with, a, 7);
     char *log = capture_end(&c);
     REQUIRE_OK(s);
-    /* each validation said once (the last one too: not again at the run's end) */
+    /* each validation said once (the last one, at the run's last step, too) */
     int said[8] = {0};
     for (const char *p = strstr(log, "validation after step "); p; p = strstr(p + 1, "validation after step "))
         said[atoi(p + 22) & 7]++;
@@ -112,8 +114,8 @@ TEST(trainer_validation_writes_losses_files_and_tensorboard_and_changes_no_weigh
     free(log);
     REQUIRE_OK(train_tiny_mock(without, b, 3));
     char pa[1400], pb[1400];
-    path_join(pa, sizeof pa, with, "iter_0000007/model.safetensors");
-    path_join(pb, sizeof pb, without, "iter_0000007/model.safetensors");
+    path_join(pa, sizeof pa, with, "iter_0000006/model.safetensors");
+    path_join(pb, sizeof pb, without, "iter_0000006/model.safetensors");
     char *da, *db;
     size_t na, nb;
     REQUIRE_OK(read_file_all(pa, &da, &na));
@@ -140,9 +142,85 @@ TEST(trainer_validation_writes_losses_files_and_tensorboard_and_changes_no_weigh
         lr += strcmp(tags[i], "train/lr") == 0;
         grad += strcmp(tags[i], "train/grad_norm") == 0;
     }
-    CHECK_MSG(loss == 7 && lr == 7 && grad == 7 && val == 2, "tensorboard: %d loss, %d lr, %d grad norm, %d val values",
+    CHECK_MSG(loss == 6 && lr == 6 && grad == 6 && val == 2, "tensorboard: %d loss, %d lr, %d grad norm, %d val values",
               loss, lr, grad, val);
     CHECK(images == 0); /* mock latents are no pictures */
+}
+
+/* Every value of one scalar tag in the TensorBoard event file under dir, in order: Summary.value
+ * holds the tag (field 1) and then simple_value (field 2, a float: tag byte 0x15). */
+static int tb_scalars(const char *dir, const char *tag, float *out, int max) {
+    DIR *d = opendir(dir);
+    if (!d) return -1;
+    struct dirent *e;
+    char path[1400] = "";
+    while ((e = readdir(d)))
+        if (strstr(e->d_name, "tfevents")) path_join(path, sizeof path, dir, e->d_name);
+    closedir(d);
+    char *buf;
+    size_t size, pos = 0, tl = strlen(tag);
+    if (!path[0] || read_file_all(path, &buf, &size) != VFM_OK) return -1;
+    int n = 0;
+    const uint8_t *data;
+    size_t len;
+    while (pos < size && tfrecord_next((const uint8_t *)buf, size, &pos, &data, &len) == VFM_OK)
+        for (size_t i = 0; i + tl + 7 <= len && n < max; i++)
+            if (data[i] == 0x0a && data[i + 1] == tl && !memcmp(data + i + 2, tag, tl) && data[i + 2 + tl] == 0x15) {
+                memcpy(&out[n++], data + i + 3 + tl, 4);
+                break;
+            }
+    free(buf);
+    return n;
+}
+
+/* The text of the field of a log line that ends just before `unit` (" samples/s"). */
+static int rate_field(const char *line, const char *unit, char *out, size_t n) {
+    const char *u = strstr(line, unit), *b = u;
+    if (!u) return 0;
+    while (b > line && b[-1] != ' ') b--;
+    snprintf(out, n, "%.*s", (int)(u - b), b);
+    return 1;
+}
+
+/* The log line itself prints its rates through log_rate_text (log_rates_keep_their_digits): each
+ * rate's text is log_rate_text of the value TensorBoard got for that step (a float: within its
+ * rounding). A line printing "%.1f samples/s" or "%.3f TFLOP/s" fails whatever the machine's speed,
+ * unless every rate of every step falls where both formats agree (samples/s in [10, 100), TFLOP/s in
+ * [0.1, 1)). */
+TEST(trainer_log_line_rates_keep_their_digits) {
+    char run[1200];
+    path_join(run, sizeof run, test_tmpdir(), "rates");
+    const char *extra[] = {"train.train_iters=6", "checkpoint.save_interval=0", "logger.level=info", "logger.log_interval=1"};
+    Capture c;
+    capture_begin(&c, 1);
+    vfm_status s = train_tiny_mock(run, extra, 4);
+    char *log = capture_end(&c);
+    REQUIRE_OK(s);
+    char tb[1400];
+    path_join(tb, sizeof tb, run, "tb_logs");
+    static const char *const tags[3] = {"train/samples_per_second", "train/tokens_per_second", "train/tflops"};
+    static const char *const units[3] = {" samples/s", " tokens/s", " TFLOP/s"};
+    float v[3][8];
+    for (int k = 0; k < 3; k++) CHECK_MSG(tb_scalars(tb, tags[k], v[k], 8) == 6, "%s: not 6 values", tags[k]);
+    int lines = 0;
+    for (const char *p = strstr(log, "step "); p && lines < 6; p = strstr(p + 1, "step ")) {
+        if (atoi(p + 5) != lines + 1 || !strstr(p, " samples/s")) continue;
+        char line[600];
+        snprintf(line, sizeof line, "%.*s", (int)strcspn(p, "\n"), p);
+        for (int k = 0; k < 3; k++) {
+            char text[64] = "", want[3][32];
+            rate_field(line, units[k], text, sizeof text);
+            log_rate_text((double)v[k][lines] * (1 - 1e-6), want[0], sizeof want[0]);
+            log_rate_text((double)v[k][lines], want[1], sizeof want[1]);
+            log_rate_text((double)v[k][lines] * (1 + 1e-6), want[2], sizeof want[2]);
+            CHECK_MSG(!strcmp(text, want[0]) || !strcmp(text, want[1]) || !strcmp(text, want[2]),
+                      "step %d:%s printed '%s', log_rate_text of TensorBoard's %.9g gives '%s'", lines + 1, units[k], text,
+                      (double)v[k][lines], want[1]);
+        }
+        lines++;
+    }
+    CHECK_MSG(lines == 6, "%d step lines: %s", lines, log);
+    free(log);
 }
 
 TEST(trainer_checkpoint_save_null_writes_nothing) {

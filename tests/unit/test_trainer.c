@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc_fail.h"
 #include "capture.h"
 #include "core/fileutil.h"
 #include "data/formats/safetensors.h"
@@ -200,6 +201,27 @@ static DiTConfig tiny_cfg(void) {
                    .out_channels = 4, .patch_spatial = 2, .patch_temporal = 1, .d_text = 16, .adaln_lora = 8,
                    .fps_dim = 16, .qk_norm = 1, .ln_eps = 1e-5f, .init_std = 0.02f};
     return c;
+}
+
+/* The reader outside the trainer (vfm sample, export, model forward: load_named_tensors) says the
+ * same as the trainer's sliced one: a checkpoint of another size names the first tensor that does
+ * not fit with both shapes. */
+TEST(checkpoint_of_another_size_names_the_first_tensor_with_both_shapes) {
+    char run[1200], path[1400];
+    path_join(run, sizeof run, test_tmpdir(), "a");
+    const char *first[] = {"train.train_iters=1", "checkpoint.save_interval=0"};
+    REQUIRE_OK(train_tiny_mock(run, first, 2));
+    path_join(path, sizeof path, run, "iter_0000001/model.safetensors");
+    DiTConfig c = tiny_cfg(); /* width 32: the checkpoint's is 64 */
+    DiT m;
+    dit_describe(&m, &c);
+    float *buf = malloc((size_t)m.table.total * sizeof(float));
+    REQUIRE(buf);
+    CHECK(load_named_tensors(path, &m.table, "", buf) == VFM_ERR_SHAPE);
+    CHECK_MSG(strstr(vfm_last_error(), "tensor 'x_embedder.weight' is [64,16] in the checkpoint, [32,16] in this model: "
+                                       "the config differs from the checkpoint's"), "%s", vfm_last_error());
+    free(buf);
+    dit_destroy(&m);
 }
 
 typedef struct SampleData {
@@ -403,6 +425,31 @@ TEST(checkpoint_diff_fails_on_what_it_cannot_compare) {
     diff_says(b, c, NULL, 1, "tensor 'x_embedder.weight': unsupported dtype");
     snprintf(cmd, sizeof cmd, "rm -rf '%s' && cp -r '%s' '%s'", c, b, c);
     REQUIRE(system(cmd) == 0);
+    /* a tensor that opens but cannot be read (an I/O error, no memory for it: here the buffer of the
+     * largest tensor, a size nothing else asks for, is refused): named and counted, not taken as equal */
+    SafetensorsFile *f;
+    REQUIRE_OK(safetensors_open(&f, file));
+    int64_t numel = 0;
+    char want[400] = "";
+    for (int i = 0; i < safetensors_count(f); i++) {
+        DType dt;
+        int nd;
+        int64_t shape[VFM_MAX_DIMS], n = 1;
+        REQUIRE_OK(safetensors_info(f, i, &dt, &nd, shape));
+        for (int d = 0; d < nd; d++) n *= shape[d];
+        if (n > numel) { /* the first of the largest: the first read of that size */
+            numel = n;
+            snprintf(want, sizeof want, "%-48s cannot be read", safetensors_name(f, i));
+        }
+    }
+    safetensors_close(f);
+    alloc_fail_when((size_t)numel * sizeof(float), 1);
+    diff_says(b, c, NULL, 1, want);
+    alloc_fail_off();
+    CHECK(alloc_fail_refused() == 1);
+    alloc_fail_when((size_t)numel * sizeof(float), 1);
+    diff_says(b, c, NULL, 1, "; not comparable: 1 unreadable, 0 in one checkpoint only, 0 of another shape");
+    alloc_fail_off();
     REQUIRE(edit_header(file, "final_linear", "final_lineaX")); /* the tensor sets differ */
     diff_says(b, c, NULL, 1, "0 unreadable, 2 in one checkpoint only");
 }
