@@ -8,6 +8,8 @@
 #   - EP2 within DP4 (two EP groups, expert-data-parallel groups of 2) under ZeRO-1 and ZeRO-3:
 #     within 1e-6 of one rank, and ZeRO-3 (unsharded accumulation) = ZeRO-1 bit for bit;
 #   - PP2 × EP2 × DP2 under ZeRO-1 within 1e-6 of one rank;
+#   - the seeds' EP rows: CP2 × TP2+SP × PP2 × ZeRO-1 × EP2 (8 ranks) and CP2 × TP2+SP × ZeRO-3 × EP2
+#     (4 ranks), EP over the CP pair, within 1e-6 of one rank, the latter's broken variant not;
 #   - the checkpoints stay layout-independent: the ZeRO-3 EP2 run's step-2 checkpoint resumed at
 #     one rank (EP1), and the one-rank run's step-2 checkpoint resumed at EP2 × DP4 ZeRO-1, each
 #     reach the uninterrupted run's weights within 1e-6;
@@ -66,6 +68,22 @@ timeout $RUN_LIMIT $VFM train $ARGS checkpoint.save=$T/fixed1 train.fixed_pack_l
 train pp2_ep2 4 $EP $Z1 model.pipeline_model_parallel_size=2
 check "PP2 × EP2 × DP2 under ZeRO-1 states pp=2 ep=2" states $T/pp2_ep2.log world=4 dp=2 pp=2 ep=2 sharding=optim
 check "and matches one rank (packs padded to 512 rows) within 1e-6" near $T/fixed1 $T/pp2_ep2
+
+# the seeds' two EP rows (MoE under TP, SP and CP; EP over the CP pair, carved out of DP×CP), with
+# grouped-query attention so that TP2 splits the kv heads
+GQA="model.num_query_groups=2"
+TPCP="model.tensor_model_parallel_size=2 model.sequence_parallel=true model.context_parallel_size=2"
+timeout $RUN_LIMIT $VFM train $ARGS $GQA checkpoint.save=$T/gqa1 > $T/gqa1.log 2>&1
+timeout $RUN_LIMIT $VFM train $ARGS $GQA checkpoint.save=$T/gqa1_fixed train.fixed_pack_length=512 > $T/gqa1_fixed.log 2>&1
+train seed_pp 8 $EP $Z1 $GQA $TPCP model.pipeline_model_parallel_size=2
+check "CP2 × TP2+SP × PP2 × ZeRO-1 × EP2 (8 ranks) states its layout" states $T/seed_pp.log world=8 dp=1 pp=2 cp=2 tp=2 sp=1 ep=2 sharding=optim
+check "and matches one rank (packs padded to 512 rows) within 1e-6" near $T/gqa1_fixed $T/seed_pp
+train seed_z3 4 $EP $Z3 $GQA $TPCP
+check "CP2 × TP2+SP × ZeRO-3 × EP2 (4 ranks) states its layout" states $T/seed_z3.log world=4 dp=1 cp=2 tp=2 sp=1 ep=2 sharding=optim_grads_params
+check "and matches one rank within 1e-6" near $T/gqa1 $T/seed_z3
+VFM_TEST_BREAK=ep timeout 300 $MPIRUN -np 4 -x VFM_TEST_BREAK $VFM_FAULTS train $ARGS $EP $Z3 $GQA $TPCP \
+    checkpoint.save=$T/seed_z3_broken > $T/seed_z3_broken.log 2>&1
+check "and with an all-to-all's rows permuted ends farther than 1e-6 from one rank" far $T/gqa1 $T/seed_z3_broken 1e-6
 
 # layout-independent checkpoints: EP2 → EP1 and EP1 → EP2
 timeout $RUN_LIMIT $VFM train $ARGS checkpoint.save=$T/to_ep1 --resume $T/ec_ep2_z3/iter_0000002 > $T/to_ep1.log 2>&1
