@@ -341,6 +341,12 @@ int cmd_model(int argc, char **argv) {
         return cli_report(s);
     }
     /* the layout first: a bad one is refused before anything is printed */
+    if (cfg_int(cfg, "model.expert_model_parallel_size") > 1) {
+        config_free(cfg);
+        fprintf(stderr, "vfm model info: model.expert_model_parallel_size: the per-rank figures do not split the experts "
+                        "over expert parallelism yet (vfm train does; docs/parallel.md)\n");
+        return 2;
+    }
     int world = atoi(args_value(flags, nflags, "--world", "0"));
     int per_rank = world > 0 || cfg_int(cfg, "model.tensor_model_parallel_size") > 1 ||
                    cfg_int(cfg, "model.context_parallel_size") > 1 || cfg_int(cfg, "model.pipeline_model_parallel_size") > 1 ||

@@ -157,6 +157,9 @@ static vfm_status make_request(const PlanArgs *a, const char *const *items, int 
     Config *cfg;
     VFM_TRY(config_load(&cfg, a->file, ov, n));
     vfm_status s = dit_config_from(&r->model, cfg);
+    if (s == VFM_OK && cfg_int(cfg, "model.expert_model_parallel_size") > 1)
+        s = vfm_fail(VFM_ERR_USAGE, "vfm plan: model.expert_model_parallel_size: the planner does not split the experts over "
+                                    "expert parallelism yet (vfm train does; docs/plan.md)");
     if (s == VFM_OK) s = fixed_keys(cfg, items, n_items, &r->fixed);
     if (s == VFM_OK) s = plan_device_find(a->gpu, &r->dev);
     if (s == VFM_OK && a->calibrate) s = plan_device_calibrate(&r->dev, a->calibrate);

@@ -83,6 +83,8 @@ const CfgKeyDef cfg_key_defs[] = {
     KINT("model.tensor_model_parallel_size", "1", "[1, 4096]", "TP size (heads, kv heads and MLP units split over TP)", NOTE),
     KINT("model.pipeline_model_parallel_size", "1", "[1, 4096]", "PP size", NOTE),
     KINT("model.context_parallel_size", "1", "[1, 4096]", "CP size", NOTE),
+    KINT("model.expert_model_parallel_size", "1", "[1, 4096]",
+         "EP size: experts split over this many ranks of DP×CP (EP within DP×CP; divides num_moe_experts and DP·CP)", NOTE),
     KBOOL("model.sequence_parallel", "false", "sequence parallelism: token rows split over TP between TP regions", NOTE),
     KCHOICE("model.cp_comm_type", "p2p", CHOICES("p2p", "a2a", "a2a+p2p", "all_gather", "hybrid"),
             "context-parallel attention: p2p ring, a2a (Ulysses), a2a+p2p (hierarchical), all_gather; hybrid (stdit's "

@@ -14,8 +14,9 @@
  * What a rank writes or reads is elements [lo, hi) of its local (TP-shard) layout, of each set's
  * buffer (buf[0] = element lo):
  *   weights (model.safetensors, ema.safetensors): one set, prefix "", [0, local total) on the
- *     ranks with dp = cp = 0, nothing elsewhere; under ZeRO-2/3 each rank of the DP×CP group its
- *     fp32 master shard (the ZeRO-1 range below);
+ *     ranks with dp = cp = 0 (under expert parallelism one rank per EP rank: the shard map
+ *     (tp_shard_map_init_ep) puts its experts' rows at their global indices), nothing elsewhere;
+ *     under ZeRO-2/3 each rank of the gradient group its fp32 master shard (the ZeRO-1 range below);
  *   Adam moments (optim.safetensors): sets "exp_avg." and "exp_avg_sq.", the rank's ZeRO-1
  *     shard [begin, end) of its local buffer, or with plain DP the same cut of its full copy;
  *     with the metadata "step". Loading takes any other range: the state reshards across DP, CP,

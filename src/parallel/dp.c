@@ -94,6 +94,33 @@ int dp_entry_reduces_over_tp(const ParamEntry *e, int sequence_parallel) {
 
 void dp_set_sequence_parallel(DataParallel *dp, int on) { dp->sequence_parallel = on != 0; }
 
+void dp_set_expert_parallel(DataParallel *dp, Comm *ep_comm) { dp->ep_comm = group_n(ep_comm) > 1 ? ep_comm : NULL; }
+
+int dp_entry_reduces_over_ep(const DataParallel *dp, const ParamEntry *e) {
+    return dp->ep_comm && !(e->reduce_groups & REDUCE_EXPERT);
+}
+
+int dp_replicas(const DataParallel *dp) {
+    int cp = dp->cfg.cp > 1 ? dp->cfg.cp : 1;
+    return group_n(dp->grad_comm) * group_n(dp->ep_comm) / cp;
+}
+
+vfm_status dp_ep_sum_dense(const DataParallel *dp, float *grads, int64_t base, int first_entry, int end_entry) {
+    const ParamTable *t = dp->table;
+    for (int i = first_entry; dp->ep_comm && i < end_entry;) {
+        if (!dp_entry_reduces_over_ep(dp, &t->entries[i])) {
+            i++;
+            continue;
+        }
+        int j = i;
+        while (j < end_entry && dp_entry_reduces_over_ep(dp, &t->entries[j])) j++;
+        int64_t at = t->entries[i].offset, n = t->entries[j - 1].offset + t->entries[j - 1].numel - at;
+        VFM_TRY(comm_all_reduce(dp->ep_comm, grads + (at - base), n, DT_F32, COMM_SUM_ORDERED));
+        i = j;
+    }
+    return VFM_OK;
+}
+
 void dp_set_device(DataParallel *dp, Device device, Comm *dev_comm) {
     dp->device = device;
     dp->dev_comm = dev_comm;
@@ -105,10 +132,9 @@ static Comm *buffers_comm(const DataParallel *dp) { return dp->dev_comm ? dp->de
 /* Completes bucket b's posted reduction and applies its 1/DP scaling (once). */
 static vfm_status complete_bucket(DataParallel *dp, float *grads, DpBucket *b) {
     VFM_TRY(comm_wait(&b->req));
-    int n = group_n(dp->grad_comm), cp = dp->cfg.cp > 1 ? dp->cfg.cp : 1;
     int64_t at = b->scale_at, count = b->scale_n;
     b->scale_n = 0;
-    return scale_range(dp, grads + at, count, 1.0 / (n / cp));
+    return scale_range(dp, grads + at, count, 1.0 / dp_replicas(dp));
 }
 
 /* Posts bucket b's reduction (b->req); its 1/DP scaling is left to complete_bucket. */
@@ -124,6 +150,7 @@ static vfm_status reduce_bucket(DataParallel *dp, float *grads, DpBucket *b) {
         if (group_n(dp->tp_comm) > 1 && dp_entry_reduces_over_tp(e, dp->sequence_parallel))
             VFM_TRY(comm_all_reduce(dp->tp_comm, grads + e->offset, e->numel, DT_F32, COMM_SUM_ORDERED));
     }
+    VFM_TRY(dp_ep_sum_dense(dp, grads, 0, b->first_entry, b->last_entry + 1));
     if (pp_here && !dp->pp_summed) {
         /* the buckets before this one are done first (their DP mean before the PP sum, as always) */
         for (DpBucket *e = dp->buckets; e < b; e++) VFM_TRY(complete_bucket(dp, grads, e));
@@ -133,7 +160,11 @@ static vfm_status reduce_bucket(DataParallel *dp, float *grads, DpBucket *b) {
     /* 2. sum over CP, mean over DP */
     int n = group_n(dp->grad_comm);
     b->scale_n = 0;
-    if (n == 1) return VFM_OK;
+    if (n == 1) { /* under EP the EP sum above was the whole reduction; the mean's 1/DP remains */
+        b->scale_at = b->begin;
+        b->scale_n = dp_replicas(dp) > 1 ? b->end - b->begin : 0;
+        return VFM_OK;
+    }
     if (!dp->cfg.zero1) {
         b->scale_at = b->begin;
         b->scale_n = b->end - b->begin;
@@ -193,7 +224,8 @@ vfm_status dp_grad_sync_finish(DataParallel *dp, float *grads) {
 }
 
 /* part[c] += Σ g² over the elements in [lo, hi) of the entries of class c: + 0 split over TP, + 1
- * replicated over TP; + 2 when the entry is on every pipeline stage (REDUCE_PP) and pp > 1.
+ * replicated over TP; + 2 when the entry is on every pipeline stage (REDUCE_PP) and pp > 1; + 4
+ * for an expert entry under EP (its rows differ from EP rank to EP rank).
  * Element x of the buffer is grads[x - base]. */
 static vfm_status class_sum_squares(const DataParallel *dp, const float *grads, int64_t base, int64_t lo, int64_t hi,
                                     double *part) {
@@ -206,7 +238,8 @@ static vfm_status class_sum_squares(const DataParallel *dp, const float *grads, 
         double sq = 0;
         Tensor g = TENSOR((float *)grads + (a - base), DT_F32, dp->device, b - a);
         VFM_TRY(op_sum_squares(&sq, &g));
-        part[(e->tp_split_dim >= 0 ? 0 : 1) + (pp && (e->reduce_groups & REDUCE_PP) ? 2 : 0)] += sq;
+        part[(e->tp_split_dim >= 0 ? 0 : 1) + (pp && (e->reduce_groups & REDUCE_PP) ? 2 : 0) +
+             (dp->ep_comm && (e->reduce_groups & REDUCE_EXPERT) ? 4 : 0)] += sq;
     }
     return VFM_OK;
 }
@@ -214,8 +247,8 @@ static vfm_status class_sum_squares(const DataParallel *dp, const float *grads, 
 /* Σ g² of the norm (dp.h) with element x of the gradients at grads[x - base]: base = 0 for a whole
  * buffer, own_begin for a ZeRO-1 shard held on its own (only the own shard is read then). */
 static vfm_status grad_sumsq(DataParallel *dp, const float *grads, int64_t base, double *sumsq) {
-    int n = group_n(dp->grad_comm), tp = group_n(dp->tp_comm), pp = group_n(dp->pp_comm);
-    int k = tp > 1 || pp > 1 ? 4 : 1; /* values per shard: one sum, or the four classes above */
+    int n = group_n(dp->grad_comm), tp = group_n(dp->tp_comm), pp = group_n(dp->pp_comm), ep = group_n(dp->ep_comm);
+    int k = tp > 1 || pp > 1 || ep > 1 ? 8 : 1; /* values per shard: one sum, or the eight classes above */
     double *partial = calloc((size_t)(n * k), sizeof *partial);
     if (!partial) return vfm_fail(VFM_ERR_NOMEM, "dp: norm partials");
     vfm_status s = VFM_OK;
@@ -224,33 +257,38 @@ static vfm_status grad_sumsq(DataParallel *dp, const float *grads, int64_t base,
         int64_t lo, hi;
         zero_shard_range(dp->table->total, n, j, &lo, &hi);
         if (hi <= lo) continue;
-        if (k == 4) {
-            s = class_sum_squares(dp, grads, base, lo, hi, &partial[4 * j]);
+        if (k == 8) {
+            s = class_sum_squares(dp, grads, base, lo, hi, &partial[8 * j]);
         } else {
             Tensor g = TENSOR((float *)grads + (lo - base), DT_F32, dp->device, hi - lo);
             s = op_sum_squares(&partial[j], &g);
         }
     }
     if (s == VFM_OK && dp->cfg.zero1 && n > 1) {
-        double mine[4];
+        double mine[8];
         memcpy(mine, &partial[k * group_rank(dp->grad_comm)], (size_t)k * sizeof *mine);
         s = comm_all_gather(dp->grad_comm, mine, partial, k, DT_F64);
     }
-    double total = 0, cls[4] = {0, 0, 0, 0};
+    double total = 0, cls[8] = {0};
     for (int j = 0; j < n; j++) {
         if (k == 1) total += partial[j];
         else
-            for (int c = 0; c < 4; c++) cls[c] += partial[4 * j + c];
+            for (int c = 0; c < 8; c++) cls[c] += partial[8 * j + c];
     }
     free(partial);
-    if (s == VFM_OK && k == 4) {
-        /* the TP-split classes over TP; then what each stage holds alone over PP; the entries every
-         * stage holds (identical after the PP sum) once */
-        double split[2] = {cls[0], cls[2]};
-        if (tp > 1) s = comm_all_reduce(dp->tp_comm, split, 2, DT_F64, COMM_SUM_ORDERED);
+    if (s == VFM_OK && k == 8) {
+        /* the TP-split classes over TP; the experts over EP; then what each stage holds alone over
+         * PP; the entries every stage holds (identical after the PP sum) once. Without EP the expert
+         * classes are empty and not added: the bits of TP and PP alone. */
+        double split[4] = {cls[0], cls[2], cls[4], cls[6]};
+        if (tp > 1) s = comm_all_reduce(dp->tp_comm, split, ep > 1 ? 4 : 2, DT_F64, COMM_SUM_ORDERED);
+        double experts[2] = {split[2] + cls[5], split[3] + cls[7]};
+        if (s == VFM_OK && ep > 1) s = comm_all_reduce(dp->ep_comm, experts, 2, DT_F64, COMM_SUM_ORDERED);
         double stage = split[0] + cls[1];
+        if (ep > 1) stage += experts[0];
         if (s == VFM_OK && pp > 1) s = comm_all_reduce(dp->pp_comm, &stage, 1, DT_F64, COMM_SUM_ORDERED);
         total = stage + (split[1] + cls[3]);
+        if (ep > 1) total += experts[1];
     }
     *sumsq = total;
     return s;
@@ -276,7 +314,7 @@ vfm_status dp_grad_norm_shard(DataParallel *dp, const float *shard, double *norm
  * TP/PP classes gather host values over the comms: that path reads the partial sums on the host. */
 static vfm_status grad_sumsq_into(DataParallel *dp, const float *grads, int64_t base, Tensor *state) {
     int n = group_n(dp->grad_comm), tp = group_n(dp->tp_comm), pp = group_n(dp->pp_comm);
-    if (tp > 1 || pp > 1 || (dp->cfg.zero1 && n > 1)) {
+    if (tp > 1 || pp > 1 || dp->ep_comm || (dp->cfg.zero1 && n > 1)) {
         double sumsq = 0;
         VFM_TRY(grad_sumsq(dp, grads, base, &sumsq));
         return device_memcpy((double *)state->data + STEP_SUMSQ, state->device, &sumsq, DEV_CPU, sizeof sumsq);
@@ -302,9 +340,10 @@ vfm_status dp_grad_sumsq_shard_into(DataParallel *dp, const float *shard, Tensor
 }
 
 vfm_status dp_mean_f64(DataParallel *dp, double *values, int n) {
-    int size = group_n(dp->grad_comm);
+    int size = group_n(dp->grad_comm) * group_n(dp->ep_comm);
     if (size == 1) return VFM_OK;
-    VFM_TRY(comm_all_reduce(dp->grad_comm, values, n, DT_F64, COMM_SUM_ORDERED));
+    if (group_n(dp->grad_comm) > 1) VFM_TRY(comm_all_reduce(dp->grad_comm, values, n, DT_F64, COMM_SUM_ORDERED));
+    if (dp->ep_comm) VFM_TRY(comm_all_reduce(dp->ep_comm, values, n, DT_F64, COMM_SUM_ORDERED));
     for (int i = 0; i < n; i++) values[i] /= size;
     return VFM_OK;
 }

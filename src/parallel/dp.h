@@ -51,6 +51,19 @@
  * every stage holds (identical on every stage after their PP sum) count once. At PP = 1 this is
  * bit for bit the two-sum rule of TP alone.
  *
+ * Expert parallelism (dp_set_expert_parallel, EP > 1: docs/parallel.md "Expert parallelism").
+ * grad_comm is then the expert-data-parallel group (the DP×CP ranks with this rank's EP index): EP
+ * rank r's buffer holds experts [r·E/EP, (r+1)·E/EP) at the offsets where every EP rank holds
+ * its own, so the shards, ZeRO-1's moments and the checkpoint ranges are cut over that group,
+ * which covers the whole buffer once per EP rank. Step 1 of a bucket then also sums the dense
+ * entries (those without REDUCE_EXPERT) over the EP group (ordered sum, each contiguous run of
+ * them at once), so that step 2's sum over grad_comm makes their sum over all of DP×CP; an
+ * expert's gradient already holds its EP group's tokens (the all-to-all brought them) and is
+ * summed over grad_comm only. Both are then scaled by 1/DP, DP = EP·|grad_comm|/cp. The dense
+ * entries' values and moments are identical on the EP ranks of one shard (their ZeRO state is
+ * replicated EP times: sharded over DP/EP, not DP). The norm counts the expert entries' Σ g² of
+ * every EP rank (summed over EP) and the dense ones once; dp_mean_f64 averages over DP×CP.
+ *
  * On the CPU the fp32 parameters are the master weights (one full copy per rank); on the GPU the
  * fp32 master becomes a third buffer sharded like m and v, and the all-gather then fills the
  * bf16 parameters. */
@@ -100,6 +113,7 @@ typedef struct DataParallel {
     Comm *dev_comm;              /* GPU: the comm for the gradient and parameter buffers (NCCL), or NULL:
                                     grad_comm moves them (the MPI backend stages GPU memory) */
     double *norm_parts;          /* on device: the shards' Σ g² (dp_grad_sumsq_into), made on first use */
+    Comm *ep_comm;               /* expert parallelism: the EP group (NULL = none; above) */
 } DataParallel;
 
 /* Shard j of n over total elements: [*begin, *end). */
@@ -114,6 +128,16 @@ int dp_bucket_of_entry(const DataParallel *dp, int entry);
  * only under sequence parallelism (design §3). */
 int dp_entry_reduces_over_tp(const ParamEntry *e, int sequence_parallel);
 void dp_set_sequence_parallel(DataParallel *dp, int on);
+/* Expert parallelism over ep_comm (NULL or one rank: none); grad_comm must then be the
+ * expert-data-parallel group (above). Before the first reduction. */
+void dp_set_expert_parallel(DataParallel *dp, Comm *ep_comm);
+/* 1 when entry e is summed over the EP group before the DP reduction (a dense entry under EP). */
+int dp_entry_reduces_over_ep(const DataParallel *dp, const ParamEntry *e);
+/* Sums the dense entries among [first_entry, end_entry) of grads (element x at grads[x - base])
+ * over the EP group, each contiguous run of them in one ordered all-reduce; nothing without EP. */
+vfm_status dp_ep_sum_dense(const DataParallel *dp, float *grads, int64_t base, int first_entry, int end_entry);
+/* Data-parallel replicas: |grad_comm| · EP / cp (the 1/DP of the mean). */
+int dp_replicas(const DataParallel *dp);
 /* The device of the buffers handed to the calls below (before dp_optimizer_init), and the comm
  * that moves them on a GPU (NULL: grad_comm; its MPI backend stages GPU memory through host copies,
  * comm.h). Scalars (the norm partials, the loss) always go over grad_comm. */

@@ -83,6 +83,8 @@ void fsdp_free(Fsdp *f) {
     memset(f, 0, sizeof *f);
 }
 
+void fsdp_set_expert_parallel(Fsdp *f, Comm *ep_comm) { dp_set_expert_parallel(&f->dp, ep_comm); }
+
 void fsdp_set_sequence_parallel(Fsdp *f, int on) {
     f->sequence_parallel = on != 0;
     dp_set_sequence_parallel(&f->dp, on);
@@ -212,6 +214,7 @@ vfm_status fsdp_reduce_grads(Fsdp *f, int unit, int last_microbatch) {
             if (dp_entry_reduces_over_tp(e, f->sequence_parallel))
                 VFM_TRY(comm_all_reduce(f->tp_comm, g + (e->offset - u->begin), e->numel, DT_F32, COMM_SUM_ORDERED));
         }
+    VFM_TRY(dp_ep_sum_dense(&f->dp, g, u->begin, u->first_entry, u->end_entry));
     VFM_TRY(pp_reduce_replicated_grads(f->pp_comm, f->table, g, u->begin, u->first_entry, u->end_entry, f->device));
     float *piece = g + (int64_t)f->rank * u->shard;
     if (f->comm) VFM_TRY(comm_reduce_scatter(f->comm, g, piece, u->shard, DT_F32, COMM_SUM_ORDERED));
@@ -291,7 +294,7 @@ vfm_status fsdp_grad_finish(Fsdp *f) {
     for (int k = 0; k < f->lay.n_units; k++)
         if (!f->reduced[k] || f->unit_grads[k])
             return vfm_fail(VFM_ERR_INTERNAL, "fsdp: unit %d was not reduced in the last micro-batch", k);
-    int cp = f->cfg.cp > 1 ? f->cfg.cp : 1, replicas = f->n / cp;
+    int replicas = dp_replicas(&f->dp);
     if (replicas > 1) { /* dp.c's mean: the ordered sum × (float)(1/replicas), on the real elements */
         for (int k = 0; k < f->lay.n_units; k++) {
             int64_t a, b;

@@ -13,7 +13,8 @@
  *
  * Gradients. The model's backward writes a unit's gradients into the unit's unsharded buffer
  * (fsdp_grad_begin … fsdp_grad … fsdp_reduce_grads); fsdp_reduce_grads first sums the entries that
- * reduce over TP (REDUCE_TP_HEADS; REDUCE_TP_SP under SP) and over PP (REDUCE_PP, pp_stage.h), then
+ * reduce over TP (REDUCE_TP_HEADS; REDUCE_TP_SP under SP), over EP (dense entries under expert
+ * parallelism, fsdp_set_expert_parallel) and over PP (REDUCE_PP, pp_stage.h), then
  * reduce-scatters the buffer (COMM_SUM_ORDERED: each element the rank-order sum, as ZeRO-1's) so
  * this rank keeps only its piece. Two ways to accumulate micro-batches:
  *   accumulate_unsharded = 0: every micro-batch is reduce-scattered and the pieces added up (the
@@ -87,6 +88,11 @@ vfm_status fsdp_init(Fsdp *f, const ParamTable *t, const PpBlocks *blocks, const
                      Comm *tp_comm, Comm *pp_comm, Device device);
 void fsdp_free(Fsdp *f);
 void fsdp_set_sequence_parallel(Fsdp *f, int on);
+/* Expert parallelism (dp.h): comm (the DP×CP one above) is then the expert-data-parallel
+ * group; a unit's dense entries are summed over ep_comm before the reduce-scatter, experts not, and
+ * the mean divides by DP = EP·n/cp. ZeRO-3 gathers a unit over that group, so each EP rank's
+ * units hold its own experts. Before the first reduction. */
+void fsdp_set_expert_parallel(Fsdp *f, Comm *ep_comm);
 /* The unit of block b, of a table entry. */
 int fsdp_unit_of_block(const Fsdp *f, int block);
 int fsdp_unit_of_entry(const Fsdp *f, int entry);

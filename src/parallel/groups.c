@@ -87,6 +87,25 @@ int cp_subgroup_members(const ParallelLayout *l, int a2a_size, int ring, int ran
     return self;
 }
 
+int ep_index_in_dp_cp(const ParallelLayout *l, int rank) {
+    int dp, pp, cp, tp;
+    layout_coords(l, rank, &dp, &pp, &cp, &tp);
+    return dp * l->cp + cp;
+}
+
+int ep_subgroup_members(const ParallelLayout *l, int ep, int edp, int rank, int *members) {
+    int dp, pp, cp, tp, n = 0, self = 0;
+    layout_coords(l, rank, &dp, &pp, &cp, &tp);
+    int q = dp * l->cp + cp, g = q / ep, e = q % ep;
+    for (int k = 0; k < (edp ? l->dp * l->cp / ep : ep); k++) {
+        int qk = edp ? k * ep + e : g * ep + k;
+        int r = layout_rank_of(l, qk / l->cp, pp, qk % l->cp, tp);
+        if (r == rank) self = n;
+        members[n++] = r;
+    }
+    return self;
+}
+
 const char *group_kind_name(GroupKind kind) {
     static const char *names[] = {"tp", "cp", "pp", "dp", "dp×cp", "world"};
     return kind >= 0 && kind < GROUP_KIND_COUNT ? names[kind] : "?";

@@ -44,6 +44,14 @@ int group_members(const ParallelLayout *l, GroupKind kind, int rank, int *member
  * index. Members (ascending global ranks) of the all-to-all group (ring = 0) or of the ring
  * (ring = 1) holding `rank`; returns the index of `rank` among them. a2a_size must divide CP. */
 int cp_subgroup_members(const ParallelLayout *l, int a2a_size, int ring, int rank, int *members);
+/* Expert parallelism (model.expert_model_parallel_size = EP, EP divides DP·CP; EP carved out of
+ * DP×CP as Megatron-core does): a rank's index in its DP×CP group is q = dp·CP + cp (ascending
+ * global rank); EP consecutive indices form an EP group (same pp, tp; q / EP equal) and EP rank
+ * q mod EP holds that share of the experts. Members (ascending global ranks) of the EP group
+ * (edp = 0) or of the expert-data-parallel group (edp = 1: same pp, tp and q mod EP; DP·CP/EP
+ * ranks, CP included) holding `rank`; returns the index of `rank` among them. */
+int ep_index_in_dp_cp(const ParallelLayout *l, int rank);
+int ep_subgroup_members(const ParallelLayout *l, int ep, int edp, int rank, int *members);
 /* "tp", "cp", "pp", "dp", "dp×cp", "world" */
 const char *group_kind_name(GroupKind kind);
 

@@ -13,7 +13,7 @@
 #include "train/fault_hooks.h"
 
 enum { MADE_WORLD = 1, MADE_GRAD = 2, MADE_TP = 4, MADE_CP = 8, MADE_A2A = 16, MADE_RING = 32, MADE_GRAD_GPU = 64,
-       MADE_PP = 128 };
+       MADE_PP = 128, MADE_EP = 256 };
 
 vfm_status train_layout_from(TrainLayout *l, const Config *cfg, int warn) {
     memset(l, 0, sizeof *l);
@@ -22,6 +22,7 @@ vfm_status train_layout_from(TrainLayout *l, const Config *cfg, int warn) {
     l->cp = (int)cfg_int(cfg, "model.context_parallel_size");
     l->sp = cfg_bool(cfg, "model.sequence_parallel");
     l->vp = (int)cfg_int(cfg, "model.virtual_pipeline_model_parallel_size");
+    l->ep = 1; /* model.expert_model_parallel_size: train_setup.c reads it, with the model's experts */
     if (l->sp && l->tp == 1) {
         if (warn) log_warn("config: model.sequence_parallel=true has no effect with model.tensor_model_parallel_size=1 (ignored)");
         l->sp = 0;
@@ -51,6 +52,11 @@ vfm_status train_layout_from(TrainLayout *l, const Config *cfg, int warn) {
 vfm_status train_layout_check(const TrainLayout *l, const DiTConfig *mc, int world_size) {
     ParallelLayout probe;
     VFM_TRY(layout_init(&probe, world_size, 0, l->tp, l->pp, l->cp));
+    if (l->ep > 1 && (probe.dp * probe.cp) % l->ep != 0)
+        return vfm_fail_at(VFM_ERR_USAGE, NULL, "model.expert_model_parallel_size", NULL,
+                           "%d must divide DP·CP = %d (DP %d = world %d / TP·PP·CP %d; CP %d): the EP ranks are ranks "
+                           "of the DP×CP group", l->ep, probe.dp * probe.cp, probe.dp, world_size,
+                           l->tp * l->pp * l->cp, probe.cp);
     return dit_check_parallel(mc, l->tp, l->sp, l->cp, l->cp_type, l->a2a_size);
 }
 
@@ -69,6 +75,7 @@ void train_layout_describe(const TrainLayout *l, int dp, char *out, size_t n) {
         if (l->cp_type == CP_COMM_A2A_P2P) PUT(" [%d, %d]", l->a2a_size, l->cp / l->a2a_size);
     }
     PUT("%sDP%d", k ? " × " : "", dp);
+    if (l->ep > 1) PUT(" (EP%d within DP)", l->ep);
 #undef PUT
 }
 
@@ -82,13 +89,14 @@ void train_layout_state(const TrainLayout *l, int world, int dp, DpSharding shar
         snprintf(plan, sizeof plan, "full,%s,%d", rc->method == RECOMPUTE_BLOCK ? "block" : "uniform", rc->num_layers);
     else
         snprintf(plan, sizeof plan, "%s", rc->granularity == RECOMPUTE_SELECTIVE ? "selective" : "none");
-    snprintf(out, n, "world=%d dp=%d pp=%d vp=%d cp=%d tp=%d sp=%d cp_comm_type=%s sharding=%s recompute=%s", world, dp,
-             l->pp, l->vp > 1 ? l->vp : 1, l->cp, l->tp, l->sp, cp_type, dp_sharding_name(sharding), plan);
+    snprintf(out, n, "world=%d dp=%d pp=%d vp=%d cp=%d tp=%d sp=%d ep=%d cp_comm_type=%s sharding=%s recompute=%s", world,
+             dp, l->pp, l->vp > 1 ? l->vp : 1, l->cp, l->tp, l->sp, l->ep > 1 ? l->ep : 1, cp_type,
+             dp_sharding_name(sharding), plan);
 }
 
 void train_parallel_free(TrainParallel *p) {
-    Comm *comms[] = {&p->world, &p->grad, &p->tp, &p->cp, &p->a2a, &p->ring, &p->grad_gpu, &p->pp};
-    for (int i = 0; i < 8; i++)
+    Comm *comms[] = {&p->world, &p->grad, &p->tp, &p->cp, &p->a2a, &p->ring, &p->grad_gpu, &p->pp, &p->ep};
+    for (int i = 0; i < 9; i++)
         if (p->made & (1u << i)) comm_free(comms[i]);
     p->made = 0;
 }
@@ -108,13 +116,26 @@ static vfm_status make_cp_subgroup(TrainParallel *p, Comm *c, unsigned bit, int 
     return VFM_OK;
 }
 
+/* Expert parallelism: the EP group (edp = 0) or the expert-data-parallel group (edp = 1: CP included). */
+static vfm_status make_ep_subgroup(TrainParallel *p, Comm *c, unsigned bit, int edp, CommBackend backend) {
+    int members[4096];
+    int n = edp ? p->layout.dp * p->layout.cp / p->keys.ep : p->keys.ep;
+    ep_subgroup_members(&p->layout, p->keys.ep, edp, p->layout.rank, members);
+    VFM_TRY(comm_create(c, edp ? "edp" : "ep", backend, members, n));
+    p->made |= bit;
+    return VFM_OK;
+}
+
 vfm_status train_parallel_init(TrainParallel *p, const TrainLayout *keys, int world_size, int rank) {
     memset(p, 0, sizeof *p);
     p->keys = *keys;
     VFM_TRY(layout_init(&p->layout, world_size, rank, keys->tp, keys->pp, keys->cp));
     /* every rank creates the same groups in the same order (creation is collective) */
     VFM_TRY(make_group(p, &p->world, MADE_WORLD, GROUP_WORLD));
-    VFM_TRY(make_group(p, &p->grad, MADE_GRAD, GROUP_DP_CP));
+    if (keys->ep > 1 && ((p->layout.dp * p->layout.cp) % keys->ep != 0 || p->layout.dp * p->layout.cp > 4096))
+        return vfm_fail(VFM_ERR_INTERNAL, "train: EP %d over DP·CP %d", keys->ep, p->layout.dp * p->layout.cp);
+    if (keys->ep > 1) VFM_TRY(make_ep_subgroup(p, &p->grad, MADE_GRAD, 1, COMM_BACKEND_MPI));
+    else VFM_TRY(make_group(p, &p->grad, MADE_GRAD, GROUP_DP_CP));
     VFM_TRY(make_group(p, &p->tp, MADE_TP, GROUP_TP));
     VFM_TRY(make_group(p, &p->cp, MADE_CP, GROUP_CP));
     VFM_TRY(make_group(p, &p->pp, MADE_PP, GROUP_PP));
@@ -122,6 +143,7 @@ vfm_status train_parallel_init(TrainParallel *p, const TrainLayout *keys, int wo
         VFM_TRY(make_cp_subgroup(p, &p->a2a, MADE_A2A, 0));
         VFM_TRY(make_cp_subgroup(p, &p->ring, MADE_RING, 1));
     }
+    if (keys->ep > 1) VFM_TRY(make_ep_subgroup(p, &p->ep, MADE_EP, 0, COMM_BACKEND_MPI));
     DiTParallel *d = &p->model;
     d->tp = keys->tp, d->tp_rank = p->layout.tp_rank, d->sequence_parallel = keys->sp;
     d->tp_comm = keys->tp > 1 ? &p->tp : NULL;
@@ -130,6 +152,9 @@ vfm_status train_parallel_init(TrainParallel *p, const TrainLayout *keys, int wo
     d->cpa.type = keys->cp_type, d->cpa.A = keys->a2a_size;
     d->pp = keys->pp, d->pp_rank = p->layout.pp_rank, d->vp = keys->vp > 1 ? keys->vp : 1;
     d->pp_comm = keys->pp > 1 ? &p->pp : NULL;
+    d->ep = keys->ep > 1 ? keys->ep : 1;
+    d->ep_rank = keys->ep > 1 ? ep_index_in_dp_cp(&p->layout, p->layout.rank) % keys->ep : 0;
+    d->ep_comm = keys->ep > 1 ? &p->ep : NULL;
     if (keys->cp > 1)
         VFM_TRY(cp_attention_init(&d->cpa, keys->cp_type, &p->cp, (p->made & MADE_A2A) ? &p->a2a : NULL,
                                   (p->made & MADE_RING) ? &p->ring : NULL));
@@ -140,6 +165,7 @@ vfm_status train_parallel_init(TrainParallel *p, const TrainLayout *keys, int wo
     if (brk && strcmp(brk, "tp") == 0) d->test_skip_tp_reduce = 2;
     if (brk && strcmp(brk, "qknorm") == 0) d->test_skip_qk_norm_sum = 1;
     if (brk && strcmp(brk, "ring") == 0) d->cpa.test_drop_ring_step = 1;
+    if (brk && strcmp(brk, "ep") == 0) d->test_permute_ep_a2a = 1; /* =ep swaps two rows of one dispatch all-to-all */
     d->st_hybrid = keys->hybrid; /* ST-DiT: =st skips the all-to-all of block 1's temporal attention */
     if (brk && strcmp(brk, "st") == 0) d->test_skip_st_a2a = 2;
     return VFM_OK;
@@ -157,7 +183,8 @@ vfm_status train_parallel_gpu(TrainParallel *p, const LaunchInfo *launch, char *
     int can = comm_nccl_available() && device_cuda_count() >= launch->local_size, all = can;
     VFM_TRY(comm_all_reduce(&p->world, &all, 1, DT_I32, COMM_SUM));
     if (all == launch->world_size) {
-        VFM_TRY(comm_create_group(&p->grad_gpu, &p->layout, GROUP_DP_CP, COMM_BACKEND_NCCL));
+        if (p->keys.ep > 1) VFM_TRY(make_ep_subgroup(p, &p->grad_gpu, MADE_GRAD_GPU, 1, COMM_BACKEND_NCCL));
+        else VFM_TRY(comm_create_group(&p->grad_gpu, &p->layout, GROUP_DP_CP, COMM_BACKEND_NCCL));
         p->made |= MADE_GRAD_GPU;
         p->grad_dev = &p->grad_gpu;
         snprintf(how, how_n, "GPU %d; gradients over NCCL (%d ranks)", device, n);
@@ -176,6 +203,7 @@ vfm_status train_parallel_dp_init(TrainParallel *p, DataParallel *dp, const DiT 
     int pp_sum = p->keys.pp > 1 && !(brk && strcmp(brk, "pp") == 0);
     VFM_TRY(dp_init(dp, &m->table, &dc, &p->grad, p->keys.tp > 1 ? &p->tp : NULL, pp_sum ? &p->pp : NULL));
     dp_set_sequence_parallel(dp, p->keys.sp);
+    dp_set_expert_parallel(dp, p->keys.ep > 1 ? &p->ep : NULL);
     dp_set_device(dp, m->device, p->grad_dev);
     return VFM_OK;
 }
@@ -183,7 +211,9 @@ vfm_status train_parallel_dp_init(TrainParallel *p, DataParallel *dp, const DiT 
 vfm_status train_parallel_fsdp_init(TrainParallel *p, Fsdp *f, DiT *m, DpSharding strategy, int accumulate_unsharded) {
     FsdpConfig fc = {strategy, accumulate_unsharded, p->keys.cp, p->layout.tp_rank, p->layout.pp_rank};
     Comm *grad = m->device != DEV_CPU && p->grad_dev ? p->grad_dev : &p->grad;
-    return dit_fsdp_create(m, f, &fc, grad, p->keys.tp > 1 ? &p->tp : NULL);
+    VFM_TRY(dit_fsdp_create(m, f, &fc, grad, p->keys.tp > 1 ? &p->tp : NULL));
+    fsdp_set_expert_parallel(f, p->keys.ep > 1 ? &p->ep : NULL);
+    return VFM_OK;
 }
 
 /* ---- checkpoints ------------------------------------------------------------------------- */
@@ -216,7 +246,9 @@ static vfm_status host_weights(const DiT *m, int with_ema, HostWeights *h) {
 vfm_status train_parallel_save(TrainParallel *p, const DiT *m, const float *ema, const DataParallel *dp,
                                const Optimizer *o, const char *stage) {
     char path[1700];
-    int writes = p->layout.dp_rank == 0 && p->layout.cp_rank == 0;
+    /* one rank per (TP, PP) shard writes the weights (dp = cp = 0); under EP the first EP group of
+     * the DP×CP group, each EP rank its experts */
+    int writes = ep_index_in_dp_cp(&p->layout, p->layout.rank) < (p->keys.ep > 1 ? p->keys.ep : 1);
     const float *params = m->params;
     HostWeights h = {0};
     Optimizer ho;
@@ -265,9 +297,9 @@ static vfm_status load_host(TrainParallel *p, const DiT *m, float *params, float
     if (!o) return VFM_OK;
     file_in(path, sizeof path, dir, "optim.safetensors");
     if (path_exists(path)) return ckpt_read_optim(path, m->shards, o);
-    if (has_legacy_optim(dir) && p->keys.tp == 1) return dp_optim_load(dp, o, dir);
+    if (has_legacy_optim(dir) && p->keys.tp == 1 && p->keys.ep <= 1) return dp_optim_load(dp, o, dir);
     return vfm_fail(VFM_ERR_FORMAT, "%s: no optimizer state (optim.safetensors)%s", dir,
-                    has_legacy_optim(dir) ? "; its optim.<rank>.safetensors shards load only at TP 1" : "");
+                    has_legacy_optim(dir) ? "; its optim.<rank>.safetensors shards load only at TP 1 without EP" : "");
 }
 
 vfm_status train_parallel_load(TrainParallel *p, DiT *m, float *ema, DataParallel *dp, Optimizer *o, const char *dir) {
@@ -352,7 +384,7 @@ vfm_status train_parallel_load_fsdp(TrainParallel *p, const DiT *m, Fsdp *f, flo
     if (s == VFM_OK && oh) {
         file_in(path, sizeof path, dir, "optim.safetensors");
         if (path_exists(path)) s = ckpt_read_optim(path, m->shards, oh);
-        else if (has_legacy_optim(dir) && p->keys.tp == 1) s = dp_optim_load(&f->dp, oh, dir);
+        else if (has_legacy_optim(dir) && p->keys.tp == 1 && p->keys.ep <= 1) s = dp_optim_load(&f->dp, oh, dir);
         else s = vfm_fail(VFM_ERR_FORMAT, "%s: no optimizer state (optim.safetensors)", dir);
     }
     if (s == VFM_OK && f->device != DEV_CPU) {

@@ -26,6 +26,7 @@ typedef struct TrainLayout {
     int a2a_size;          /* a2a+p2p: model.hierarchical_context_parallel_sizes[0] */
     int vp;                /* model.virtual_pipeline_model_parallel_size (0 or 1: one chunk per stage) */
     int hybrid;            /* ST-DiT's model.cp_comm_type hybrid; cp_type is then its full attention's */
+    int ep;                /* model.expert_model_parallel_size: EP within DP×CP (1: none) */
 } TrainLayout;
 
 /* ST-DiT's CP keys (train_stdit.c): model.cp_comm_type (hybrid by default for model.variant stdit,
@@ -39,7 +40,7 @@ vfm_status st_layout_keys(TrainLayout *l, const Config *cfg, const char **type);
  * (when `warn`: rank 0 speaks for the job). */
 vfm_status train_layout_from(TrainLayout *l, const Config *cfg, int warn);
 /* With the world size and the model: the world divides by TP·PP·CP, the model splits over TP and
- * the CP mode's head rules hold (dit_check_parallel). */
+ * the CP mode's head rules hold (dit_check_parallel), EP divides DP·CP. */
 vfm_status train_layout_check(const TrainLayout *l, const DiTConfig *mc, int world_size);
 /* "TP2+SP × CP2 (p2p) × DP2" for the log */
 void train_layout_describe(const TrainLayout *l, int dp, char *out, size_t n);
@@ -52,9 +53,12 @@ void train_layout_state(const TrainLayout *l, int world, int dp, DpSharding shar
 typedef struct TrainParallel {
     TrainLayout keys;
     ParallelLayout layout;
-    Comm world, grad, tp, cp, a2a, ring; /* grad: DP×CP (gradient reduction, ZeRO-1) */
+    Comm world, grad, tp, cp, a2a, ring; /* grad: DP×CP (gradient reduction, ZeRO-1); under EP the
+                                             ranks of DP×CP with this rank's EP index */
     Comm pp;                              /* the pipeline stages of this rank's replica */
     Comm grad_gpu;                        /* NCCL over DP×CP for GPU gradients (train_parallel_gpu) */
+    Comm ep;                              /* expert parallelism: the EP group; grad is then the
+                                             expert-data-parallel group (dp.h; CP included) */
     Comm *grad_dev;                       /* the comm for GPU buffers: &grad_gpu, or NULL (grad stages them) */
     unsigned made;                        /* which comms exist (bit per comm) */
     DiTParallel model;                    /* for dit_create_parallel */
@@ -75,8 +79,10 @@ vfm_status train_parallel_dp_init(TrainParallel *p, DataParallel *dp, const DiT 
 
 /* Collective over the world: <stage>/model.safetensors, ema.safetensors (ema may be NULL; on the
  * model's device) and optim.safetensors (o NULL: none). A GPU model's buffers are written from host
- * copies (and read into them): the files hold the fp32 master weights whatever the device. Weights are written by the ranks with dp = cp = 0 (each its TP
- * shard), the moments by every rank (its DP×CP range of its TP shard). */
+ * copies (and read into them): the files hold the fp32 master weights whatever the device.
+ * Weights are written by the ranks with dp = cp = 0 (each its TP shard; under EP the first EP
+ * group of the DP×CP group, each EP rank its experts under their global indices), the moments by every rank (its range of
+ * the grad group's cut of its TP shard). */
 vfm_status train_parallel_save(TrainParallel *p, const DiT *m, const float *ema, const DataParallel *dp,
                                const Optimizer *o, const char *stage);
 /* This rank's slices of a checkpoint directory written at any layout: the weights (and EMA, or a

@@ -31,6 +31,25 @@ static vfm_status read_sharding(TrainSetup *su, const Config *cfg) {
     return VFM_OK;
 }
 
+/* model.expert_model_parallel_size: read only with experts (it splits them); set without them it
+ * is refused, as is a size that does not divide them. DP is known at launch (train_layout_check). */
+static vfm_status read_expert_parallel(TrainSetup *su, const Config *cfg) {
+    static const char *key = "model.expert_model_parallel_size";
+    su->layout.ep = 1;
+    if (su->model.moe.experts <= 0) {
+        if (cfg_user_set(cfg, key) && cfg_int(cfg, key) != 1)
+            return vfm_fail_at(VFM_ERR_USAGE, NULL, key, NULL, "expert parallelism needs experts: set "
+                               "model.num_moe_experts (it is 0)");
+        return VFM_OK;
+    }
+    int ep = (int)cfg_int(cfg, key);
+    if (su->model.moe.experts % ep != 0)
+        return vfm_fail_at(VFM_ERR_USAGE, NULL, key, NULL, "%d must divide model.num_moe_experts (%d): every EP rank "
+                           "holds the same number of experts", ep, su->model.moe.experts);
+    su->layout.ep = ep;
+    return VFM_OK;
+}
+
 /* The trainer's own keys: steps, batch, logging, device, run directory, checkpoints, EMA. */
 static void read_run(TrainSetup *su, const Config *cfg) {
     su->train_iters = cfg_int(cfg, "train.train_iters");
@@ -65,6 +84,7 @@ vfm_status train_setup_from_config(TrainSetup *su, const Config *cfg, int warn) 
         return vfm_fail_at(VFM_ERR_USAGE, NULL, "train.micro_batch_size", NULL, "a micro-batch is one pack (1)");
     VFM_TRY(dit_config_from(&su->model, cfg));
     VFM_TRY(train_layout_from(&su->layout, cfg, warn));
+    VFM_TRY(read_expert_parallel(su, cfg));
     VFM_TRY(recompute_from_config(cfg, &su->recompute));
     VFM_TRY(read_sharding(su, cfg));
     VFM_TRY(objective_from_config(&su->objective, cfg, &su->model));

@@ -259,6 +259,7 @@ static vfm_status trainer_setup(Trainer *t, const TrainOptions *opt) {
     int writes_samples = t->par.layout.tp_rank == 0 && t->par.layout.cp_rank == 0 && t->par.layout.pp_rank == 0;
     VFM_TRY(validator_init(&t->val, cfg, &t->objective, t->dp_rank, t->dp_size, t->accum, t->rank,
                            writes_samples ? t->run_dir : ""));
+    validator_set_expert_parallel(&t->val, t->layout.ep > 1 ? &t->par.ep : NULL);
     if (su->ema) {
         t->ema_decay = su->ema_decay;
         int64_t n = t->have_fsdp ? t->fsdp.dp.own_end - t->fsdp.dp.own_begin : t->model.table.total;
@@ -587,8 +588,8 @@ static vfm_status finish_gradients(Trainer *t) {
  * wait for the device here; one does not). */
 static vfm_status loss_mean(Trainer *t) {
     VFM_TRY(op_f64_div(&t->step_state, STEP_LOSS, (double)t->accum));
-    Comm *c = t->dpv->grad_comm;
-    if (!c || c->size == 1) return VFM_OK;
+    Comm *c = t->dpv->grad_comm, *ep = t->dpv->ep_comm; /* under EP the mean is over both */
+    if ((!c || c->size == 1) && !ep) return VFM_OK;
     double *dev = (double *)t->step_state.data + STEP_LOSS, loss = 0;
     if (t->device == DEV_CPU) vfm_host_read("trainer: the loss's mean over replicas");
     VFM_TRY(device_memcpy(&loss, DEV_CPU, dev, t->device, sizeof loss));

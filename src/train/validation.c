@@ -57,6 +57,21 @@ void validator_free(Validator *v) {
 
 int validator_due(const Validator *v, int64_t step) { return v->interval > 0 && step > 0 && step % v->interval == 0; }
 
+void validator_set_expert_parallel(Validator *v, Comm *ep_comm) { v->ep_comm = ep_comm; }
+
+/* The validation sample's forward under EP: the EP group's largest reserved pack first (the
+ * all-to-alls' size), then dit_forward. */
+static vfm_status ep_agreed_forward(void *ctx, DiT *model, const DiTInputs *in, Tensor *out) {
+    Validator *v = ctx;
+    int64_t bound[2] = {model->moe_ep_rows, model->moe_ep_samples};
+    VFM_TRY(comm_all_reduce(v->ep_comm, bound, 2, DT_I64, COMM_MAX));
+    if (bound[0] > model->moe_ep_rows || bound[1] > model->moe_ep_samples) {
+        model->moe_ep_rows = bound[0], model->moe_ep_samples = (int)bound[1];
+        VFM_TRY(dit_reserve(model, in->x->shape[0], in->text ? in->text->shape[0] : 0, (int)in->c_noise->shape[0]));
+    }
+    return dit_forward(model, in, out);
+}
+
 /* This rank's sample from the first validation sample's prompt, written to the output directory. */
 static vfm_status generate(Validator *v, DiT *model, const Pack *first, int64_t step, ValidationResult *res) {
     const PackSample *ps = &first->samples[0];
@@ -71,6 +86,7 @@ static vfm_status generate(Validator *v, DiT *model, const Pack *first, int64_t 
     int64_t numel = (int64_t)s.latent_shape[0] * s.latent_shape[1] * s.latent_shape[2] * s.latent_shape[3];
     float *latent = malloc((size_t)numel * sizeof(float));
     if (!latent) return vfm_fail(VFM_ERR_NOMEM, "validation: a %lld-value sample", (long long)numel);
+    if (v->ep_comm && !v->gen.forward) v->gen.forward = ep_agreed_forward, v->gen.forward_ctx = v;
     vfm_status st = generate_latents(model, &v->gen, &s, 1, &latent);
     char stem[128];
     snprintf(stem, sizeof stem, "step=%lld_rank=%d", (long long)step, v->rank);

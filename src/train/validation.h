@@ -44,6 +44,7 @@ typedef struct Validator {
     char out_dir[1200];    /* <run>/validation_generation, or "" to write no files */
     int has_pixels;
     PixelLatentMap map;
+    Comm *ep_comm;         /* expert parallelism: the EP group (validator_set_expert_parallel), or NULL */
 } Validator;
 
 /* What validation reads, and only when it will run (train.eval_interval > 0, train.eval_iters > 0
@@ -56,6 +57,12 @@ typedef struct ValidationConfig {
     SampleSettings gen;
 } ValidationConfig;
 vfm_status validation_config_from(ValidationConfig *vc, const Config *cfg, ObjectiveKind kind, int64_t train_iters);
+
+/* Under expert parallelism the ranks of an EP group exchange fixed-size all-to-alls sized by the
+ * largest pack each reserved (moe.h), but each rank generates from its own validation sample: the
+ * validation sample's forwards first agree on that size over ep_comm (the largest of the group's,
+ * reserved again where it grew). NULL: none. */
+void validator_set_expert_parallel(Validator *v, Comm *ep_comm);
 
 /* Validation is set up only when it will run (validation_config_from). accum = micro-batches per
  * replica and step. run_dir "" writes no files. */

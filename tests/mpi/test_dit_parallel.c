@@ -210,7 +210,7 @@ enum { BREAK_NONE, BREAK_TP, BREAK_RING, BREAK_CP_MEAN, BREAK_ST };
 static TrainLayout layout_keys(const Layout *L) {
     int hybrid = L->type == CP_COMM_HYBRID;
     CpCommType t = !hybrid ? L->type : L->a2a == 0 ? CP_COMM_P2P : L->a2a == L->cp ? CP_COMM_A2A : CP_COMM_A2A_P2P;
-    TrainLayout k = {L->tp, 1, L->cp, L->sp, t, L->a2a, 1, hybrid};
+    TrainLayout k = {L->tp, 1, L->cp, L->sp, t, L->a2a, 1, hybrid, 1};
     return k;
 }
 
@@ -606,7 +606,7 @@ TEST(dit_parallel_bad_layouts_refused) {
     s = dit_check_parallel(&c, 1, 0, 3, CP_COMM_A2A, 3);
     CHECK(s == VFM_ERR_USAGE && strstr(vfm_last_error(), "a2a"));
     CHECK_OK(dit_check_parallel(&c, 1, 0, 3, CP_COMM_P2P, 0));
-    TrainLayout l = {2, 1, 1, 0, CP_COMM_P2P, 0, 1, 0};
+    TrainLayout l = {2, 1, 1, 0, CP_COMM_P2P, 0, 1, 0, 1};
     s = train_layout_check(&l, &c, 3);
     CHECK(s == VFM_ERR_USAGE && strstr(vfm_last_error(), "world size 3 is not divisible by TP·PP·CP = 2"));
     DiT m;

@@ -264,7 +264,7 @@ static RecomputeConfig run_recompute;
 static int run_layout(const Layout *L, const DiTConfig *cfg, int M, int no_pp_sum, char *detail, size_t dn) {
     detail[0] = 0;
     int dp = mt_world() / (L->tp * L->cp * L->pp);
-    TrainLayout keys = {L->tp, L->pp, L->cp, L->sp, CP_COMM_P2P, 0, L->vp, L->hybrid};
+    TrainLayout keys = {L->tp, L->pp, L->cp, L->sp, CP_COMM_P2P, 0, L->vp, L->hybrid, 1};
     TrainParallel p;
     NEED_OK(train_parallel_init(&p, &keys, mt_world(), mt_rank()));
     int V = L->vp > 1 ? L->vp : 1, my_dp = p.layout.dp_rank, stage = p.layout.pp_rank;
@@ -462,7 +462,7 @@ TEST(dit_pp_world8_cp_tp_sp_pp) {
  * variant (a dispatch all-to-all's rows permuted) must fail. */
 static int run_layout_ep(const Layout *L, const DiTConfig *cfg, int M, int brk, char *detail, size_t dn) {
     detail[0] = 0;
-    TrainLayout keys = {L->tp, L->pp, L->cp, L->sp, CP_COMM_P2P, 0, 1, 0};
+    TrainLayout keys = {L->tp, L->pp, L->cp, L->sp, CP_COMM_P2P, 0, 1, 0, 1};
     TrainParallel p;
     NEED_OK(train_parallel_init(&p, &keys, mt_world(), mt_rank()));
     NEED_OK(p.layout.dp != 1); /* the EP group below is the CP pair */
@@ -569,7 +569,7 @@ TEST(dit_pp_world8_cp_tp_sp_pp_ep_moe) {
 TEST(dit_pp_checkpoint_pp2_tp2_reads_at_pp1) {
     REQUIRE_WORLD(4);
     DiTConfig cfg = model_config(DIT_VARIANT_ADALN_ZERO);
-    TrainLayout keys = {2, 2, 1, 1, CP_COMM_P2P, 0, 1, 0};
+    TrainLayout keys = {2, 2, 1, 1, CP_COMM_P2P, 0, 1, 0, 1};
     TrainParallel p;
     REQUIRE_OK(train_parallel_init(&p, &keys, mt_world(), mt_rank()));
     DiT one, m;

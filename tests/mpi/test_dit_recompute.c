@@ -25,7 +25,7 @@ typedef struct Layout {
  * the weights are the single-rank table `full` cut to this rank's shards. */
 static int run(const Layout *L, const DiTConfig *cfg, const float *full, DitPack *pk, const RecomputeConfig *rc,
                float **out, float **grads, int64_t *n_grads, size_t *peak) {
-    TrainLayout keys = {L->tp, 1, L->cp, L->sp, L->type, L->a2a, 1, 0};
+    TrainLayout keys = {L->tp, 1, L->cp, L->sp, L->type, L->a2a, 1, 0, 1};
     TrainParallel p;
     if (train_parallel_init(&p, &keys, mt_world(), mt_rank()) != VFM_OK) return 0;
     DiT m;

@@ -39,6 +39,29 @@ TEST(groups_layout_tp2_cp2) {
     check_members(&l, GROUP_PP, 3, (int[]){3}, 1);
 }
 
+/* Expert parallelism carved out of DP×CP (q = dp·CP + cp): at TP2 × CP2 × DP2 (world 8), EP2 pairs
+ * the CP ranks of one replica and the expert-data-parallel group joins the replicas; EP4 spans both
+ * replicas. Every member list holds the rank itself and agrees on its EP index. */
+TEST(groups_expert_parallel_within_dp_cp) {
+    ParallelLayout l;
+    REQUIRE_OK(layout_init(&l, 8, 3, 2, 1, 2)); /* rank 3: dp 0, cp 1, tp 1 */
+    int got[8];
+    CHECK(ep_index_in_dp_cp(&l, 3) == 1 && ep_index_in_dp_cp(&l, 7) == 3);
+    int self = ep_subgroup_members(&l, 2, 0, 3, got);
+    CHECK_MSG(self == 1 && got[0] == 1 && got[1] == 3, "EP2 group of rank 3: %d, %d", got[0], got[1]);
+    self = ep_subgroup_members(&l, 2, 1, 3, got);
+    CHECK_MSG(self == 0 && got[0] == 3 && got[1] == 7, "EP2's expert-data-parallel group of rank 3: %d, %d", got[0], got[1]);
+    self = ep_subgroup_members(&l, 4, 0, 3, got);
+    CHECK(self == 1 && got[0] == 1 && got[1] == 3 && got[2] == 5 && got[3] == 7);
+    self = ep_subgroup_members(&l, 4, 1, 3, got);
+    CHECK(self == 0 && got[0] == 3);
+    REQUIRE_OK(layout_init(&l, 4, 2, 1, 1, 1)); /* DP4: EP2 pairs consecutive DP ranks */
+    ep_subgroup_members(&l, 2, 0, 2, got);
+    CHECK(got[0] == 2 && got[1] == 3);
+    ep_subgroup_members(&l, 2, 1, 2, got);
+    CHECK(got[0] == 0 && got[1] == 2);
+}
+
 /* For many layouts: coordinates round-trip, and each kind's groups partition the world into
  * groups of equal size whose members agree on the member list and differ only in that kind's
  * coordinates. */

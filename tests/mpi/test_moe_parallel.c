@@ -139,7 +139,7 @@ enum { BREAK_NONE, BREAK_LOGITS, BREAK_A2A };
 static void run_layout(const Layout *L, const DiTConfig *cfg, const float *full, DitPack *packs, int dp,
                        const float *ref_out, const float *ref_grads, int brk, Found *f) {
     memset(f, 0, sizeof *f);
-    TrainLayout keys = {L->tp, 1, L->cp, L->sp, L->type, L->type == CP_COMM_A2A ? L->cp : 0, 1, 0};
+    TrainLayout keys = {L->tp, 1, L->cp, L->sp, L->type, L->type == CP_COMM_A2A ? L->cp : 0, 1, 0, 1};
     TrainParallel p;
     REQUIRE_OK(train_parallel_init(&p, &keys, mt_world(), mt_rank()));
     EpGroups g = {0};

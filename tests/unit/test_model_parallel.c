@@ -90,6 +90,15 @@ TEST(model_info_per_rank) {
     CHECK_MSG(out[0] == 0 && strstr(err, "model.num_attention_heads (32) is not a multiple of "
                                          "model.tensor_model_parallel_size (3)"), "%s|%s", out, err);
     free(out), free(err);
+    /* expert parallelism is the trainer's only: model info and plan say so rather than ignore the key */
+    const char *ep_info[] = {"model", "info", "--preset", "ecdit-1b", "--world", "64", "model.expert_model_parallel_size=8"};
+    CHECK(run_vfm(ep_info, 7, &out, &err) == 2);
+    CHECK_MSG(out[0] == 0 && strstr(err, "model.expert_model_parallel_size"), "%s|%s", out, err);
+    free(out), free(err);
+    const char *ep_plan[] = {"plan", "--preset", "ecdit-1b", "--seq", "8192", "--gpus", "64", "model.expert_model_parallel_size=8"};
+    CHECK(run_vfm(ep_plan, 8, &out, &err) == 2);
+    CHECK_MSG(strstr(err, "model.expert_model_parallel_size"), "%s|%s", out, err);
+    free(out), free(err);
 }
 
 /* `vfm model info` with the sharding keys: the bytes per rank of the resolved strategy (those of
