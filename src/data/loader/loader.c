@@ -119,6 +119,7 @@ static void note_skip(Loader *L, int64_t id, const char *reason, int at_load, in
         snprintf(s->source, sizeof s->source, "%s:%s", rel, e->key);
         snprintf(s->reason, sizeof s->reason, "%s", reason);
         s->at_load = at_load;
+        s->entry = id;
     }
     if (!print) return;
     if (L->log_left > 0) {
@@ -327,15 +328,23 @@ static vfm_status take_pack(Pack *out, Pack *built) {
     return VFM_OK;
 }
 
-/* The samples skipped when read, for a message: "N samples skipped when read (a.tar:k: why; ...)". */
+/* The samples skipped when read, for a message: "N samples skipped when read (first: a.tar:k: why;
+ * ...)", the first three in dataset order (readers find them in any order, the message is the same). */
 static void read_skip_summary(Loader *L, char *out, size_t n) {
     pthread_mutex_lock(&L->mu);
     size_t k = (size_t)snprintf(out, n, "%lld sample%s skipped when read", (long long)L->read_skips,
                                 L->read_skips == 1 ? "" : "s");
     int shown = 0;
-    for (int i = 0; i < L->n_skips && shown < 3 && k < n; i++) {
-        if (!L->skips[i].at_load) continue;
-        k += (size_t)snprintf(out + k, n - k, "%s%s: %s", shown ? "; " : " (first: ", L->skips[i].source, L->skips[i].reason);
+    int64_t after = -1; /* the entry named last */
+    while (shown < 3 && k < n) {
+        int next = -1;
+        for (int i = 0; i < L->n_skips; i++)
+            if (L->skips[i].at_load && L->skips[i].entry > after && (next < 0 || L->skips[i].entry < L->skips[next].entry))
+                next = i;
+        if (next < 0) break;
+        k += (size_t)snprintf(out + k, n - k, "%s%s: %s", shown ? "; " : " (first: ", L->skips[next].source,
+                              L->skips[next].reason);
+        after = L->skips[next].entry;
         shown++;
     }
     if (shown && k < n) k += (size_t)snprintf(out + k, n - k, "%s)", L->read_skips > shown ? "; ..." : "");

@@ -19,6 +19,7 @@ typedef struct LoaderSkip {
     char source[192];  /* "shard.tar:key", shard relative to dataset.path */
     char reason[256];
     int at_load;       /* 0: found by the length index or the config; 1: when the sample was read */
+    int64_t entry;     /* its place in the dataset (the selection's entry id) */
 } LoaderSkip;
 /* The samples skipped so far (each named once), in the order they were found: *out is a
  * malloc'd copy (free it); returns the count. (LoaderInfo.skips_unlisted counts those the list could
