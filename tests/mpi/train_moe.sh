@@ -1,7 +1,7 @@
 #!/bin/sh
 # Expert parallelism in the trainer (issue 29; docs/parallel.md "Expert parallelism"): `vfm train`
 # with model.expert_model_parallel_size=2 on CPU ranks against one rank from the same seed and
-# global batch, the tiny model's MLP an MoE of 4 experts. Each run's layout line must state ep=2.
+# global batch, the tiny model's MLP an MoE of 4 experts. Each run's layout line must state its ep.
 #   - EP2 × DP2 (world 2, one EP group), expert choice and token choice top-2 (the load-balancing
 #     and z losses, drops), validating with a generated sample at steps 2 and 4: within 1e-6 of
 #     one rank after 4 steps;
@@ -10,7 +10,8 @@
 #   - PP2 × EP2 × DP2 under ZeRO-1 within 1e-6 of one rank;
 #   - the seeds' EP rows: CP2 × TP2+SP × PP2 × ZeRO-1 × EP2 (8 ranks) and CP2 × TP2+SP × ZeRO-3 × EP2
 #     (4 ranks), EP over the CP pair, within 1e-6 of one rank, the latter's broken variant not;
-#   - the checkpoints stay layout-independent: the ZeRO-3 EP2 run's step-2 checkpoint resumed at
+#   - EP4 × DP4 (one expert per rank) under ZeRO-1 within 1e-6 of one rank;
+#   - the checkpoints stay layout-independent (EP4 ↔ EP1 too): the ZeRO-3 EP2 run's step-2 checkpoint resumed at
 #     one rank (EP1), and the one-rank run's step-2 checkpoint resumed at EP2 × DP4 ZeRO-1, each
 #     reach the uninterrupted run's weights within 1e-6;
 #   - the broken variant (VFM_TEST_BREAK=ep: two rows of one dispatch all-to-all swapped, build/
@@ -85,7 +86,16 @@ VFM_TEST_BREAK=ep timeout 300 $MPIRUN -np 4 -x VFM_TEST_BREAK $VFM_FAULTS train 
     checkpoint.save=$T/seed_z3_broken > $T/seed_z3_broken.log 2>&1
 check "and with an all-to-all's rows permuted ends farther than 1e-6 from one rank" far $T/gqa1 $T/seed_z3_broken 1e-6
 
-# layout-independent checkpoints: EP2 → EP1 and EP1 → EP2
+# layout-independent checkpoints: EP2 → EP1 and EP1 → EP2, EP4 → EP1 and EP1 → EP4 (one expert per rank)
+train ec_ep4 4 model.expert_model_parallel_size=4 $Z1
+check "EP4 × DP4 under ZeRO-1 (one expert per rank) states ep=4" states $T/ec_ep4.log world=4 dp=4 ep=4 sharding=optim
+check "and matches one rank within 1e-6" near $T/ec1 $T/ec_ep4
+timeout $RUN_LIMIT $VFM train $ARGS checkpoint.save=$T/ep4_to_ep1 --resume $T/ec_ep4/iter_0000002 > $T/ep4_to_ep1.log 2>&1
+check "the EP4 checkpoint of step 2 resumed at one rank reaches the uninterrupted run within 1e-6" \
+    sh -c "grep -q 'resumed from $T/ec_ep4/iter_0000002 (step 2)' $T/ep4_to_ep1.log && $VFM checkpoint diff $T/ec1 $T/ep4_to_ep1 --atol 1e-6 --quiet"
+train to_ep4 4 model.expert_model_parallel_size=4 $Z1 --resume $T/ec1/iter_0000002
+check "the one-rank checkpoint of step 2 resumed at EP4 reaches it within 1e-6" \
+    sh -c "grep -q 'resumed from $T/ec1/iter_0000002 (step 2)' $T/to_ep4.log && $VFM checkpoint diff $T/ec1 $T/to_ep4 --atol 1e-6 --quiet"
 timeout $RUN_LIMIT $VFM train $ARGS checkpoint.save=$T/to_ep1 --resume $T/ec_ep2_z3/iter_0000002 > $T/to_ep1.log 2>&1
 check "the ZeRO-3 EP2 checkpoint of step 2 resumed at one rank reaches the uninterrupted run within 1e-6" \
     sh -c "grep -q 'resumed from $T/ec_ep2_z3/iter_0000002 (step 2)' $T/to_ep1.log && $VFM checkpoint diff $T/ec1 $T/to_ep1 --atol 1e-6 --quiet"
