@@ -76,6 +76,10 @@ train z1_cp2_tp2 8 $LAYOUT
 train z3_cp2_tp2 8 $LAYOUT $Z3 $EXACT
 check "CP2 × TP2+SP × DP2 (8 ranks): ZeRO-3 = ZeRO-1 bit for bit" bitwise $T/z1_cp2_tp2 $T/z3_cp2_tp2
 check "and its log states the layout" states $T/z3_cp2_tp2.log dp=2 cp=2 tp=2 sp=1 sharding=optim_grads_params
+train one_rank 1
+check "CP2 × TP2+SP × DP2 ZeRO-1 (the seeds' CP+TP+SP+distopt; and so ZeRO-3, CP+TP+SP+FSDP) within 1e-5 of one rank" \
+    $VFM checkpoint diff $T/one_rank $T/z1_cp2_tp2 --atol 1e-5 --quiet
+check "and its log states the layout" states $T/z1_cp2_tp2.log dp=2 cp=2 tp=2 sp=1 sharding=optim
 
 # save at step 2 under one strategy, resume under the other: the straight run's bits
 train z1_plain 2
