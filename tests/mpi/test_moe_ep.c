@@ -24,43 +24,6 @@
 
 enum { EP = 2, MAX_RANKS = 4 };
 
-static void moe_config(DiTConfig *out, int token_choice) {
-    DiTConfig c = dit_test_config(DIT_VARIANT_DFM, 2);
-    c.moe = (MoeSpec){.experts = 4, .ffn = 16, .topk = token_choice ? 2 : 1, .capacity_factor = 2.f,
-                      .routing = token_choice ? MOE_TOKEN_AUX_LOSS : MOE_EXPERT_CHOICE,
-                      .aux_coeff = token_choice ? 0.01f : 0.f, .z_coeff = token_choice ? 0.001f : 0.f};
-    REQUIRE_OK(dit_config_resolve(&c));
-    *out = c;
-}
-
-/* Pack i of the world: its own sample shapes (45..1 tokens) and values. */
-static void make_pack(DitPack *p, const DiTConfig *c, int i) {
-    static const int grids[MAX_RANKS][DIT_PACK_SAMPLES][3] = {
-        {{3, 3, 5}, {1, 4, 5}, {1, 1, 1}, {2, 2, 3}}, {{1, 2, 3}, {2, 3, 3}, {1, 5, 5}, {1, 1, 2}},
-        {{2, 2, 2}, {1, 1, 1}, {3, 2, 5}, {1, 3, 4}}, {{1, 1, 3}, {1, 6, 6}, {2, 1, 4}, {1, 2, 2}}};
-    static const int text[DIT_PACK_SAMPLES] = {3, 5, 1, 2};
-    dit_pack_make_shaped(p, c, grids[i], text, 4, 900 + (uint64_t)i);
-}
-
-static double max_abs(const float *x, int64_t n) {
-    double m = 0;
-    for (int64_t i = 0; i < n; i++) m = fabs(x[i]) > m ? fabs(x[i]) : m;
-    return m;
-}
-
-/* max|a-b| over real rows of pack p, relative to max|ref| (inf on NaN). */
-static double out_err(const DitPack *p, const float *got, const float *want, int64_t w) {
-    double e = 0, m = 0;
-    for (int i = 0; i < DIT_PACK_SAMPLES; i++)
-        for (int64_t r = p->cu_pad[i]; r < p->cu_pad[i] + p->cu[i + 1] - p->cu[i]; r++)
-            for (int64_t k = 0; k < w; k++) {
-                double d = fabs((double)got[r * w + k] - want[r * w + k]);
-                e = d > e || d != d ? (d != d ? INFINITY : d) : e;
-                m = fabs(want[r * w + k]) > m ? fabs(want[r * w + k]) : m;
-            }
-    return m > 0 ? e / m : e;
-}
-
 typedef struct EpGroups {
     Comm ep, edp; /* {2k, 2k+1} and the ranks with this one's EP rank */
 } EpGroups;
@@ -133,7 +96,7 @@ static void run_ep(const DiTConfig *cfg, const float *full, DitPack *packs, cons
     REQUIRE_OK(dit_forward(&m, &p->in, &tout));
     f->exact_c = cfg->moe.routing == MOE_EXPERT_CHOICE ? exact_capacity(&m, packs) : 1;
     REQUIRE_OK(dit_backward(&m, &p->in, &p->tdout));
-    f->out = out_err(p, out, ref_out, od);
+    f->out = dit_pack_rel_err(p, out, ref_out, od);
     /* the reductions: dense entries over DP, experts over the expert-data-parallel group */
     float *want = malloc((size_t)n * sizeof(float));
     tp_shard_extract(m.shards, want, ref_grads_full);
@@ -144,7 +107,7 @@ static void run_ep(const DiTConfig *cfg, const float *full, DitPack *packs, cons
         Comm *c = (e->reduce_groups & REDUCE_EXPERT) ? &g.edp : mt_world_comm();
         REQUIRE_OK(comm_all_reduce(c, gr, e->numel, DT_F32, COMM_SUM_ORDERED));
         for (int64_t k = 0; k < e->numel; k++) gr[k] /= (float)W;
-        double mref = max_abs(want + e->offset, e->numel), err = 0;
+        double mref = dit_max_abs(want + e->offset, e->numel), err = 0;
         for (int64_t k = 0; k < e->numel; k++) {
             double d = fabs((double)gr[k] - want[e->offset + k]);
             err = d != d ? INFINITY : d > err ? d : err;
@@ -160,11 +123,11 @@ static void run_ep(const DiTConfig *cfg, const float *full, DitPack *packs, cons
 static void check_routing(int token_choice) {
     int W = mt_world(), r = mt_rank();
     DiTConfig cfg;
-    moe_config(&cfg, token_choice);
+    dit_test_moe_config(&cfg, DIT_VARIANT_DFM, token_choice);
     int64_t total;
     float *full = dit_test_weights(&cfg, 77 + token_choice, &total);
     DitPack packs[MAX_RANKS];
-    for (int i = 0; i < W; i++) make_pack(&packs[i], &cfg, i);
+    for (int i = 0; i < W; i++) dit_pack_make_replica(&packs[i], &cfg, i);
     int64_t S = 0, L = 0, od = dit_out_dim(&cfg);
     for (int i = 0; i < W; i++) S = packs[i].S > S ? packs[i].S : S, L = packs[i].L > L ? packs[i].L : L;
     /* the reference: one rank over every pack, gradients summed then divided by DP */
@@ -219,13 +182,13 @@ TEST(moe_ep_bad_sizes_refused) {
     EpGroups g;
     groups_make(&g);
     DiTConfig cfg;
-    moe_config(&cfg, 0);
+    dit_test_moe_config(&cfg, DIT_VARIANT_DFM, 0);
     cfg.moe.experts = 3;
     DiTParallel par = {.tp = 1, .cp = 1, .ep = EP, .ep_rank = mt_rank() % EP, .ep_comm = &g.ep};
     DiT m;
     CHECK(dit_create_parallel(&m, &cfg, DEV_CPU, &par) == VFM_ERR_USAGE);
     CHECK(strstr(vfm_last_error(), "model.expert_model_parallel_size") != NULL);
-    moe_config(&cfg, 0);
+    dit_test_moe_config(&cfg, DIT_VARIANT_DFM, 0);
     cfg.moe.experts = 0;
     REQUIRE_OK(dit_config_resolve(&cfg));
     CHECK(dit_create_parallel(&m, &cfg, DEV_CPU, &par) == VFM_ERR_USAGE);

@@ -41,24 +41,6 @@ static const Case CASES[] = {{"dfm, expert choice (GELU experts)", DIT_VARIANT_D
                              {"dfm, token choice top-2 (GELU experts)", DIT_VARIANT_DFM, 1},
                              {"moviegen, expert choice (SwiGLU experts)", DIT_VARIANT_MOVIEGEN, 0}};
 
-static void moe_config(DiTConfig *out, const Case *c) {
-    DiTConfig cfg = dit_test_config(c->v, 2);
-    cfg.moe = (MoeSpec){.experts = 4, .ffn = 16, .topk = c->token_choice ? 2 : 1, .capacity_factor = 2.f,
-                        .routing = c->token_choice ? MOE_TOKEN_AUX_LOSS : MOE_EXPERT_CHOICE,
-                        .aux_coeff = c->token_choice ? 0.01f : 0.f, .z_coeff = c->token_choice ? 0.001f : 0.f};
-    REQUIRE_OK(dit_config_resolve(&cfg));
-    *out = cfg;
-}
-
-/* Replica i's pack: its own sample shapes (45..1 tokens) and values. */
-static void make_pack(DitPack *p, const DiTConfig *c, int i) {
-    static const int grids[MAX_DP][DIT_PACK_SAMPLES][3] = {
-        {{3, 3, 5}, {1, 4, 5}, {1, 1, 1}, {2, 2, 3}}, {{1, 2, 3}, {2, 3, 3}, {1, 5, 5}, {1, 1, 2}},
-        {{2, 2, 2}, {1, 1, 1}, {3, 2, 5}, {1, 3, 4}}, {{1, 1, 3}, {1, 6, 6}, {2, 1, 4}, {1, 2, 2}}};
-    static const int text[DIT_PACK_SAMPLES] = {3, 5, 1, 2};
-    dit_pack_make_shaped(p, c, grids[i], text, 4, 900 + (uint64_t)i);
-}
-
 typedef struct Layout {
     const char *name;
     int tp, sp, cp;
@@ -80,25 +62,6 @@ static void ep_groups(EpGroups *g, const ParallelLayout *pl, int ep) {
     g->ep_rank = n % ep;
     REQUIRE_OK(comm_create(&g->ep, "ep", COMM_BACKEND_MPI, ep_m, ep));
     REQUIRE_OK(comm_create(&g->edp, "edp", COMM_BACKEND_MPI, edp_m, k));
-}
-
-static double max_abs(const float *x, int64_t n) {
-    double m = 0;
-    for (int64_t i = 0; i < n; i++) m = fabs(x[i]) > m ? fabs(x[i]) : m;
-    return m;
-}
-
-/* max|a-b| over real rows of pack p, relative to max|ref| (inf on NaN). */
-static double out_err(const DitPack *p, const float *got, const float *want, int64_t w) {
-    double e = 0, m = 0;
-    for (int i = 0; i < DIT_PACK_SAMPLES; i++)
-        for (int64_t r = p->cu_pad[i]; r < p->cu_pad[i] + p->cu[i + 1] - p->cu[i]; r++)
-            for (int64_t k = 0; k < w; k++) {
-                double d = fabs((double)got[r * w + k] - want[r * w + k]);
-                e = d != d ? INFINITY : d > e ? d : e;
-                m = fabs(want[r * w + k]) > m ? fabs(want[r * w + k]) : m;
-            }
-    return m > 0 ? e / m : e;
 }
 
 /* Real (non-zero) rows per global expert in every MoE layer's dispatched slots of this rank
@@ -173,7 +136,7 @@ static void run_layout(const Layout *L, const DiTConfig *cfg, const float *full,
         for (int64_t i = 0; i < cfg->layers * E; i++) f->exact_c &= count[i] == want;
     }
     REQUIRE_OK(dit_backward(&m, &pk->in, &pk->tdout));
-    f->out = out_err(pk, out, ref_out, od);
+    f->out = dit_pack_rel_err(pk, out, ref_out, od);
     float *want = malloc((size_t)n * sizeof(float));
     tp_shard_extract(m.shards, want, ref_grads);
     for (int i = 0; i < m.table.count; i++) {
@@ -185,7 +148,7 @@ static void run_layout(const Layout *L, const DiTConfig *cfg, const float *full,
         Comm *c = (rg & REDUCE_EXPERT) && L->ep > 1 ? &g.edp : &p.grad;
         if (c->size > 1) REQUIRE_OK(comm_all_reduce(c, gr, e->numel, DT_F32, COMM_SUM_ORDERED));
         for (int64_t k = 0; k < e->numel; k++) gr[k] /= (float)dp;
-        double mref = max_abs(want + e->offset, e->numel), err = 0;
+        double mref = dit_max_abs(want + e->offset, e->numel), err = 0;
         for (int64_t k = 0; k < e->numel; k++) {
             double d = fabs((double)gr[k] - want[e->offset + k]);
             err = d != d ? INFINITY : d > err ? d : err;
@@ -213,11 +176,11 @@ static void check_layout(const Layout *L) {
     REQUIRE(dp <= MAX_DP);
     for (size_t c = 0; c < sizeof CASES / sizeof CASES[0]; c++) {
         DiTConfig cfg;
-        moe_config(&cfg, &CASES[c]);
+        dit_test_moe_config(&cfg, CASES[c].v, CASES[c].token_choice);
         int64_t total;
         float *full = dit_test_weights(&cfg, 77 + c, &total);
         DitPack packs[MAX_DP];
-        for (int i = 0; i < dp; i++) make_pack(&packs[i], &cfg, i);
+        for (int i = 0; i < dp; i++) dit_pack_make_replica(&packs[i], &cfg, i);
         int64_t S = 0, Lt = 0, od = dit_out_dim(&cfg);
         for (int i = 0; i < dp; i++) S = packs[i].S > S ? packs[i].S : S, Lt = packs[i].L > Lt ? packs[i].L : Lt;
         DiT ref;

@@ -1,6 +1,7 @@
 /* Small DiT fixtures for model tests (see dit_pack.h). */
 #include "dit_pack.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -91,4 +92,40 @@ float *dit_test_weights(const DiTConfig *c, uint64_t seed, int64_t *n) {
     float *w = malloc((size_t)*n * sizeof(float));
     if (w) test_fill_uniform_f32(w, *n, seed, -0.2f, 0.2f);
     return w;
+}
+
+void dit_test_moe_config(DiTConfig *out, DiTVariant v, int token_choice) {
+    DiTConfig c = dit_test_config(v, 2);
+    c.moe = (MoeSpec){.experts = 4, .ffn = 16, .topk = token_choice ? 2 : 1, .capacity_factor = 2.f,
+                      .routing = token_choice ? MOE_TOKEN_AUX_LOSS : MOE_EXPERT_CHOICE,
+                      .aux_coeff = token_choice ? 0.01f : 0.f, .z_coeff = token_choice ? 0.001f : 0.f};
+    REQUIRE_OK(dit_config_resolve(&c));
+    *out = c;
+}
+
+void dit_pack_make_replica(DitPack *p, const DiTConfig *c, int i) {
+    static const int grids[4][DIT_PACK_SAMPLES][3] = {
+        {{3, 3, 5}, {1, 4, 5}, {1, 1, 1}, {2, 2, 3}}, {{1, 2, 3}, {2, 3, 3}, {1, 5, 5}, {1, 1, 2}},
+        {{2, 2, 2}, {1, 1, 1}, {3, 2, 5}, {1, 3, 4}}, {{1, 1, 3}, {1, 6, 6}, {2, 1, 4}, {1, 2, 2}}};
+    static const int text[DIT_PACK_SAMPLES] = {3, 5, 1, 2};
+    REQUIRE(i >= 0 && i < 4);
+    dit_pack_make_shaped(p, c, grids[i], text, 4, 900 + (uint64_t)i);
+}
+
+double dit_max_abs(const float *x, int64_t n) {
+    double m = 0;
+    for (int64_t i = 0; i < n; i++) m = fabs(x[i]) > m ? fabs(x[i]) : m;
+    return m;
+}
+
+double dit_pack_rel_err(const DitPack *p, const float *got, const float *want, int64_t w) {
+    double e = 0, m = 0;
+    for (int i = 0; i < DIT_PACK_SAMPLES; i++)
+        for (int64_t r = p->cu_pad[i]; r < p->cu_pad[i] + p->cu[i + 1] - p->cu[i]; r++)
+            for (int64_t k = 0; k < w; k++) {
+                double d = fabs((double)got[r * w + k] - want[r * w + k]);
+                e = d != d ? INFINITY : d > e ? d : e;
+                m = fabs(want[r * w + k]) > m ? fabs(want[r * w + k]) : m;
+            }
+    return m > 0 ? e / m : e;
 }

@@ -35,4 +35,14 @@ DiTConfig dit_test_config(DiTVariant v, int layers);
  * hide a broken backward); *n = the table's size. Free with free(). */
 float *dit_test_weights(const DiTConfig *c, uint64_t seed, int64_t *n);
 
+/* The MoE tests' model: dit_test_config(v, 2) with an MoE MLP of 4 experts of width 16, expert
+ * choice (capacity factor 2) or token choice top-2 with the load-balancing and z losses. */
+void dit_test_moe_config(DiTConfig *out, DiTVariant v, int token_choice);
+/* Pack i (0..3) of a world of replicas: its own sample shapes (45..1 tokens), 4-row slots, and values. */
+void dit_pack_make_replica(DitPack *p, const DiTConfig *c, int i);
+/* max|x| over n values, and max|got - want| over the real rows of pack p relative to max|want|
+ * (inf on NaN); rows are w wide. */
+double dit_max_abs(const float *x, int64_t n);
+double dit_pack_rel_err(const DitPack *p, const float *got, const float *want, int64_t w);
+
 #endif
