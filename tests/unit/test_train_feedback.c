@@ -59,8 +59,8 @@ TEST(trainer_ddpm_with_learned_sigma_learns_the_mock_set) {
     CHECK_MSG(last < 0.7 * first, "ddpm: mean loss of the last 20 steps %.4f, of the first 20 %.4f", last, first);
 }
 
-/* Tags of every summary value in a TensorBoard event file, and the count of image values. */
-static int tb_tags(const char *dir, char tags[][64], int max, int *images) {
+/* The bytes of the TensorBoard event file under dir (0), or -1 when there is none. */
+static int tb_read_events(const char *dir, char **buf, size_t *size) {
     DIR *d = opendir(dir);
     if (!d) return -1;
     struct dirent *e;
@@ -68,9 +68,14 @@ static int tb_tags(const char *dir, char tags[][64], int max, int *images) {
     while ((e = readdir(d)))
         if (strstr(e->d_name, "tfevents")) path_join(path, sizeof path, dir, e->d_name);
     closedir(d);
+    return path[0] && read_file_all(path, buf, size) == VFM_OK ? 0 : -1;
+}
+
+/* Tags of every summary value in a TensorBoard event file, and the count of image values. */
+static int tb_tags(const char *dir, char tags[][64], int max, int *images) {
     char *buf;
     size_t size, pos = 0;
-    if (!path[0] || read_file_all(path, &buf, &size) != VFM_OK) return -1;
+    if (tb_read_events(dir, &buf, &size)) return -1;
     int n = 0;
     *images = 0;
     const uint8_t *data;
@@ -150,16 +155,9 @@ TEST(trainer_validation_writes_losses_files_and_tensorboard_and_changes_no_weigh
 /* Every value of one scalar tag in the TensorBoard event file under dir, in order: Summary.value
  * holds the tag (field 1) and then simple_value (field 2, a float: tag byte 0x15). */
 static int tb_scalars(const char *dir, const char *tag, float *out, int max) {
-    DIR *d = opendir(dir);
-    if (!d) return -1;
-    struct dirent *e;
-    char path[1400] = "";
-    while ((e = readdir(d)))
-        if (strstr(e->d_name, "tfevents")) path_join(path, sizeof path, dir, e->d_name);
-    closedir(d);
     char *buf;
     size_t size, pos = 0, tl = strlen(tag);
-    if (!path[0] || read_file_all(path, &buf, &size) != VFM_OK) return -1;
+    if (tb_read_events(dir, &buf, &size)) return -1;
     int n = 0;
     const uint8_t *data;
     size_t len;
