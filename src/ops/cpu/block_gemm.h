@@ -53,36 +53,39 @@ typedef struct {
     real *lane_max;  /* GEMM_STORE_MAX: GEMM_VL running maxima per row of C */
 } GemmOut;
 
-/* Writes *value (one vector) to c = C + at, in row r of C. */
-static ALWAYS_INLINE void gemm_write(const GemmOut *out, const vreal *value, real *c, int r, int64_t at) {
-    vreal x = *value;
-    if (out->kind == GEMM_ADD) {
-        vreal old;
-        VLOAD(old, c);
-        x = old + x;
-    }
-    VSTORE(c, x);
-    if (out->kind == GEMM_STORE_MAX) {
-        real *mx = out->lane_max + (int64_t)r * GEMM_VL;
+/* Writes *value (one vector) to c = C + at, in row r of C, as `kind` says (a constant where it
+ * is inlined: block_gemm compiles one copy of the tile loops per kind, so no vector pays for a
+ * dispatch, and the lanes stay in registers between the product and the store). */
+static ALWAYS_INLINE void gemm_write(GemmWrite kind, const GemmOut *out, const vreal *value, real *c, int r,
+                                     int64_t at) {
+    real x[GEMM_VL];
+    memcpy(x, value, sizeof x);
+    if (kind == GEMM_ADD) {
 #pragma omp simd
-        for (int l = 0; l < GEMM_VL; l++) mx[l] = c[l] > mx[l] ? c[l] : mx[l];
-    } else if (out->kind == GEMM_EXP) {
+        for (int l = 0; l < GEMM_VL; l++) x[l] = c[l] + x[l];
+    } else if (kind == GEMM_EXP) {
         real shift = out->row[r];
 #pragma omp simd
-        for (int l = 0; l < GEMM_VL; l++) c[l] = vec_exp(c[l] - shift);
-    } else if (out->kind == GEMM_SOFTMAX_GRAD) {
+        for (int l = 0; l < GEMM_VL; l++) x[l] = vec_exp_softmax(x[l] - shift);
+    } else if (kind == GEMM_SOFTMAX_GRAD) {
         real d = out->row[r];
         const real *p = out->p + at;
 #pragma omp simd
-        for (int l = 0; l < GEMM_VL; l++) c[l] = p[l] * (c[l] - d);
+        for (int l = 0; l < GEMM_VL; l++) x[l] = p[l] * (x[l] - d);
+    }
+    memcpy(c, x, sizeof x);
+    if (kind == GEMM_STORE_MAX) {
+        real *mx = out->lane_max + (int64_t)r * GEMM_VL;
+#pragma omp simd
+        for (int l = 0; l < GEMM_VL; l++) mx[l] = x[l] > mx[l] ? x[l] : mx[l];
     }
 }
 
 /* One micro-tile of mr <= GEMM_MR rows and nv <= GEMM_NV vectors (constants where it is called,
  * so the loops unroll): C[0:mr, 0:nv·GEMM_VL]. */
-static ALWAYS_INLINE void gemm_tile(int mr, int nv, int k, real alpha, const real *A, int64_t a_row, int64_t a_col,
-                                    const real *B, int64_t ldb, const GemmOut *out, int i0, int j0, real *C,
-                                    int64_t ldc) {
+static ALWAYS_INLINE void gemm_tile(GemmWrite kind, int mr, int nv, int k, real alpha, const real *A, int64_t a_row,
+                                    int64_t a_col, const real *B, int64_t ldb, const GemmOut *out, int i0, int j0,
+                                    real *C, int64_t ldc) {
     vreal acc[GEMM_MR][GEMM_NV];
     UNROLL for (int r = 0; r < mr; r++) UNROLL for (int v = 0; v < nv; v++) acc[r][v] = (vreal){0};
     for (int p = 0; p < k; p++) {
@@ -97,28 +100,43 @@ static ALWAYS_INLINE void gemm_tile(int mr, int nv, int k, real alpha, const rea
     UNROLL for (int r = 0; r < mr; r++) UNROLL for (int v = 0; v < nv; v++) {
         int64_t at = (int64_t)(i0 + r) * ldc + j0 + v * GEMM_VL;
         vreal x = alpha * acc[r][v];
-        gemm_write(out, &x, C + at, i0 + r, at);
+        gemm_write(kind, out, &x, C + at, i0 + r, at);
     }
 }
 
 /* Columns [j, j + nv·GEMM_VL) of every row. */
-static ALWAYS_INLINE void gemm_columns(int nv, int m, int j, int k, real alpha, const real *A, int64_t a_row,
-                                       int64_t a_col, const real *B, int64_t ldb, const GemmOut *out, real *C,
-                                       int64_t ldc) {
+static ALWAYS_INLINE void gemm_columns(GemmWrite kind, int nv, int m, int j, int k, real alpha, const real *A,
+                                       int64_t a_row, int64_t a_col, const real *B, int64_t ldb, const GemmOut *out,
+                                       real *C, int64_t ldc) {
     int i = 0;
     for (; i + GEMM_MR <= m; i += GEMM_MR)
-        gemm_tile(GEMM_MR, nv, k, alpha, A + i * a_row, a_row, a_col, B + j, ldb, out, i, j, C, ldc);
+        gemm_tile(kind, GEMM_MR, nv, k, alpha, A + i * a_row, a_row, a_col, B + j, ldb, out, i, j, C, ldc);
     for (; i + 4 <= m; i += 4)
-        gemm_tile(4, nv, k, alpha, A + i * a_row, a_row, a_col, B + j, ldb, out, i, j, C, ldc);
-    for (; i < m; i++) gemm_tile(1, nv, k, alpha, A + i * a_row, a_row, a_col, B + j, ldb, out, i, j, C, ldc);
+        gemm_tile(kind, 4, nv, k, alpha, A + i * a_row, a_row, a_col, B + j, ldb, out, i, j, C, ldc);
+    for (; i < m; i++) gemm_tile(kind, 1, nv, k, alpha, A + i * a_row, a_row, a_col, B + j, ldb, out, i, j, C, ldc);
+}
+
+static ALWAYS_INLINE void gemm_kind(GemmWrite kind, int m, int n, int k, real alpha, const real *A, int64_t a_row,
+                                    int64_t a_col, const real *B, int64_t ldb, const GemmOut *out, real *C,
+                                    int64_t ldc) {
+    int j = 0;
+    for (; j + GEMM_NR <= n; j += GEMM_NR)
+        gemm_columns(kind, GEMM_NV, m, j, k, alpha, A, a_row, a_col, B, ldb, out, C, ldc);
+    for (; j < n; j += GEMM_VL) gemm_columns(kind, 1, m, j, k, alpha, A, a_row, a_col, B, ldb, out, C, ldc);
 }
 
 /* C[m,n] = what `out` says of alpha·A·B; n a multiple of GEMM_VL (block_gemm_fits). */
 FMA_CLONES static void block_gemm(int m, int n, int k, real alpha, const real *A, int64_t a_row, int64_t a_col,
                                    const real *B, int64_t ldb, const GemmOut *out, real *C, int64_t ldc) {
-    int j = 0;
-    for (; j + GEMM_NR <= n; j += GEMM_NR) gemm_columns(GEMM_NV, m, j, k, alpha, A, a_row, a_col, B, ldb, out, C, ldc);
-    for (; j < n; j += GEMM_VL) gemm_columns(1, m, j, k, alpha, A, a_row, a_col, B, ldb, out, C, ldc);
+    switch (out->kind) {
+    case GEMM_STORE: gemm_kind(GEMM_STORE, m, n, k, alpha, A, a_row, a_col, B, ldb, out, C, ldc); break;
+    case GEMM_STORE_MAX: gemm_kind(GEMM_STORE_MAX, m, n, k, alpha, A, a_row, a_col, B, ldb, out, C, ldc); break;
+    case GEMM_ADD: gemm_kind(GEMM_ADD, m, n, k, alpha, A, a_row, a_col, B, ldb, out, C, ldc); break;
+    case GEMM_EXP: gemm_kind(GEMM_EXP, m, n, k, alpha, A, a_row, a_col, B, ldb, out, C, ldc); break;
+    case GEMM_SOFTMAX_GRAD:
+        gemm_kind(GEMM_SOFTMAX_GRAD, m, n, k, alpha, A, a_row, a_col, B, ldb, out, C, ldc);
+        break;
+    }
 }
 
 /* Whether block_gemm takes n columns. */

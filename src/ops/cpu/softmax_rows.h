@@ -1,7 +1,7 @@
 /* Row kernels of the CPU attention's blocks (attention.c): the row maximum, exp(x - shift) with
  * its sum, and the softmax backward's P ⊙ (dP - D), over one contiguous row. Include after real.h.
  *
- * exp is vec_math.h's vec_exp (vectorised in the f32 build: at head_dim 32-72 one libm exp per
+ * exp is vec_math.h's vec_exp_softmax (vectorised in the f32 build: at head_dim 32-72 one libm exp per
  * score costs as much as the score's GEMM work). Each function is compiled with FMA_CLONES and
  * fused multiply-adds (vec_math.h). The sums run in a fixed order for a given clone, so results
  * never depend on the thread count. */
@@ -24,7 +24,7 @@ FMA_CLONES static real row_exp_sum(real *p, const real *s, int n, real shift) {
     real sum = 0;
 #pragma omp simd reduction(+ : sum)
     for (int j = 0; j < n; j++) {
-        real e = vec_exp(s[j] - shift);
+        real e = vec_exp_softmax(s[j] - shift);
         p[j] = e;
         sum += e;
     }
@@ -34,7 +34,7 @@ FMA_CLONES static real row_exp_sum(real *p, const real *s, int n, real shift) {
 /* p[j] = exp(s[j] - shift) in place. */
 FMA_CLONES static void row_exp_shift(real *p, int n, real shift) {
 #pragma omp simd
-    for (int j = 0; j < n; j++) p[j] = vec_exp(p[j] - shift);
+    for (int j = 0; j < n; j++) p[j] = vec_exp_softmax(p[j] - shift);
 }
 
 /* dp[j] = p[j] · (dp[j] - d): the softmax backward of one row. */
