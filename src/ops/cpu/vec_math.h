@@ -81,19 +81,20 @@ static inline float vec_exp(float x) {
 }
 
 /* e^x for the attention's softmax, whose arguments are scores minus their row's maximum or
- * log-sum-exp: x <= 0 up to rounding, never -inf. Twelve vector instructions against vec_exp's
+ * log-sum-exp: x <= 0 up to rounding, never -inf. Thirteen vector instructions against vec_exp's
  * twenty, the probabilities being summed or multiplied into a product right after: x below -87
- * is taken as -87 (e^-87 = 1.6e-38 instead of a smaller number or 0, so 2^n stays a normal
- * float and is added into p's exponent bits instead of multiplied), r = x - n·ln 2 with one
- * constant, and e^r by a degree-5 fit of relative error 9e-8 on [-ln2/2, ln2/2] with p(0) = 1.
- * Within 3.3 eps (f32 epsilon) of e^x over [-87, 0] (1.5 eps where x > -20); e^0 = 1; NaN gives
- * NaN (a NaN fails the clamp's compare and goes through). Not for x > 0.5. */
+ * is taken as -87 (e^-87 = 1.6e-38 instead of a smaller number or 0, so that 2^n stays a normal
+ * float and is added into p's exponent bits instead of multiplied), and e^r by a degree-5 fit of
+ * relative error 9e-8 on [-ln2/2, ln2/2] with p(0) = 1. Within 2 eps (f32 epsilon) of e^x over
+ * [-87, 0.5] with or without fused multiply-adds (tests/unit/test_vec_math.c); e^0 = 1; NaN
+ * gives NaN (a NaN fails the clamp's compare and goes through). Not for x > 0.5. */
 static inline float vec_exp_softmax(float x) {
     const float round_magic = 12582912.0f; /* 1.5·2^23 */
     float xc = x < -87.0f ? -87.0f : x;
     float t = xc * 1.44269504088896341f + round_magic;
     float n = t - round_magic;
-    float r = xc - n * 0.693147182f;
+    float r = xc - n * 0.693359375f; /* ln 2 in two parts (Cody and Waite): n times the first is exact */
+    r = r - n * -2.12194440e-4f;
     float p = 8.290314726e-03f;
     p = p * r + 4.189793005e-02f;
     p = p * r + 1.666763620e-01f;
