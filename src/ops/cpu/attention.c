@@ -235,16 +235,17 @@ static void forward_tile(const AttnDims *a, const AttnTile *t, real *O, real *LS
         for (int64_t x = 0; x < (int64_t)bq * GEMM_VL; x++) lanes[x] = -INFINITY;
         attn_gemm(bq, bk, hd, a->scale, q, a->ldq, 1, kt + kb, Kt->ld[i], &to_s, s, ATTN_LD);
         for (int r = 0; r < bq; r++) {
-            real *sr = s + (int64_t)r * ATTN_LD, mb = lanes[(int64_t)r * GEMM_VL];
-            for (int x = 1; x < GEMM_VL; x++) mb = lanes[(int64_t)r * GEMM_VL + x] > mb ? lanes[(int64_t)r * GEMM_VL + x] : mb;
+            real *sr = s + (int64_t)r * ATTN_LD, mb = row_max(lanes + (int64_t)r * GEMM_VL, GEMM_VL);
             if (kb == 0) {
                 m[r] = mb;
                 l[r] = row_exp_sum(sr, sr, bk, mb);
+            } else if (mb <= m[r]) { /* the max stays: the rescale would be by e^0 = 1 */
+                l[r] = l[r] + row_exp_sum(sr, sr, bk, m[r]);
             } else {
-                real m_new = mb > m[r] ? mb : m[r], corr = exp(m[r] - m_new);
-                l[r] = l[r] * corr + row_exp_sum(sr, sr, bk, m_new);
+                real corr = exp(m[r] - mb);
+                l[r] = l[r] * corr + row_exp_sum(sr, sr, bk, mb);
                 row_scale(acc + (int64_t)r * hd, hd, corr);
-                m[r] = m_new;
+                m[r] = mb;
             }
         }
         attn_gemm(bq, hd, bk, 1, s, ATTN_LD, 1, v, a->ldk, kb != 0 ? &GEMM_ADD_C : &GEMM_STORE_C, acc, hd);
