@@ -40,6 +40,9 @@
 #ifndef ATTN_BK
 #define ATTN_BK 512 /* key rows per block */
 #endif
+#ifndef ATTN_QGROUP
+#define ATTN_QGROUP 4 /* the forward's query blocks per work item, sharing each key block */
+#endif
 /* Row stride of a block's scores / probabilities: ATTN_BK plus one cache line, so that a column
  * strip of the block (read by the products with Pᵀ and dSᵀ, and by P·V) spreads over the L1's
  * sets; at a stride of 2 KiB its rows all fall into the same two sets and evict each other. */
@@ -207,34 +210,28 @@ static void attn_gemm(int m, int n, int k, real alpha, const real *A, int64_t a_
 
 static const GemmOut GEMM_STORE_C = {GEMM_STORE, NULL, NULL, NULL}, GEMM_ADD_C = {GEMM_ADD, NULL, NULL, NULL};
 
-/* Forward scratch per thread: S/P [ATTN_BQ, ATTN_LD], the O accumulator [ATTN_BQ, hd], the rows'
- * lane maxima [ATTN_BQ, GEMM_VL], m and l. */
+/* Forward scratch per thread: S/P [ATTN_BQ, ATTN_LD] (one query block's at a time), the O
+ * accumulators [ATTN_QGROUP·ATTN_BQ, hd], a block's lane maxima [ATTN_BQ, GEMM_VL], m and l. */
 static int64_t forward_scratch(int hd) {
-    return whole_lines((int64_t)ATTN_BQ * ATTN_LD + (int64_t)ATTN_BQ * hd + (int64_t)ATTN_BQ * GEMM_VL + 2 * ATTN_BQ);
+    int64_t rows = (int64_t)ATTN_QGROUP * ATTN_BQ;
+    return whole_lines((int64_t)ATTN_BQ * ATTN_LD + rows * hd + (int64_t)ATTN_BQ * GEMM_VL + 2 * rows);
 }
 
-/* o and lse of one block of query rows of one sample and head. */
-static void forward_tile(const AttnDims *a, const AttnTile *t, real *O, real *LSE, const real *Q, const HeadsT *Kt,
-                         const real *V, real *scratch) {
-    int i = t->sample, h = t->head, g = h / a->group, hd = a->hd, bq = t->rows;
-    int n_kv = a->cu_kv[i + 1] - a->cu_kv[i];
-    int64_t kv0 = a->cu_kv_padded[i], q0 = a->cu_q_padded[i] + t->row0;
-    real *orows = O + (q0 * a->H + h) * hd, *lse = LSE + q0 * a->H + h;
-    if (n_kv == 0) {
-        zero_rows(orows, bq, a->ldq, hd);
-        for (int r = 0; r < bq; r++) lse[(int64_t)r * a->H] = -INFINITY;
-        return;
-    }
-    real *s = scratch, *acc = s + (int64_t)ATTN_BQ * ATTN_LD, *lanes = acc + (int64_t)ATTN_BQ * hd,
-         *m = lanes + (int64_t)ATTN_BQ * GEMM_VL, *l = m + ATTN_BQ;
-    const real *q = Q + (q0 * a->H + h) * hd, *kt = heads_t_at(Kt, a, i, g);
+/* One key block of one query block (rows [0, bq) of q, its acc, m and l): S = scale·Q·Kᵀ with the
+ * rows' maxima, then in row strips of one micro-tile's height P = exp(S − m) with the running max
+ * and sum, and O += P·V while the strip's probabilities are still in L1 (each element sums the
+ * same products in the same order as one call over all rows; widths block_gemm does not take go
+ * to OpenBLAS in one call). */
+static void forward_block(const AttnDims *a, int bq, int kb, int bk, const real *q, const real *kt, int64_t ldt,
+                          const real *v, real *s, real *lanes, real *acc, real *m, real *l) {
+    int hd = a->hd;
     GemmOut to_s = {GEMM_STORE_MAX, NULL, NULL, lanes}; /* the block's row maxima come with S */
-    for (int kb = 0; kb < n_kv; kb += ATTN_BK) {
-        int bk = imin(ATTN_BK, n_kv - kb);
-        const real *v = V + ((kv0 + kb) * a->Hkv + g) * hd;
-        for (int64_t x = 0; x < (int64_t)bq * GEMM_VL; x++) lanes[x] = -INFINITY;
-        attn_gemm(bq, bk, hd, a->scale, q, a->ldq, 1, kt + kb, Kt->ld[i], &to_s, s, ATTN_LD);
-        for (int r = 0; r < bq; r++) {
+    for (int64_t x = 0; x < (int64_t)bq * GEMM_VL; x++) lanes[x] = -INFINITY;
+    attn_gemm(bq, bk, hd, a->scale, q, a->ldq, 1, kt + kb, ldt, &to_s, s, ATTN_LD);
+    int strip = block_gemm_fits(hd) ? GEMM_MR : bq;
+    for (int r0 = 0; r0 < bq; r0 += strip) {
+        int r1 = imin(r0 + strip, bq);
+        for (int r = r0; r < r1; r++) {
             real *sr = s + (int64_t)r * ATTN_LD, mb = row_max(lanes + (int64_t)r * GEMM_VL, GEMM_VL);
             if (kb == 0) {
                 m[r] = mb;
@@ -248,9 +245,39 @@ static void forward_tile(const AttnDims *a, const AttnTile *t, real *O, real *LS
                 m[r] = mb;
             }
         }
-        attn_gemm(bq, hd, bk, 1, s, ATTN_LD, 1, v, a->ldk, kb != 0 ? &GEMM_ADD_C : &GEMM_STORE_C, acc, hd);
+        attn_gemm(r1 - r0, hd, bk, 1, s + (int64_t)r0 * ATTN_LD, ATTN_LD, 1, v, a->ldk,
+                  kb != 0 ? &GEMM_ADD_C : &GEMM_STORE_C, acc + (int64_t)r0 * hd, hd);
     }
-    for (int r = 0; r < bq; r++) {
+}
+
+/* o and lse of up to ATTN_QGROUP blocks of query rows of one sample and head: the key blocks in
+ * the outer loop, so that each key and value block serves the group's query blocks while it is in
+ * cache (at 8,192 keys a head's K and V no longer fit in L2, and a single query block per pass
+ * would stream them from L3 once per 64 rows). Each query block's own sequence of operations is
+ * the same as alone. */
+static void forward_tile(const AttnDims *a, const AttnTile *t, real *O, real *LSE, const real *Q, const HeadsT *Kt,
+                         const real *V, real *scratch) {
+    int i = t->sample, h = t->head, g = h / a->group, hd = a->hd, rows = t->rows;
+    int n_kv = a->cu_kv[i + 1] - a->cu_kv[i];
+    int64_t kv0 = a->cu_kv_padded[i], q0 = a->cu_q_padded[i] + t->row0;
+    real *orows = O + (q0 * a->H + h) * hd, *lse = LSE + q0 * a->H + h;
+    if (n_kv == 0) {
+        zero_rows(orows, rows, a->ldq, hd);
+        for (int r = 0; r < rows; r++) lse[(int64_t)r * a->H] = -INFINITY;
+        return;
+    }
+    int64_t group_rows = (int64_t)ATTN_QGROUP * ATTN_BQ;
+    real *s = scratch, *acc = s + (int64_t)ATTN_BQ * ATTN_LD, *lanes = acc + group_rows * hd,
+         *m = lanes + (int64_t)ATTN_BQ * GEMM_VL, *l = m + group_rows;
+    const real *q = Q + (q0 * a->H + h) * hd, *kt = heads_t_at(Kt, a, i, g);
+    for (int kb = 0; kb < n_kv; kb += ATTN_BK) {
+        int bk = imin(ATTN_BK, n_kv - kb);
+        const real *v = V + ((kv0 + kb) * a->Hkv + g) * hd;
+        for (int qb = 0; qb < rows; qb += ATTN_BQ)
+            forward_block(a, imin(ATTN_BQ, rows - qb), kb, bk, q + (int64_t)qb * a->ldq, kt, Kt->ld[i], v, s, lanes,
+                          acc + (int64_t)qb * hd, m + qb, l + qb);
+    }
+    for (int r = 0; r < rows; r++) {
         real *orow = orows + r * a->ldq, inv = 1 / l[r];
         for (int d = 0; d < hd; d++) orow[d] = acc[(int64_t)r * hd + d] * inv;
         lse[(int64_t)r * a->H] = m[r] + log(l[r]);
@@ -263,7 +290,7 @@ vfm_status CPU_FN(attention_forward)(Tensor *o, Tensor *lse, const Tensor *q, co
     real *O = RDATA(o), *LSE = RDATA(lse);
     const real *Q = CRDATA(q), *K = CRDATA(k), *V = CRDATA(v);
     int64_t per_thread = forward_scratch(a.hd), n_tiles = 0, n_heads = (int64_t)a.n * a.Hkv;
-    AttnTile *tiles = make_tiles(a.cu_q, a.n, a.H, ATTN_BQ, &n_tiles);
+    AttnTile *tiles = make_tiles(a.cu_q, a.n, a.H, ATTN_QGROUP * ATTN_BQ, &n_tiles);
     real *scratch = alloc_lines(per_thread * attn_max_threads());
     HeadsT Kt;
     heads_t_alloc(&Kt, &a);
