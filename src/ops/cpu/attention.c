@@ -5,7 +5,8 @@
  * Forward: per sample, head and block of ATTN_BQ query rows, an online softmax over blocks of
  * ATTN_BK keys: S = scale·Q·Kᵀ (the block's row maxima from the same product), the running row
  * max m and sum l, P = exp(S − m), O += P·V, rescaled when m grows; o = O / l and
- * lse = m + log l at the end.
+ * lse = m + log l at the end. A work item takes ATTN_QGROUP query blocks through each key block
+ * in turn, so that the key and value block is read from memory once for all of them.
  * Backward: per sample and kv head, over key blocks and, inside, the group's query heads and
  * query blocks: P = exp(scale·Q·Kᵀ − lse) recomputed from the saved log-sum-exp, dV += Pᵀ·dO,
  * dP = dO·Vᵀ, dS = P ⊙ (dP − D) with D = rowsum(dO ⊙ O), dK += scale·dSᵀ·Q, dQ += scale·dS·K
