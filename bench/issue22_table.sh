@@ -20,7 +20,7 @@ THREADS=${THREADS:-1 2}
 OUT=${OUT:-$(mktemp -d /tmp/vfm_issue22.XXXXXX)}
 mkdir -p "$OUT"
 if [ -z "${VFM_TORCH_VENV:-}" ] && /opt/venv-wan/bin/python -c \
-        'import torch, sys; sys.exit(0 if torch.__version__.startswith("2.") else 1)' 2>/dev/null; then
+        'import numpy, torch, sys; sys.exit(0 if torch.__version__.startswith("2.") else 1)' 2>/dev/null; then
     VFM_TORCH_VENV=/opt/venv-wan
 fi
 [ -n "${VFM_TORCH_VENV:-}" ] && export VFM_TORCH_VENV

@@ -17,7 +17,7 @@
 #   SHAPES="demo 4096" THREADS=2 REPEATS=5 bench/run_cpu_pair.sh
 #   PROFILE=1 SHAPES=8192 bench/run_cpu_pair.sh   # also vfm's per-op table (one extra run)
 #
-# PyTorch: the first use installs PyPI's torch 2.x into a venv outside the repository,
+# PyTorch: the first use installs PyPI's torch 2.x (and NumPy) into a venv outside the repository,
 # $VFM_TORCH_VENV (default ~/.cache/vfm-bench/torch2; about 3 GB, several minutes) and says so;
 # later runs reuse it. Environment: VFM (default build/vfm), SHAPES, THREADS (default "1 2"),
 # REPEATS (default 3), STEPS (vfm bench's step flags for every shape, e.g. "--warmup 1 --steps 1"), PAIR_DIR (logs and checks; default a new /tmp/vfm_cpu_pair.* folder).
@@ -35,10 +35,11 @@ if [ ! -x "$VFM" ]; then
     exit 1
 fi
 PY=$VENV/bin/python
-if ! "$PY" -c 'import torch, sys; sys.exit(0 if int(torch.__version__.split(".")[0]) == 2 else 1)' 2>/dev/null; then
-    echo "run_cpu_pair: installing PyTorch 2.x from PyPI into $VENV (first use only; about 3 GB, several minutes)"
-    python3 -m venv "$VENV" && "$VENV/bin/pip" install --quiet 'torch>=2,<3' ||
-        { echo "run_cpu_pair: could not install PyTorch into $VENV" >&2; exit 1; }
+# The peer's model (reference/model_torch.py) needs NumPy too, which torch's wheel no longer pulls in.
+if ! "$PY" -c 'import numpy, torch, sys; sys.exit(0 if int(torch.__version__.split(".")[0]) == 2 else 1)' 2>/dev/null; then
+    echo "run_cpu_pair: installing PyTorch 2.x and NumPy from PyPI into $VENV (first use only; about 3 GB, several minutes)"
+    python3 -m venv "$VENV" && "$VENV/bin/pip" install --quiet 'torch>=2,<3' numpy ||
+        { echo "run_cpu_pair: could not install PyTorch and NumPy into $VENV" >&2; exit 1; }
 fi
 
 # The vfm bench arguments of one shape.
