@@ -53,19 +53,27 @@ static inline float f32_from_bits(uint32_t u) {
     return x;
 }
 
+/* The range reduction of both exps: x = n·ln 2 + r with n = round(x / ln 2), |r| <= ln2 / 2; *t is
+ * x / ln 2 + 1.5·2^23, whose low mantissa bits hold n (two's complement). ln 2 in two parts (Cody
+ * and Waite): n times the first is exact, so r is accurate with or without fused multiply-adds.
+ * For |x| < 2^22. */
+static inline float exp_reduce(float x, float *t) {
+    const float round_magic = 12582912.0f; /* 1.5·2^23: y + it has round(y) in its low mantissa bits */
+    *t = x * 1.44269504088896341f + round_magic;
+    float n = *t - round_magic;
+    float r = x - n * 0.693359375f;
+    return r - n * -2.12194440e-4f;
+}
+
 /* e^x = 2^n · e^r with n = round(x / ln 2) and |r| <= ln2 / 2; e^r by Cephes' degree-6
  * polynomial (about 1 ulp); 2^n from the exponent bits. Below -87 (where e^x < 2^-125) the result
  * is 0; NaN gives NaN. Only for x <= 88 (the callers' arguments are <= 0 up to rounding) and not
  * for x = -inf (it gives NaN). */
 static inline float vec_exp(float x) {
-    const float round_magic = 12582912.0f; /* 1.5·2^23: y + it has round(y) in its low mantissa bits */
     uint32_t ux = f32_bits(x);
     ux = ux > 0xC2C80000u ? 0xC2C80000u : ux; /* x < -100 (a negative float's bits grow with |x|): -100 */
-    float xc = f32_from_bits(ux);
-    float t = xc * 1.44269504088896341f + round_magic;
-    float n = t - round_magic;
-    float r = xc - n * 0.693359375f;
-    r = r - n * -2.12194440e-4f;
+    float xc = f32_from_bits(ux), t;
+    float r = exp_reduce(xc, &t);
     float p = 1.9875691500e-4f;
     p = p * r + 1.3981999507e-3f;
     p = p * r + 8.3334519073e-3f;
@@ -89,12 +97,8 @@ static inline float vec_exp(float x) {
  * [-87, 0.5] with or without fused multiply-adds (tests/unit/test_vec_math.c); e^0 = 1; NaN
  * gives NaN (a NaN fails the clamp's compare and goes through). Not for x > 0.5. */
 static inline float vec_exp_softmax(float x) {
-    const float round_magic = 12582912.0f; /* 1.5·2^23 */
-    float xc = x < -87.0f ? -87.0f : x;
-    float t = xc * 1.44269504088896341f + round_magic;
-    float n = t - round_magic;
-    float r = xc - n * 0.693359375f; /* ln 2 in two parts (Cody and Waite): n times the first is exact */
-    r = r - n * -2.12194440e-4f;
+    float xc = x < -87.0f ? -87.0f : x, t;
+    float r = exp_reduce(xc, &t);
     float p = 8.290314726e-03f;
     p = p * r + 4.189793005e-02f;
     p = p * r + 1.666763620e-01f;
