@@ -68,17 +68,20 @@ static void print_row(int rank, const PlanResult *p) {
 static void print_explain(const PlanRequest *r, const PlanResult *p) {
     const PlanMemory *m = &p->mem;
     const PlanTime *t = &p->time;
-    const char *act = r->dev.cpu || p->layout.sharding >= DP_SHARD_OPTIM_GRADS ? "f32" : "bf16";
+    const char *act = r->dev.cpu ? "f32" : "bf16";
+    int zero3 = p->layout.sharding == DP_SHARD_OPTIM_GRADS_PARAMS;
     printf("\nhow the figures of the best layout were made (docs/plan.md):\n");
     printf("memory per GPU, pipeline stage %d (the stage that holds the most):\n", m->stage);
-    printf("  parameters     %8.2f GiB  dp_memory_bytes: fp32 weights (the master)%s\n", gib(m->params),
-           strcmp(act, "bf16") == 0 ? " + the bf16 copy the GPU ops read" : "");
+    printf("  parameters     %8.2f GiB  dp_memory_bytes: fp32 weights (%s)%s\n", gib(m->params),
+           zero3 ? "a piece of each block unit, the whole units" : "the master",
+           r->dev.cpu ? "" : zero3 ? " + the whole units' bf16 copies the GPU ops read" : " + the bf16 copy the GPU ops read");
     printf("  gradients      %8.2f GiB  fp32, under %s\n", gib(m->grads), dp_sharding_name(p->layout.sharding));
     printf("  optimizer      %8.2f GiB  Adam m, v%s over DP×CP = %d\n", gib(m->optimizer),
            p->layout.sharding == DP_SHARD_OPTIM_GRADS_PARAMS ? " and the fp32 master shard" : "",
            p->layout.dp * p->layout.l.cp);
     printf("  EMA            %8.2f GiB  ema.enabled\n", gib(m->ema));
-    printf("  transient      %8.2f GiB  ZeRO-2/3's gathered units and unit gradients\n", gib(m->transient));
+    printf("  transient      %8.2f GiB  ZeRO-2/3's unit gradients%s\n", gib(m->transient),
+           !zero3 ? "" : r->dev.cpu ? " and gathered units" : ", a gathered block's bf16 copy and the next one's fp32 gather");
     printf("  activations    %8.2f GiB  %s: one slot %.2f GiB x (%d in flight%s) + recomputation scratch %.2f GiB "
            "(dit_activation_plan: every layer's carve for this rank's rows)\n",
            gib(m->activations), act, gib(m->slot), m->slots_in_flight, p->layout.l.pp > 1 ? " + the model's own" : "",
@@ -133,8 +136,6 @@ static void print_notes(const PlanRequest *r, const PlanResult *best) {
     if (l->l.tp > 1 || l->l.cp > 1)
         printf("note: this version of vfm runs TP and CP on CPU ranks only (dit_create_parallel refuses them on the GPU): "
                "the layout is the plan for when it does\n");
-    if (l->sharding >= DP_SHARD_OPTIM_GRADS)
-        printf("note: ZeRO-2/3 keeps fp32 units and runs the GPU model in f32 in this version (counted so)\n");
 }
 
 /* The numbers of the command line. */

@@ -244,6 +244,12 @@ typedef struct DiT {
      * around each block. */
     struct Fsdp *fsdp;
     int *fsdp_unit;            /* [table.count] the unit of each entry */
+    /* With bf16 weights (CUDA): each unit's act-dtype copy, which the ops read, laid out by wplace
+     * from the unit's first entry — kept for the whole units (all of them under ZeRO-2), made after
+     * each gather and freed after each use for ZeRO-3's block units; NULL otherwise. */
+    void **fsdp_wcopy;         /* [fsdp_n_units] */
+    int fsdp_n_units;
+    uint64_t fsdp_wversion;    /* the fsdp->params_version the whole units' copies were made from */
     int fsdp_last_microbatch;  /* the caller sets it: this backward is the step's last micro-batch */
     /* The weight of the model's own loss terms (the MoE router's load-balancing and z losses) in
      * its backward: the objective sets its grad_scale (1/micro-batches) before each backward, so they
@@ -306,7 +312,9 @@ vfm_status dit_init_weights(DiT *m, uint64_t seed);
  * CPU runs f32 only. */
 vfm_status dit_set_act_dtype(DiT *m, DType dt);
 /* The ops' weight copy (wcopy) from the master weights: call after changing params on the device
- * (the optimizer step); a no-op without a copy. The functions below refresh it themselves. */
+ * (the optimizer step) — under ZeRO-2/3 after the FSDP parameters change (fsdp_optimizer_step, a
+ * checkpoint read): the whole units' copies; a no-op without a copy. The functions below refresh it
+ * themselves. */
 vfm_status dit_refresh_weights(DiT *m);
 /* The master weights (or a buffer laid out like them: EMA, gradients) between the model's device
  * and host memory host[table.total]. dit_params_from_host also refreshes the weight copy. */
@@ -393,8 +401,12 @@ void dit_block_layout(const DiT *m, int *block_first, int *n_blocks, int *head_f
  * embedders, the final layer), filled with the model's current weights; the model's own params and
  * grads are freed, and from here on its forward reads the weights, and its backward writes the
  * gradients, through f (gathered and released around each block under ZeRO-3, each unit reduced
- * after its backward: set m->fsdp_last_microbatch). Free f with fsdp_free before dit_destroy. */
+ * after its backward: set m->fsdp_last_microbatch). With bf16 activations (CUDA) the ops read a
+ * bf16 copy of each unit (m->fsdp_wcopy) made from its fp32 parameters: the whole model's copy
+ * gives way to the units' copies. Free f with fsdp_free before dit_destroy. */
 vfm_status dit_fsdp_create(DiT *m, struct Fsdp *f, const struct FsdpConfig *cfg, Comm *comm, Comm *tp_comm);
+/* Bytes of the units' bf16 copies allocated now (the whole units' between steps). */
+size_t dit_fsdp_wcopy_bytes(const DiT *m);
 
 /* Matmul FLOPs of one forward over a pack (2 per multiply-add): token-wise layers and attention
  * from the cumulative real token and text lengths cu_q[n+1], cu_text[n+1] (padding rows are not

@@ -167,6 +167,7 @@ vfm_status dit_set_act_dtype(DiT *m, DType dt) {
         return vfm_fail(VFM_ERR_UNSUPPORTED, "dit: activations in %s on %s (the CPU runs f32; CUDA bf16 or f32)",
                         dtype_name(dt), device_name(m->device));
     if (m->saved) return vfm_fail(VFM_ERR_INTERNAL, "dit_set_act_dtype after dit_reserve");
+    if (m->fsdp) return vfm_fail(VFM_ERR_INTERNAL, "dit_set_act_dtype after dit_fsdp_create");
     device_free(m->device, m->wcopy);
     m->wcopy = NULL;
     param_placement_free(&m->wplace);
@@ -185,6 +186,7 @@ vfm_status dit_set_act_dtype(DiT *m, DType dt) {
  * multiple of 256 bytes in act_dtype (dit-7b, dit-28b), one after each entry that is not otherwise
  * (DiT-XL's QK-norm weights of 72). */
 vfm_status dit_refresh_weights(DiT *m) {
+    if (m->fsdp) return dit_fsdp_refresh_weights(m);
     if (!m->wcopy) return VFM_OK;
     size_t esz = dtype_size(m->act_dtype);
     for (int i = 0; i < m->wplace.n_runs; i++) {
@@ -226,6 +228,7 @@ void dit_destroy(DiT *m) {
     param_placement_free(&m->wplace);
     device_free(m->device, m->grads);
     patch_embed_free(&m->patch, m->device);
+    dit_fsdp_wcopy_free(m);
     free(m->fsdp_unit); /* the Fsdp itself is the caller's */
     dit_saved_destroy(m, m->saved);
     if (m->rc_scratch.base) arena_destroy(&m->rc_scratch);

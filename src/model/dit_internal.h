@@ -142,6 +142,10 @@ vfm_status dit_fsdp_backward_end(DiT *m, int l);
  * same backward began it: every chunk adds to the embedders), then the reduction. */
 vfm_status dit_fsdp_grads_begin(DiT *m, int entry);
 vfm_status dit_fsdp_grads_end(DiT *m, int entry);
+/* bf16 weights: the whole units' copies from their fp32 parameters (dit_refresh_weights); and
+ * every unit's copy freed (dit_destroy). */
+vfm_status dit_fsdp_refresh_weights(DiT *m);
+void dit_fsdp_wcopy_free(DiT *m);
 
 /* ---- dit_stage.c ---- */
 /* When the model is on CUDA and in's tensors are in host memory: copies them into a->stage (carved)

@@ -1,6 +1,6 @@
 /* Where the model's weights and gradients are (dit_internal.h): its own buffers, the act-dtype
  * copy the ops read (laid out by m->wplace), or under ZeRO-2/3 the FSDP unit of each entry
- * (parallel/fsdp.h). */
+ * (parallel/fsdp.h) or that unit's act-dtype copy (dit_fsdp.c). */
 #include "model/dit_internal.h"
 #include "parallel/fsdp.h"
 
@@ -13,6 +13,13 @@ static float *in_unit(const DiT *m, float *const *bufs, int entry, int64_t at) {
 }
 
 void *dit_weight_ptr(const DiT *m, int entry, int64_t at, DType *dt) {
+    if (m->fsdp && m->fsdp_wcopy) { /* the unit's bf16 copy, laid out by wplace from its first entry */
+        int u = m->fsdp_unit[entry];
+        if (!m->fsdp_wcopy[u]) return NULL;
+        *dt = m->act_dtype;
+        int64_t at0 = m->wplace.at[entry] - m->wplace.at[m->fsdp->lay.units[u].first_entry] + at;
+        return (char *)m->fsdp_wcopy[u] + (size_t)at0 * dtype_size(m->act_dtype);
+    }
     if (m->fsdp) {
         *dt = DT_F32;
         return in_unit(m, m->fsdp->unit_params, entry, at);

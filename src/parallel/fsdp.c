@@ -120,6 +120,7 @@ static int64_t overlap(int64_t a, int64_t b, int64_t c, int64_t d, int64_t *lo) 
 vfm_status fsdp_set_unit_params(Fsdp *f, int unit, const float *values) {
     VFM_TRY(check_unit(f, unit));
     const FsdpUnit *u = &f->lay.units[unit];
+    f->params_version++;
     int64_t lo;
     /* the master's part of this unit */
     int64_t k = overlap(u->begin, u->end, f->dp.own_begin, f->dp.own_end, &lo);
@@ -364,6 +365,7 @@ vfm_status fsdp_optimizer_step(Fsdp *f, Optimizer *o, double lr, double grad_sca
 }
 
 vfm_status fsdp_distribute_master(Fsdp *f) {
+    f->params_version++;
     if (!zero3(f)) { /* ZeRO-2: every parameter back to every rank, as ZeRO-1 */
         if (!f->comm || f->n == 1) return VFM_OK;
         int64_t *counts = malloc((size_t)f->n * sizeof *counts);

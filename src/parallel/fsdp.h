@@ -80,6 +80,9 @@ typedef struct Fsdp {
     float *flat_grads;        /* [own_end - own_begin] after fsdp_grad_finish */
     float *master;            /* fp32 master of the flat shard: ZeRO-3 its own buffer, ZeRO-2 params + own_begin */
     int gathered, peak_gathered; /* block units gathered now / at most (a test checks the reshard) */
+    uint64_t params_version;  /* counts the changes of the parameters (set, distribute_master): a
+                               * model's bf16 copies of the whole units are current while it equals
+                               * the version they were made from (dit_fsdp.c) */
 } Fsdp;
 
 /* t: the rank's (TP-local, stage) table, contiguous; comm: DP×CP. Allocates the parameter

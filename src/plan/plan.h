@@ -28,7 +28,6 @@ typedef struct PlanDevice {
     int cpu;                     /* 1: vfm's CPU implementation (f32 everything, no workspaces): the memory check */
     double memory_bytes;         /* what the device has (nvidia-smi's total) */
     double peak_tflops;          /* dense bf16 tensor-core peak */
-    double fp32_tflops;          /* fp32 without tensor cores: vfm's f32 GPU ops (no TF32; under ZeRO-2/3) */
     double gemm_efficiency;      /* a large bf16 GEMM's share of the peak */
     double attn_fwd_tflops[2];   /* fused attention forward at head dim 64 and 128 */
     double attn_bwd_tflops[2];   /* backward (counted as 2.5 x the forward's FLOPs, FlashAttention's rule) */

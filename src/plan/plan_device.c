@@ -8,8 +8,7 @@
 
 /* H100 SXM5 80GB (used as the reference for the rows below):
  *  - memory: 81559 MiB, what nvidia-smi reports as the board's total;
- *  - peak: 989.4 TFLOP/s dense bf16 (NVIDIA H100 datasheet: 1,979 with sparsity); fp32 67 TFLOP/s
- *    (datasheet: what vfm's f32 GPU GEMMs get, CUBLAS_COMPUTE_32F without TF32, linear.cu);
+ *  - peak: 989.4 TFLOP/s dense bf16 (NVIDIA H100 datasheet: 1,979 with sparsity);
  *  - GEMM: 798 TFLOP/s, cuBLAS bf16 8192³ (public benchmarks, also measured on the H100 lent to this
  *    project: ../shared/research/perf-anchors.md), 80.7% of the peak;
  *  - attention: cuDNN's fused attention, non-causal, 8k tokens, as measured in the FlashAttention-3
@@ -21,27 +20,27 @@
 #define GEMM_EFF (798.0 / H100_PEAK)
 
 static const PlanDevice DEVICES[] = {
-    {"h100-80gb", "NVIDIA H100 SXM 80GB", 0, 81559.0 * 1048576.0, H100_PEAK, 67, GEMM_EFF, {412, 600}, {432, 518}, 3350,
+    {"h100-80gb", "NVIDIA H100 SXM 80GB", 0, 81559.0 * 1048576.0, H100_PEAK, GEMM_EFF, {412, 600}, {432, 518}, 3350,
      450, 50, NULL},
     /* H200 SXM 141GB: nvidia-smi's 143771 MiB; the H100's SMs and clocks (datasheet: the same 989.4
      * TFLOP/s), so the H100's GEMM and attention rates; HBM3e 4.8 TB/s (datasheet); NVLink 4 and the
      * DGX H200's ConnectX-7 as the H100's. */
-    {"h200-141gb", "NVIDIA H200 SXM 141GB", 0, 143771.0 * 1048576.0, H100_PEAK, 67, GEMM_EFF, {412, 600}, {432, 518},
+    {"h200-141gb", "NVIDIA H200 SXM 141GB", 0, 143771.0 * 1048576.0, H100_PEAK, GEMM_EFF, {412, 600}, {432, 518},
      4800, 450, 50, NULL},
     /* B200 180GB: HGX B200 datasheet (1,440 GB for 8 GPUs; 2.25 PFLOP/s dense bf16 per GPU; HBM3e 8 TB/s;
-     * NVLink 5 1.8 TB/s both directions; fp32 600 TFLOP/s for 8 GPUs); DGX B200 networks with eight 400 Gb/s ConnectX-7. No measured
+     * NVLink 5 1.8 TB/s both directions); DGX B200 networks with eight 400 Gb/s ConnectX-7. No measured
      * GEMM or attention rates in research/: the H100's shares of the peak, scaled (an assumption). */
-    {"b200-180gb", "NVIDIA B200 180GB", 0, 180e9, 2250, 75, GEMM_EFF, {412 * 2250 / H100_PEAK, 600 * 2250 / H100_PEAK},
+    {"b200-180gb", "NVIDIA B200 180GB", 0, 180e9, 2250, GEMM_EFF, {412 * 2250 / H100_PEAK, 600 * 2250 / H100_PEAK},
      {432 * 2250 / H100_PEAK, 518 * 2250 / H100_PEAK}, 8000, 900, 50, NULL},
-    /* A100 SXM 80GB: nvidia-smi's 81920 MiB; 312 TFLOP/s dense bf16, 19.5 fp32, HBM2e 2.039 TB/s, NVLink 3 600 GB/s
+    /* A100 SXM 80GB: nvidia-smi's 81920 MiB; 312 TFLOP/s dense bf16, HBM2e 2.039 TB/s, NVLink 3 600 GB/s
      * both directions (A100 datasheet); DGX A100: eight 200 Gb/s HDR adapters (25 GB/s per GPU). GEMM and
      * attention: the H100's shares of the peak (an assumption). */
-    {"a100-80gb", "NVIDIA A100 SXM 80GB", 0, 81920.0 * 1048576.0, 312, 19.5, GEMM_EFF, {412 * 312 / H100_PEAK, 600 * 312 / H100_PEAK},
+    {"a100-80gb", "NVIDIA A100 SXM 80GB", 0, 81920.0 * 1048576.0, 312, GEMM_EFF, {412 * 312 / H100_PEAK, 600 * 312 / H100_PEAK},
      {432 * 312 / H100_PEAK, 518 * 312 / H100_PEAK}, 2039, 300, 25, NULL},
     /* vfm's CPU implementation: f32 weights, gradients, moments and activations, no workspaces, no
      * context; its memory is what tests/mpi/plan_memory.sh checks against runs. Its time is not a
      * model of any CPU (nominal rates, 1 TFLOP/s). */
-    {"cpu", "vfm's CPU implementation (f32)", 1, 0, 1, 1, 1, {1, 1}, {1, 1}, 100, 10, 10, NULL},
+    {"cpu", "vfm's CPU implementation (f32)", 1, 0, 1, 1, {1, 1}, {1, 1}, 100, 10, 10, NULL},
 };
 #define N_DEVICES ((int)(sizeof DEVICES / sizeof DEVICES[0]))
 

@@ -40,9 +40,9 @@ typedef struct PlanStages {
 vfm_status plan_stages_describe(const PlanRequest *r, const PlanLayout *pl, PlanStages *out);
 void plan_stages_relayout(const PlanLayout *pl, PlanStages *s);
 void plan_stages_free(PlanStages *s);
-/* The activation dtype of a layout on the request's device: f32 on the CPU, and under ZeRO-2/3 on
- * the GPU (the trainer runs the GPU model in f32 there); bf16 otherwise. */
-DType plan_act_dtype(const PlanRequest *r, const PlanLayout *pl);
+/* The activation dtype on the request's device: f32 on the CPU, bf16 on the GPU (every sharding
+ * strategy). */
+DType plan_act_dtype(const PlanRequest *r);
 /* One slot's and the recomputation scratch's bytes for the pack (dit_activation_plan) in dtype dt
  * with the recomputation plan rc (NULL: none). */
 vfm_status plan_stage_acts(const PlanRequest *r, const PlanLayout *pl, PlanStage *s, DType dt, const RecomputeConfig *rc,

@@ -3,14 +3,16 @@
  *    under the sharding strategy, with the element sizes vfm's buffers have — the fp32 weights are
  *    the master on every rank (dit_create_parallel; ZeRO-3 keeps its master shard apart), fp32
  *    gradients and Adam moments, and on the GPU the bf16 copy the ops read (dit_set_act_dtype);
+ *    (ZeRO-2/3: a bf16 copy per unit, dit_fsdp.c — kept for the whole units, made at each gather
+ *    for ZeRO-3's block units, whose fp32 gather is released once it is made);
  *  - the activations: one slot and the recomputation scratch as dit_reserve sizes them, carved by
- *    each layer for this rank's rows (dit_activation_plan), in the GPU's bf16 — f32 under ZeRO-2/3,
- *    whose fp32 units make the trainer run the GPU model in f32 (trainer.c) — or the CPU's f32;
+ *    each layer for this rank's rows (dit_activation_plan), in the GPU's bf16 or the CPU's f32;
  *  - under PP the slots of the micro-batches in flight, counted on the stage's own schedule;
  *  - on the GPU, what vfm does not allocate itself: NCCL's buffers, the libraries' workspaces and the
  *    CUDA context (stated allowances below). */
 #include <string.h>
 
+#include "parallel/fsdp_layout.h"
 #include "parallel/pp_schedule.h"
 #include "plan/plan_internal.h"
 
@@ -31,9 +33,7 @@
 
 static int fsdp(DpSharding s) { return s >= DP_SHARD_OPTIM_GRADS; }
 
-DType plan_act_dtype(const PlanRequest *r, const PlanLayout *pl) {
-    return r->dev.cpu || fsdp(pl->sharding) ? DT_F32 : DT_BF16;
-}
+DType plan_act_dtype(const PlanRequest *r) { return r->dev.cpu ? DT_F32 : DT_BF16; }
 
 static int64_t gcd64(int64_t a, int64_t b) { return b ? gcd64(b, a % b) : a; }
 
@@ -110,7 +110,9 @@ vfm_status plan_in_flight(const PlanLayout *pl, int stage, int *out) {
 
 /* The training state of a described stage: dp_memory_bytes with the element sizes of vfm's buffers
  * (DEV_CPU's: fp32 everything, the weights being the master but under ZeRO-3), plus the bf16 copy
- * the GPU ops read. */
+ * the GPU ops read: the whole model's, or under ZeRO-3 the whole units' kept and one block unit's
+ * made at its gather, whose fp32 gather is then released (dit_fsdp.c): of dp_memory_bytes' two
+ * fp32 block gathers, one (the next block's, prefetched) stays beside that bf16 copy. */
 static vfm_status state_bytes(const PlanRequest *r, const PlanLayout *pl, const DiT *m, DType dt, PlanMemory *out) {
     int first[4096], n_blocks = 0, head_first = 0;
     if (m->n_blocks > 4096) return vfm_fail(VFM_ERR_USAGE, "plan: %d blocks on one stage", m->n_blocks);
@@ -120,10 +122,18 @@ static vfm_status state_bytes(const PlanRequest *r, const PlanLayout *pl, const 
     DpMemory d;
     VFM_TRY(dp_memory_bytes(pl->sharding, &m->table, &blocks, n, DEV_CPU, &d));
     int64_t total = m->table.total, shard = (total + n - 1) / n;
-    out->params = (double)d.params + (dt == DT_BF16 ? 2.0 * (double)total : 0);
+    double copy = dt == DT_BF16 ? 2.0 * (double)total : 0, transient = (double)d.transient;
+    if (dt == DT_BF16 && pl->sharding == DP_SHARD_OPTIM_GRADS_PARAMS) {
+        FsdpLayout l;
+        VFM_TRY(fsdp_layout_init(&l, &m->table, &blocks, n, 1));
+        copy = 2.0 * (double)l.unsharded_params;
+        transient += (2.0 - 4.0) * (double)l.max_block_padded;
+        fsdp_layout_free(&l);
+    }
+    out->params = (double)d.params + copy;
     out->grads = (double)d.grads;
     out->optimizer = (double)d.optimizer;
-    out->transient = (double)d.transient;
+    out->transient = transient;
     out->ema = r->ema ? 4.0 * (double)(fsdp(pl->sharding) ? shard : total) : 0; /* trainer.c: the master's copy */
     return VFM_OK;
 }
@@ -132,7 +142,7 @@ vfm_status plan_stage_memory(const PlanRequest *r, const PlanLayout *pl, PlanSta
     memset(out, 0, sizeof *out);
     out->stage = stage;
     int64_t rows = plan_pack_rows(r, pl);
-    DType dt = plan_act_dtype(r, pl);
+    DType dt = plan_act_dtype(r);
     size_t slot = 0, scratch = 0;
     VFM_TRY(plan_stage_acts(r, pl, st, dt, &pl->rc, &slot, &scratch));
     VFM_TRY(state_bytes(r, pl, &st->m, dt, out));

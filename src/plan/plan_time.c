@@ -48,7 +48,7 @@ vfm_status plan_stage_time(const PlanRequest *r, const PlanLayout *pl, PlanStage
     const DiT *m = &st->m;
     const PlanDevice *d = &r->dev;
     int64_t rows = plan_pack_rows(r, pl);
-    DType dt = plan_act_dtype(r, pl);
+    DType dt = plan_act_dtype(r);
     double mm, at;
     dit_rank_forward_flops(m, rows, r->text, 1, &mm, &at);
     /* which of the stage's blocks recompute what */
@@ -81,13 +81,12 @@ vfm_status plan_stage_time(const PlanRequest *r, const PlanLayout *pl, PlanStage
 
     double gemm_rate = d->peak_tflops * d->gemm_efficiency * 1e12;
     double fwd_rate = attn_rate(d->attn_fwd_tflops, hd) * 1e12, bwd_rate = attn_rate(d->attn_bwd_tflops, hd) * 1e12;
-    if (!d->cpu && dt == DT_F32) /* f32 on the GPU (ZeRO-2/3): GEMMs without tensor cores, the reference
-                                  * attention kernel (no fused f32 attention): both at most the fp32 rate */
-        gemm_rate = fwd_rate = bwd_rate = d->fp32_tflops * d->gemm_efficiency * 1e12;
     double attn_f = at / fwd_rate, attn_b = ATTN_BWD_FLOPS * at / bwd_rate;
     t->gemm = 3 * mm / gemm_rate;
     t->attention = attn_f + attn_b;
     t->elementwise = ELEMENTWISE_PASSES * (double)slot * chunks / (d->hbm_gb_s * 1e9);
+    if (!d->cpu && pl->sharding == DP_SHARD_OPTIM_GRADS_PARAMS) /* ZeRO-3: each gathered fp32 unit made bf16 (dit_fsdp.c), */
+        t->elementwise += (2 + f_full) * 6.0 * (double)t->block_params / (d->hbm_gb_s * 1e9); /* forward, backward, replay */
     t->recompute = f_full * (mm / gemm_rate + attn_f + t->elementwise / ELEMENTWISE_PASSES) + f_sel * attn_f;
     t->compute_bwd = 2 * mm / gemm_rate + attn_b + t->elementwise * 2 / ELEMENTWISE_PASSES;
 
@@ -117,7 +116,7 @@ static double dp_time(const PlanRequest *r, const PlanLayout *pl, const PlanStag
         return t + (overlap ? fmax(0, grads / bw - st->compute_bwd) : grads / bw) + grads / bw;
     case DP_SHARD_OPTIM_GRADS: /* a unit's reduce-scatter after its backward, every micro-batch */
         return t + M * fmax(0, grads / bw - st->compute_bwd) + grads / bw;
-    default: { /* ZeRO-3: + the blocks' gathers (fp32 units), prefetched, before forward and backward */
+    default: { /* ZeRO-3: + the blocks' gathers (fp32 pieces, made bf16 after), prefetched, before forward and backward */
         double gathers = 2 * frac * 4.0 * (double)st->block_params;
         return t + M * fmax(0, (grads + gathers) / bw - st->total) + grads / bw;
     }
@@ -134,7 +133,10 @@ void plan_step_time(const PlanRequest *r, const PlanLayout *pl, const PlanStageT
     out->dp = dp_time(r, pl, &worst);
     int n = pl->dp * pl->l.cp;
     double shard = pl->sharding == DP_SHARD_NO_SHARD ? (double)worst.local_params : ceil((double)worst.local_params / n);
-    double copy = !r->dev.cpu && pl->sharding < DP_SHARD_OPTIM_GRADS ? 6.0 * (double)worst.local_params : 0;
+    /* the bf16 copy of the new weights (dit_refresh_weights): under ZeRO-3 only the whole units' */
+    double copied = pl->sharding == DP_SHARD_OPTIM_GRADS_PARAMS ? (double)(worst.local_params - worst.block_params)
+                                                                : (double)worst.local_params;
+    double copy = !r->dev.cpu ? 6.0 * copied : 0;
     out->optimizer = (ADAM_BYTES * shard + copy + (r->ema ? 12.0 * shard : 0)) / (r->dev.hbm_gb_s * 1e9);
     out->step = M * worst.total + out->bubble + out->dp + out->optimizer;
     double model_flops = 3 * r->sample_flops * (double)r->global_batch; /* the seeds' count: 3 x the forward */

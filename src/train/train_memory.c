@@ -11,6 +11,7 @@ void train_memory_held(const DiT *m, const Fsdp *f, const Optimizer *o, int64_t 
     const int64_t w = (int64_t)sizeof(float);
     if (m->params) out->params += m->table.total * w;
     if (m->wcopy) out->params += m->table.total * (int64_t)dtype_size(m->act_dtype);
+    out->params += (int64_t)dit_fsdp_wcopy_bytes(m); /* ZeRO-2/3's bf16 units (whole ones between steps) */
     if (m->grads) out->grads += m->table.total * w;
     if (f) {
         if (f->params) out->params += f->table->total * w;

@@ -101,6 +101,7 @@ static vfm_status restore(Trainer *t, const char *dir, int finetune, int with_op
     if (s == VFM_OK)
         s = t->have_fsdp ? train_parallel_load_fsdp(&t->par, &t->model, &t->fsdp, t->ema, o, dir)
                                 : train_parallel_load(&t->par, &t->model, t->ema, &t->dp, o, dir);
+    if (s == VFM_OK && t->have_fsdp) s = dit_refresh_weights(&t->model); /* the whole units' bf16 copies */
     if (s == VFM_OK && !finetune) {
         t->step = st.step;
         t->opt.step = with_optim ? st.optimizer_step : 0;
@@ -229,11 +230,6 @@ static vfm_status trainer_setup(Trainer *t, const TrainOptions *opt) {
     t->padded = t->fixed_len > 0;
     t->sharding = su->sharding;
     int zero1 = t->sharding == DP_SHARD_OPTIM, fsdp = t->sharding >= DP_SHARD_OPTIM_GRADS;
-    if (fsdp && t->device == DEV_CUDA) { /* the FSDP buffers are fp32 in this version */
-        log_warn("%s on the GPU: f32 activations and weights (ZeRO-2/3 keeps fp32 units; bf16 units are not written)",
-                 dp_sharding_name(t->sharding));
-        VFM_TRY(dit_set_act_dtype(&t->model, DT_F32));
-    }
     int64_t reserve = t->fixed_len > t->source->max_tokens ? t->fixed_len : t->source->max_tokens;
     VFM_TRY(dit_reserve(&t->model, reserve, t->source->max_text, t->source->max_samples));
     if (t->padded) {
@@ -606,6 +602,7 @@ static vfm_status update_weights(Trainer *t, double lr) {
     int64_t n;
     if (t->have_fsdp) {
         VFM_TRY(fsdp_optimizer_step(&t->fsdp, &t->opt, lr, scale));
+        VFM_TRY(dit_refresh_weights(m)); /* the whole units' bf16 copies (the blocks' are made at each gather) */
         master = t->fsdp.master, n = t->fsdp.dp.own_end - t->fsdp.dp.own_begin;
     } else {
         VFM_TRY(dp_optimizer_step(&t->dp, &t->opt, m->params, m->grads, lr, scale));

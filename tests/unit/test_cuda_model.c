@@ -9,7 +9,7 @@
  * with EDM, wan with flow, and moviegen with SwiGLU experts (f32 only). Skipped without a CUDA device (the harness suite runs them on the CPU). Also: the
  * objective's own draws on the device (noise by op_randn_fill there) give the bits of the host's
  * draws, and an ObjectiveWork kept from pack to pack (the trainer's) gives the bits of a fresh one
- * — the latter on the CPU too.
+ * — the latter on the CPU too. And ZeRO-2/3 in bf16 on one rank give the unsharded bf16 model's bits.
  *
  * bf16 bounds: every activation is rounded to 8 significant bits once per op (relative error
  * 2^-9 ≈ 0.2%), through ~15 ops per block and 2 blocks, and the backward accumulates bf16
@@ -27,6 +27,7 @@
 #include "diffusion/objective.h"
 #include "model/dit.h"
 #include "model/dit_internal.h"
+#include "parallel/fsdp.h"
 #include "test.h"
 
 enum { N_CASES = 7 }; /* make_case's: one per variant, then moviegen with SwiGLU experts (MOE_CASE) */
@@ -70,6 +71,15 @@ static Case make_case(int k) {
     c.variant = DIT_VARIANT_ADALN_ZERO;
     c.num_classes = 5, c.class_dropout_prob = 0.1f, c.learn_sigma = 1, c.cross_attention = DIT_ON;
     return (Case){"adaln-zero/ddpm (classes, learned sigma, cross-attention)", c, OBJECTIVE_DDPM};
+}
+
+/* The case's objective: seed 5, EDM's defaults, Movie Gen's sigma_min for moviegen. */
+static Objective case_objective(const Case *cs) {
+    Objective o;
+    memset(&o, 0, sizeof o);
+    o.kind = cs->objective, o.seed = 5, o.sigma_data = 0.5f, o.p_mean = 0, o.p_std = 1, o.flow_shift = 1.0;
+    if (cs->cfg.variant == DIT_VARIANT_MOVIEGEN) o.flow_sigma_min = 1e-5;
+    return o;
 }
 
 /* Two samples: a 4x1x8x8 image (16 tokens) and a 4x2x4x4 video (8 tokens), slots padded to 8
@@ -137,18 +147,22 @@ static vfm_status make_model(DiT *m, const DiTConfig *c, Device dev, DType act, 
     return dit_reserve(m, 64, 16, 2);
 }
 
+/* Case k resolved, its objective, the two-sample pack and the draws of step 3. */
+static vfm_status case_inputs(int k, Case *cs, Objective *o, Pack *p, DiffusionDraws *d) {
+    *cs = make_case(k);
+    VFM_TRY(dit_config_resolve(&cs->cfg));
+    *o = case_objective(cs);
+    memset(p, 0, sizeof *p);
+    VFM_TRY(make_pack(p, &cs->cfg));
+    return objective_draw(o, &cs->cfg, p, 3, d);
+}
+
 static void compare_case(int k, DType act) {
-    Case cs = make_case(k);
-    REQUIRE_OK(dit_config_resolve(&cs.cfg));
+    Case cs;
     Objective o;
-    memset(&o, 0, sizeof o);
-    o.kind = cs.objective, o.seed = 5, o.sigma_data = 0.5f, o.p_mean = 0, o.p_std = 1, o.flow_shift = 1.0;
-    if (cs.cfg.variant == DIT_VARIANT_MOVIEGEN) o.flow_sigma_min = 1e-5;
     Pack p;
-    memset(&p, 0, sizeof p);
-    REQUIRE_OK(make_pack(&p, &cs.cfg));
     DiffusionDraws d;
-    REQUIRE_OK(objective_draw(&o, &cs.cfg, &p, 3, &d));
+    REQUIRE_OK(case_inputs(k, &cs, &o, &p, &d));
     d.drop[1] = 1; /* sample 1's prompt dropped: one zero text row */
     DiT cpu, gpu;
     REQUIRE_OK(dit_create(&cpu, &cs.cfg, DEV_CPU));
@@ -260,15 +274,119 @@ TEST(cuda_model_weights_master_copy_and_host_round_trip) {
     dit_destroy(&ref);
 }
 
+/* ZeRO-2/3 in bf16 (model/dit_fsdp.c): one rank whose weights live in FSDP units and whose ops read
+ * each unit's bf16 copy — made at each gather for ZeRO-3's blocks, kept for the whole units — gives
+ * the unsharded bf16 model's bits: F, the loss and every gradient (the flat shard, which is the
+ * whole buffer on one rank), with and without full recomputation (the replay gathers again); and
+ * again after both get new weights (fsdp_set_params, then dit_refresh_weights). A forward after a
+ * change of the FSDP weights without the refresh fails instead of using the stale copies. */
+static vfm_status fsdp_model(DiT *m, Fsdp *f, const DiTConfig *c, const float *w, DpSharding s,
+                             const RecomputeConfig *rc) {
+    VFM_TRY(dit_create(m, c, DEV_CUDA));
+    VFM_TRY(dit_params_from_host(m, w));
+    VFM_TRY(dit_set_recompute(m, rc));
+    VFM_TRY(dit_reserve(m, 64, 16, 2));
+    if (!f) return VFM_OK;
+    FsdpConfig fc = {s, 1, 1, 0, 0};
+    return dit_fsdp_create(m, f, &fc, NULL, NULL);
+}
+
+/* run_once for a model under FSDP: the gradient is the flat shard after fsdp_grad_finish. */
+static vfm_status run_fsdp(DiT *m, Fsdp *f, const Objective *o, const Pack *p, const DiffusionDraws *d, Run *r) {
+    int64_t n = m->table.total, S = p->n_tokens, od = dit_out_dim(&m->cfg);
+    r->F = calloc((size_t)(S * od), sizeof(float));
+    r->grads = calloc((size_t)n, sizeof(float));
+    if (!r->F || !r->grads) return vfm_fail(VFM_ERR_NOMEM, "test run");
+    m->fsdp_last_microbatch = 1;
+    ObjectiveResult res;
+    memset(&res, 0, sizeof res);
+    res.F = r->F;
+    VFM_TRY(objective_loss_given(m, o, p, d, 1.0, &res));
+    r->loss = res.loss;
+    VFM_TRY(fsdp_grad_finish(f));
+    return device_memcpy(r->grads, DEV_CPU, f->flat_grads, m->device, (size_t)n * sizeof(float));
+}
+
+static void same_bits(const char *what, const Run *a, const Run *b, int64_t nF, int64_t n) {
+    CHECK_MSG(a->loss == b->loss, "%s: loss %.9g, unsharded %.9g", what, a->loss, b->loss);
+    CHECK_MSG(memcmp(a->F, b->F, (size_t)nF * sizeof(float)) == 0, "%s: F differs from the unsharded model's", what);
+    CHECK_MSG(memcmp(a->grads, b->grads, (size_t)n * sizeof(float)) == 0,
+              "%s: the gradient differs from the unsharded model's", what);
+}
+
+static void fsdp_case(int k, DpSharding s, RecomputeGranularity g) {
+    Case cs;
+    Objective o;
+    Pack p;
+    DiffusionDraws d;
+    REQUIRE_OK(case_inputs(k, &cs, &o, &p, &d));
+    RecomputeConfig rc = {g, g == RECOMPUTE_FULL ? RECOMPUTE_UNIFORM : RECOMPUTE_METHOD_NONE, g == RECOMPUTE_FULL};
+    DiT ref, sh;
+    Fsdp f;
+    REQUIRE_OK(dit_create(&ref, &cs.cfg, DEV_CPU));
+    int64_t n = ref.table.total, nF = p.n_tokens * dit_out_dim(&cs.cfg);
+    dit_destroy(&ref);
+    float *w = malloc((size_t)n * sizeof(float)), *wd = NULL; /* wd: w on the device (fsdp_set_params reads there) */
+    REQUIRE(w);
+    REQUIRE_OK(device_malloc(DEV_CUDA, (size_t)n * sizeof(float), (void **)&wd));
+    test_fill_uniform_f32(w, n, 60 + (uint64_t)k, -0.25f, 0.25f);
+    REQUIRE_OK(fsdp_model(&ref, NULL, &cs.cfg, w, s, &rc));
+    REQUIRE_OK(fsdp_model(&sh, &f, &cs.cfg, w, s, &rc));
+    CHECK(sh.fsdp_wcopy != NULL && sh.wcopy == NULL && sh.params == NULL);
+    char what[160];
+    snprintf(what, sizeof what, "%s under %s%s", cs.name, dp_sharding_name(s), g == RECOMPUTE_FULL ? ", full recomputation" : "");
+    for (int round = 0; round < 2; round++) {
+        Run a, b;
+        memset(&a, 0, sizeof a), memset(&b, 0, sizeof b);
+        REQUIRE_OK(run_once(&ref, &o, &p, &d, &b));
+        REQUIRE_OK(run_fsdp(&sh, &f, &o, &p, &d, &a));
+        same_bits(what, &a, &b, nF, n);
+        int kept = 0; /* ZeRO-3's block units: no bf16 copy outlives its block */
+        for (int u = 0; u < f.lay.n_units; u++) kept += f.lay.units[u].sharded_params && sh.fsdp_wcopy[u];
+        CHECK_MSG(kept == 0, "%s: %d block units' bf16 copies outlive their use", what, kept);
+        run_free(&a), run_free(&b);
+        for (int64_t i = 0; i < n; i++) w[i] = -0.5f * w[i] + 1e-3f; /* new weights: the next round's */
+        REQUIRE_OK(dit_params_from_host(&ref, w));
+        REQUIRE_OK(device_memcpy(wd, DEV_CUDA, w, DEV_CPU, (size_t)n * sizeof(float)));
+        REQUIRE_OK(fsdp_set_params(&f, wd));
+        if (round == 0) { /* without the refresh the forward must refuse */
+            Run c;
+            memset(&c, 0, sizeof c);
+            CHECK(run_fsdp(&sh, &f, &o, &p, &d, &c) == VFM_ERR_INTERNAL);
+            CHECK(strstr(vfm_last_error(), "dit_refresh_weights") != NULL);
+            vfm_clear_error();
+            run_free(&c);
+            fsdp_free(&f); /* the refused forward left the model mid-step: a fresh one */
+            dit_destroy(&sh);
+            REQUIRE_OK(fsdp_model(&sh, &f, &cs.cfg, w, s, &rc));
+            REQUIRE_OK(fsdp_set_params(&f, wd));
+        }
+        REQUIRE_OK(dit_refresh_weights(&sh));
+    }
+    fsdp_free(&f);
+    dit_destroy(&sh);
+    dit_destroy(&ref);
+    device_free(DEV_CUDA, wd);
+    free(w);
+    diffusion_draws_free(&d);
+    pack_free(&p);
+}
+
+TEST(cuda_model_bf16_zero2_zero3_give_the_unsharded_bits) {
+    NEED_GPU();
+    fsdp_case(0, DP_SHARD_OPTIM_GRADS_PARAMS, RECOMPUTE_NONE);
+    fsdp_case(0, DP_SHARD_OPTIM_GRADS_PARAMS, RECOMPUTE_FULL);
+    fsdp_case(3, DP_SHARD_OPTIM_GRADS_PARAMS, RECOMPUTE_NONE); /* moviegen: GQA, RMSNorm, the learned position */
+    fsdp_case(0, DP_SHARD_OPTIM_GRADS, RECOMPUTE_NONE);
+}
+
 /* The loss and gradients of objective_loss_and_grad_on at step 3 for packs of 1 then 2 samples with
  * one ObjectiveWork kept (it grows), against fresh work (objective_loss_and_grad) and, when
  * host_draws, against objective_loss_given with the host's draws of step 3: the same bits. */
 static void kept_work_case(int k, Device dev, int host_draws) {
     Case cs = make_case(k);
     REQUIRE_OK(dit_config_resolve(&cs.cfg));
-    Objective o;
-    memset(&o, 0, sizeof o);
-    o.kind = cs.objective, o.seed = 5, o.sigma_data = 0.5f, o.p_mean = 0, o.p_std = 1, o.flow_shift = 1.0;
+    Objective o = case_objective(&cs);
     o.cfg_dropout = 0.5f;
     DiT m;
     REQUIRE_OK(dit_create(&m, &cs.cfg, dev));
