@@ -133,9 +133,9 @@ static json_t *layout_json(const PlanResult *p) {
 static void print_notes(const PlanRequest *r, const PlanResult *best) {
     if (r->dev.cpu) return;
     const PlanLayout *l = &best->layout;
-    if (l->l.tp > 1 || l->l.cp > 1)
-        printf("note: this version of vfm runs TP and CP on CPU ranks only (dit_create_parallel refuses them on the GPU): "
-               "the layout is the plan for when it does\n");
+    if (l->l.tp > 1 || l->l.cp > 1 || l->l.pp > 1)
+        printf("note: this version of vfm moves TP, CP and PP activations over MPI through host memory (only the "
+               "gradients go over NCCL): the step time is what NCCL groups for them would reach\n");
 }
 
 /* The numbers of the command line. */

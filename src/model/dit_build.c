@@ -144,10 +144,6 @@ vfm_status dit_describe_parallel(DiT *m, const DiTConfig *cfg, const DiTParallel
 
 vfm_status dit_create_parallel(DiT *m, const DiTConfig *cfg, Device device, const DiTParallel *par) {
     memset(m, 0, sizeof *m);
-    if (device == DEV_CUDA && par && (par->tp > 1 || par->cp > 1))
-        return vfm_fail(VFM_ERR_UNSUPPORTED, "tensor and context parallelism run on the CPU in this version "
-                        "(model.tensor_model_parallel_size=%d, model.context_parallel_size=%d with train.device=cuda): "
-                        "on the GPU use data parallelism, or train.device=cpu", par->tp, par->cp);
     VFM_TRY(dit_describe_parallel(m, cfg, par));
     m->device = device;
     m->act_dtype = device == DEV_CUDA ? DT_BF16 : DT_F32;

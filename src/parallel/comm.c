@@ -142,11 +142,13 @@ void comm_free(Comm *c) {
 
 /* ---- checks ----------------------------------------------------------------------------- */
 
-static vfm_status check_dtype(const Comm *c, const char *op, DType dt, int reduces) {
+/* library_reduces: the backend's own reduction (COMM_SUM, COMM_MAX), which MPI has no bf16 for;
+ * COMM_SUM_ORDERED sums bf16 itself on both backends. */
+static vfm_status check_dtype(const Comm *c, const char *op, DType dt, int library_reduces) {
     if (dt != DT_F32 && dt != DT_F64 && dt != DT_I32 && dt != DT_I64 && dt != DT_BF16)
         return op_error(c, op, VFM_ERR_UNSUPPORTED, "unknown dtype");
-    if (reduces && dt == DT_BF16 && c->backend == COMM_BACKEND_MPI)
-        return op_error(c, op, VFM_ERR_UNSUPPORTED, "MPI cannot reduce bf16 (reduce in f32)");
+    if (library_reduces && dt == DT_BF16 && c->backend == COMM_BACKEND_MPI)
+        return op_error(c, op, VFM_ERR_UNSUPPORTED, "MPI cannot reduce bf16 itself (reduce in f32, or COMM_SUM_ORDERED)");
     return VFM_OK;
 }
 
@@ -195,7 +197,7 @@ static vfm_status check_rank(const Comm *c, const char *op, int r, const char *w
 /* ---- collectives -------------------------------------------------------------------------- */
 
 vfm_status comm_all_reduce(Comm *c, void *buf, int64_t count, DType dt, CommOp op) {
-    VFM_TRY(check_dtype(c, "all_reduce", dt, 1));
+    VFM_TRY(check_dtype(c, "all_reduce", dt, op != COMM_SUM_ORDERED));
     VFM_TRY(check_buf(c, "all_reduce", buf, count));
     if (SELF_GROUP || count == 0) return VFM_OK;
     size_t b = (size_t)count * dtype_size(dt);
@@ -205,7 +207,7 @@ vfm_status comm_all_reduce(Comm *c, void *buf, int64_t count, DType dt, CommOp o
 
 vfm_status comm_reduce_scatter_v(Comm *c, const void *send, void *recv, const int64_t *counts, DType dt, CommOp op) {
     int64_t total;
-    VFM_TRY(check_dtype(c, "reduce_scatter", dt, 1));
+    VFM_TRY(check_dtype(c, "reduce_scatter", dt, op != COMM_SUM_ORDERED));
     VFM_TRY(check_counts(c, "reduce_scatter", counts, &total));
     VFM_TRY(check_buf(c, "reduce_scatter", send, total));
     VFM_TRY(check_buf(c, "reduce_scatter", recv, counts[c->rank]));
@@ -405,7 +407,7 @@ vfm_status comm_reduce_scatter_v_start(Comm *c, const void *send, void *recv, co
     req->pending = NULL;
     if (c->backend != COMM_BACKEND_NCCL) return comm_reduce_scatter_v(c, send, recv, counts, dt, op);
     int64_t total;
-    VFM_TRY(check_dtype(c, "reduce_scatter", dt, 1));
+    VFM_TRY(check_dtype(c, "reduce_scatter", dt, op != COMM_SUM_ORDERED));
     VFM_TRY(check_counts(c, "reduce_scatter", counts, &total));
     VFM_TRY(check_buf(c, "reduce_scatter", send, total));
     VFM_TRY(check_buf(c, "reduce_scatter", recv, counts[c->rank]));
@@ -426,7 +428,7 @@ vfm_status comm_all_reduce_start(Comm *c, void *buf, int64_t count, DType dt, Co
     req->comm = c;
     req->pending = NULL;
     if (c->backend != COMM_BACKEND_NCCL) return comm_all_reduce(c, buf, count, dt, op);
-    VFM_TRY(check_dtype(c, "all_reduce", dt, 1));
+    VFM_TRY(check_dtype(c, "all_reduce", dt, op != COMM_SUM_ORDERED));
     VFM_TRY(check_buf(c, "all_reduce", buf, count));
     if (count == 0) return VFM_OK;
     return nccl_all_reduce_start(c, buf, count, dt, op, &req->pending);

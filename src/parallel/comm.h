@@ -27,7 +27,8 @@
  * memory, which it stages through page-locked host copies (waiting for the GPU first: slow, for
  * tests and for two ranks sharing one GPU, which NCCL refuses).
  *
- * Dtypes: f32, f64, i32, i64 for everything; bf16 for data movement (and NCCL reductions).
+ * Dtypes: f32, f64, i32, i64 for everything; bf16 for data movement, COMM_SUM_ORDERED (both backends)
+ * and NCCL's own reductions.
  * Counts are elements. Errors come back as a vfm_status whose message names the op and the group
  * ("all_reduce over dp×cp (4 ranks): ..."). */
 #ifndef VFM_COMM_H

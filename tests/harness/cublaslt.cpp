@@ -27,6 +27,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <vector>
+
 #include "runtime.h"
 
 namespace {
@@ -438,19 +440,27 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t desc, con
                                       type_size(ld->type))) &&
               (!has_aux(e) || inside("aux", ds->aux, span(&aux_l), type_size(ld->type)));
     if (!ok) return fail(CUBLAS_STATUS_EXECUTION_FAILED, "an operand lies outside device memory (see the fault)");
+    // op(A) as m rows of k and op(B) as n rows of k, in double, read once per batch: the products
+    // and their order (t = 0 .. k-1) are those of reading every operand in the inner loop
+    std::vector<double> a_rows((size_t)(m * k)), b_rows((size_t)(n * k));
     for (int bt = 0; bt < ld->batch; bt++) {
         const char *pa = (const char *)A + (size_t)(bt * la->stride) * type_size(la->type);
         const char *pb = (const char *)B + (size_t)(bt * lb->stride) * type_size(lb->type);
         const char *pc = (const char *)C + (size_t)(bt * lc->stride) * type_size(lc->type);
         char *pd = (char *)D + (size_t)(bt * ld->stride) * type_size(ld->type);
+        for (int64_t i = 0; i < m; i++)
+            for (int64_t t = 0; t < k; t++)
+                a_rows[(size_t)(i * k + t)] = ds->transa == CUBLAS_OP_N ? load(pa, la->type, offset(la, i, t))
+                                                                       : load(pa, la->type, offset(la, t, i));
+        for (int64_t j = 0; j < n; j++)
+            for (int64_t t = 0; t < k; t++)
+                b_rows[(size_t)(j * k + t)] = ds->transb == CUBLAS_OP_N ? load(pb, lb->type, offset(lb, t, j))
+                                                                       : load(pb, lb->type, offset(lb, j, t));
         for (int64_t j = 0; j < n; j++)
             for (int64_t i = 0; i < m; i++) {
                 double acc = 0;
-                for (int64_t t = 0; t < k; t++) {
-                    float x = ds->transa == CUBLAS_OP_N ? load(pa, la->type, offset(la, i, t)) : load(pa, la->type, offset(la, t, i));
-                    float y = ds->transb == CUBLAS_OP_N ? load(pb, lb->type, offset(lb, t, j)) : load(pb, lb->type, offset(lb, j, t));
-                    acc += (double)x * (double)y;
-                }
+                const double *x = a_rows.data() + i * k, *y = b_rows.data() + j * k;
+                for (int64_t t = 0; t < k; t++) acc += x[t] * y[t];
                 float v = (float)((double)fa * acc);
                 if (fb != 0.f) v = v + fb * load(pc, lc->type, offset(lc, i, j));
                 if (has_bias(e)) v = v + load(ds->bias, ld->type, i + (int64_t)bt * ds->bias_batch_stride);

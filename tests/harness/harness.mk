@@ -36,7 +36,19 @@ HARNESS_BREAKS := off_by_one:BREAK_OFF_BY_ONE:src/ops/cuda/norm.cu \
 harness_word = $(word $(2),$(subst :, ,$(1)))
 HARNESS_BREAK_BINS := $(foreach b,$(HARNESS_BREAKS),$(HARNESS_DIR)/break/$(call harness_word,$(b),1)/vfm_harness_tests)
 
-harness: $(BUILD)/vfm_harness_tests $(HARNESS_BREAK_BINS)
+# build/harness/vfm-faults: build/vfm-faults on the harness, for whole GPU runs on the CPU
+# (tests/harness/gpu_runs.sh): the CLI with the fault hooks, the host objects, the .cu sources as
+# above (not the harness's own tests) and the harness's runtime and stand-ins
+HARNESS_VFM_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o) $(FAULTS_OBJ) \
+                    $(filter-out $(BUILD)/src/train/fault_hooks.o,$(CORE_SRC:%.c=$(BUILD)/%.o)) \
+                    $(CPU_OPS:%.c=$(BUILD)/%.f32.o) $(CPU_OPS:%.c=$(BUILD)/%.f64.o) \
+                    $(filter-out $(HARNESS_DIR)/obj/tests/%,$(HARNESS_CU_OBJ)) \
+                    $(filter-out %/test_standins.o,$(HARNESS_RT_OBJ))
+
+harness: $(BUILD)/vfm_harness_tests $(HARNESS_DIR)/vfm-faults $(HARNESS_BREAK_BINS)
+
+$(HARNESS_DIR)/vfm-faults: $(HARNESS_VFM_OBJ)
+	$(HARNESS_LINK)
 
 $(BUILD)/vfm_harness_tests: $(HARNESS_CU_OBJ) $(HARNESS_RT_OBJ) $(HARNESS_HOST_OBJ)
 	$(HARNESS_LINK)

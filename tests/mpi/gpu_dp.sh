@@ -1,6 +1,6 @@
 #!/bin/sh
 # Data parallelism on the GPU with two ranks sharing one GPU (NCCL refuses that, so the MPI backend
-# moves the GPU gradients through host memory): after 20 steps DP=2 reaches the one-rank GPU
+# moves the GPU gradients through host memory): after GPU_TEST_STEPS (default 20) steps DP=2 reaches the one-rank GPU
 # weights within 1e-3 (bf16 activations; the replicas' gradients add in another order), and ZeRO-1
 # with buckets reduced during the backward (ddp.overlap_grad_reduce) equals plain DP=2 bitwise.
 # Skipped without mpirun or a CUDA device. On the GPU machine: VFM="scripts/gpu_run.sh build/vfm".
@@ -9,9 +9,10 @@ cd "$(dirname "$0")/../.." || exit 1
 . tests/e2e/common.inc
 gpu_mpi_start vfm_mpi_gpu "GPU DP=2 on one GPU matches one rank" \
     "GPU ZeRO-1 + overlapped buckets equal plain DP bitwise" "GPU DP=2 and ZeRO-1: the logs state the layouts" || exit 0
-ARGS="--config configs/tiny-mock.yaml train.train_iters=20 train.global_batch_size=4 checkpoint.save_interval=20 train.device=cuda"
+N=${GPU_TEST_STEPS:-20}
+ARGS="--config configs/tiny-mock.yaml train.train_iters=$N train.global_batch_size=4 checkpoint.save_interval=$N train.device=cuda"
 timeout $RUN_LIMIT $VFM train $ARGS checkpoint.save=$T/dp1 > $T/dp1.log 2>&1
-check "GPU, one rank, 20 steps" test -f $T/dp1/iter_0000020/DONE
+check "GPU, one rank, $N steps" test -f $T/dp1/iter_$(printf %07d $N)/DONE
 timeout 300 $MPIRUN -np 2 $VFM train $ARGS checkpoint.save=$T/dp2 ddp.use_distributed_optimizer=false > $T/dp2.log 2>&1
 check "GPU DP=2 on one GPU: gradients through host memory" grep -q "gradients over MPI through host memory" $T/dp2.log
 check "GPU DP=2 on one GPU matches one rank (1e-3)" $VFM checkpoint diff $T/dp1 $T/dp2 --atol 1e-3 --quiet

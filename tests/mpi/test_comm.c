@@ -292,6 +292,42 @@ TEST(comm_ordered_reduce_scatter_is_all_reduce_restricted) {
     free(sum);
 }
 
+/* bf16 (TP's partial sums of bf16 activations): COMM_SUM_ORDERED adds the ranks' values in rank
+ * order, each addition rounded to bf16 (comm_sum_rows_ordered), over MPI as over NCCL; the
+ * reduce-scatter is the all-reduce restricted. MPI's own bf16 reductions do not exist: refused. */
+TEST(comm_ordered_sum_bf16) {
+    Comm *w = mt_world_comm();
+    int n = mt_world(), r = mt_rank();
+    const int64_t count = 2000; /* past ORDERED_GATHER_MAX: the all-to-all path */
+    float *f = malloc((size_t)n * count * sizeof *f);
+    uint16_t *all = malloc((size_t)n * count * sizeof *all), *want = malloc(count * sizeof *want);
+    uint16_t *got = malloc((size_t)n * count * sizeof *got), *part = malloc(count * sizeof *part);
+    REQUIRE(f && all && want && got && part);
+    for (int j = 0; j < n; j++) order_sensitive(f + (size_t)j * count, count, j);
+    for (int64_t i = 0; i < n * count; i++) all[i] = bf16_from_f32(f[i]);
+    REQUIRE_OK(comm_sum_rows_ordered(want, all, n, count, DT_BF16));
+    memcpy(got, all + (size_t)r * count, count * sizeof *got);
+    CHECK_OK(comm_all_reduce(w, got, count, DT_BF16, COMM_SUM_ORDERED));
+    CHECK_SAME_BITS("ordered bf16 sum", got, want, count);
+    for (int64_t i = 0; i < 4 && n >= 2 && n <= 3; i++) { /* (a + b) rounded, then + c rounded: by hand */
+        uint16_t a = all[i], b = all[count + i];
+        uint16_t ab = bf16_from_f32(f32_from_bf16(a) + f32_from_bf16(b));
+        uint16_t e = n >= 3 ? bf16_from_f32(f32_from_bf16(ab) + f32_from_bf16(all[2 * count + i])) : ab;
+        CHECK_MSG(want[i] == e, "element %lld: 0x%04x, by hand 0x%04x", (long long)i, want[i], e);
+    }
+    /* the reduce-scatter: this rank's piece of a buffer of n pieces */
+    uint16_t *x = malloc((size_t)n * count * sizeof *x), *sum = malloc((size_t)n * count * sizeof *sum);
+    REQUIRE(x && sum);
+    for (int64_t i = 0; i < n * count; i++) x[i] = all[(i + (int64_t)r * 7) % (n * count)];
+    memcpy(sum, x, (size_t)n * count * sizeof *x);
+    CHECK_OK(comm_all_reduce(w, sum, n * count, DT_BF16, COMM_SUM_ORDERED));
+    CHECK_OK(comm_reduce_scatter(w, x, part, count / n, DT_BF16, COMM_SUM_ORDERED));
+    CHECK_SAME_BITS("bf16 reduce_scatter vs all_reduce", part, sum + (size_t)r * (count / n), count / n);
+    CHECK(comm_reduce_scatter(w, x, part, count / n, DT_BF16, COMM_SUM) == VFM_ERR_UNSUPPORTED);
+    vfm_clear_error();
+    free(f), free(all), free(want), free(got), free(part), free(x), free(sum);
+}
+
 TEST(comm_errors_name_op_and_group) {
     Comm *w = mt_world_comm();
     int n = mt_world();
