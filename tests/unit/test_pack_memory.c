@@ -47,11 +47,16 @@ TEST(pack_copy_into_a_used_pack_frees_what_it_held) {
     pack_free(&src);
 }
 
-TEST(ordered_sum_refuses_a_dtype_it_cannot_add) {
+TEST(ordered_sum_adds_bf16_and_refuses_a_dtype_it_cannot_add) {
     float rows[6] = {1, 2, 3, 10, 20, 30}, dst[3] = {0};
     CHECK_OK(comm_sum_rows_ordered(dst, rows, 2, 3, DT_F32));
     CHECK(dst[0] == 11 && dst[1] == 22 && dst[2] == 33);
-    uint16_t half[4] = {1, 2, 3, 4}, out[2] = {7, 7};
-    CHECK(comm_sum_rows_ordered(out, half, 2, 2, DT_BF16) == VFM_ERR_INTERNAL);
-    CHECK_MSG(strstr(vfm_last_error(), "bf16") && strstr(vfm_last_error(), "not supported"), "%s", vfm_last_error());
+    /* bf16: 1 + 2^-8 rounds to 1 (the tie to even) before the next 2^-8 comes: 1, not 1 + 2^-7 */
+    uint16_t half[6] = {bf16_from_f32(1.0f), bf16_from_f32(3.0f), bf16_from_f32(0x1p-8f), bf16_from_f32(4.0f),
+                        bf16_from_f32(0x1p-8f), bf16_from_f32(0.5f)}, out[2] = {7, 7};
+    CHECK_OK(comm_sum_rows_ordered(out, half, 3, 2, DT_BF16));
+    CHECK(f32_from_bf16(out[0]) == 1.0f && f32_from_bf16(out[1]) == 7.5f);
+    CHECK(comm_sum_rows_ordered(out, half, 2, 2, (DType)99) == VFM_ERR_INTERNAL);
+    CHECK_MSG(strstr(vfm_last_error(), "not supported"), "%s", vfm_last_error());
+    vfm_clear_error();
 }
