@@ -85,6 +85,12 @@ void fsdp_free(Fsdp *f) {
 
 void fsdp_set_expert_parallel(Fsdp *f, Comm *ep_comm) { dp_set_expert_parallel(&f->dp, ep_comm); }
 
+void fsdp_set_host_comm(Fsdp *f, Comm *host_comm) {
+    if (!host_comm || host_comm == f->comm) return;
+    f->dp.grad_comm = host_comm;                /* the scalars: the loss's mean, the norm's partials */
+    dp_set_device(&f->dp, f->device, f->comm);  /* the buffers keep going over f->comm */
+}
+
 void fsdp_set_sequence_parallel(Fsdp *f, int on) {
     f->sequence_parallel = on != 0;
     dp_set_sequence_parallel(&f->dp, on);

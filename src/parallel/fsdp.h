@@ -96,6 +96,10 @@ void fsdp_set_sequence_parallel(Fsdp *f, int on);
  * the mean divides by DP = EP·n/cp. ZeRO-3 gathers a unit over that group, so each EP rank's
  * units hold its own experts. Before the first reduction. */
 void fsdp_set_expert_parallel(Fsdp *f, Comm *ep_comm);
+/* GPU with NCCL: comm (above) moves device buffers only; host_comm, an MPI comm over the same ranks
+ * in the same order, carries what the optimizer's ZeRO-1 view (dp.h) reduces on the host — the
+ * loss's mean, the gradient norm's partials. Without it those go over comm. */
+void fsdp_set_host_comm(Fsdp *f, Comm *host_comm);
 /* The unit of block b, of a table entry. */
 int fsdp_unit_of_block(const Fsdp *f, int block);
 int fsdp_unit_of_entry(const Fsdp *f, int entry);

@@ -212,6 +212,7 @@ vfm_status train_parallel_fsdp_init(TrainParallel *p, Fsdp *f, DiT *m, DpShardin
     FsdpConfig fc = {strategy, accumulate_unsharded, p->keys.cp, p->layout.tp_rank, p->layout.pp_rank};
     Comm *grad = m->device != DEV_CPU && p->grad_dev ? p->grad_dev : &p->grad;
     VFM_TRY(dit_fsdp_create(m, f, &fc, grad, p->keys.tp > 1 ? &p->tp : NULL));
+    fsdp_set_host_comm(f, &p->grad); /* NCCL takes device buffers only: host scalars go over MPI */
     fsdp_set_expert_parallel(f, p->keys.ep > 1 ? &p->ep : NULL);
     return VFM_OK;
 }

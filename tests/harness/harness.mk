@@ -14,7 +14,8 @@ ifneq ($(NVCC),)
 HARNESS_CXXFLAGS := -x c++ -std=c++17 -g -O1 -fsanitize=address -fno-omit-frame-pointer -ffp-contract=off \
                     -Wall -Wextra -Werror -Wno-format-truncation -MMD -MP -Isrc -Itests/harness \
                     -isystem $(CUDA_HOME)/include -DVFM_CUDA -DVFM_CUDNN_FE \
-                    $(if $(NCCL_H),-DVFM_NCCL -I$(dir $(NCCL_H)))
+                    $(if $(NCCL_H),-DVFM_NCCL -I$(dir $(NCCL_H))) \
+                    $(if $(MPICC),-DVFM_MPI $(shell $(MPICC) --showme:compile 2>/dev/null))
 # cuda_libs.cu loads the real libraries: the harness has its own (tests/harness/libs.cpp)
 HARNESS_CU       := $(filter-out src/ops/cuda/cuda_libs.cu,$(CUDA_SRC)) $(wildcard tests/harness/test_*.cu)
 HARNESS_CU_OBJ   := $(HARNESS_CU:%.cu=$(HARNESS_DIR)/obj/%.o)
@@ -45,9 +46,17 @@ HARNESS_VFM_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o) $(FAULTS_OBJ) \
                     $(filter-out $(HARNESS_DIR)/obj/tests/%,$(HARNESS_CU_OBJ)) \
                     $(filter-out %/test_standins.o,$(HARNESS_RT_OBJ))
 
-harness: $(BUILD)/vfm_harness_tests $(HARNESS_DIR)/vfm-faults $(HARNESS_BREAK_BINS)
+# build/harness/vfm_mpi_tests: the multi-rank tests (tests/mpi/*.c) on the harness, for the GPU
+# communication tests there (test_nccl.c through the NCCL stand-in, test_comm_staged.c)
+HARNESS_MPI_OBJ  := $(MPI_TEST_SRC:%.c=$(BUILD)/%.o) $(BUILD)/tests/unit/test_util.o $(BUILD)/tests/unit/dit_pack.o \
+                    $(filter-out $(CLI_SRC:%.c=$(BUILD)/%.o),$(HARNESS_VFM_OBJ))
+
+harness: $(BUILD)/vfm_harness_tests $(HARNESS_DIR)/vfm-faults $(HARNESS_DIR)/vfm_mpi_tests $(HARNESS_BREAK_BINS)
 
 $(HARNESS_DIR)/vfm-faults: $(HARNESS_VFM_OBJ)
+	$(HARNESS_LINK)
+
+$(HARNESS_DIR)/vfm_mpi_tests: $(HARNESS_MPI_OBJ)
 	$(HARNESS_LINK)
 
 $(BUILD)/vfm_harness_tests: $(HARNESS_CU_OBJ) $(HARNESS_RT_OBJ) $(HARNESS_HOST_OBJ)

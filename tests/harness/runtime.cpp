@@ -216,23 +216,40 @@ extern "C" const char *cudaGetErrorString(cudaError_t e) {
 
 // ---- device ------------------------------------------------------------------------------------
 
+// VFM_HARNESS_DEVICES (default 1): how many devices the process reports. They are all the same
+// host memory: only which one is current changes. Two MPI ranks that each take their own then use
+// NCCL (its stand-in, nccl.cpp) as ranks on a machine with a GPU per rank do.
+static int device_count(void) {
+    static int n = [] {
+        const char *e = getenv("VFM_HARNESS_DEVICES");
+        int v = e && *e ? atoi(e) : 1;
+        return v < 1 ? 1 : v > 64 ? 64 : v;
+    }();
+    return n;
+}
+static int g_device;
+
 extern "C" cudaError_t cudaGetDeviceCount(int *n) {
-    *n = 1;
+    *n = device_count();
     return cudaSuccess;
 }
 
 extern "C" cudaError_t cudaSetDevice(int d) {
     STICKY_CHECK();
-    return d == 0 ? cudaSuccess : fail(cudaErrorInvalidDevice, "cudaSetDevice(%d): the harness has device 0 only", d);
+    if (d < 0 || d >= device_count())
+        return fail(cudaErrorInvalidDevice, "cudaSetDevice(%d): the harness has %d device(s) (VFM_HARNESS_DEVICES)", d,
+                    device_count());
+    g_device = d;
+    return cudaSuccess;
 }
 
 extern "C" cudaError_t cudaGetDevice(int *d) {
-    *d = 0;
+    *d = g_device;
     return cudaSuccess;
 }
 
 extern "C" cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int d) {
-    if (d != 0) return fail(cudaErrorInvalidDevice, "cudaGetDeviceProperties(%d)", d);
+    if (d < 0 || d >= device_count()) return fail(cudaErrorInvalidDevice, "cudaGetDeviceProperties(%d)", d);
     memset(p, 0, sizeof *p);
     snprintf(p->name, sizeof p->name, "vfm CPU harness");
     p->major = 9, p->minor = 0;
