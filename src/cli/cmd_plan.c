@@ -130,13 +130,6 @@ static json_t *layout_json(const PlanResult *p) {
     return j;
 }
 
-static void print_notes(const PlanRequest *r, const PlanResult *best) {
-    if (r->dev.cpu) return;
-    const PlanLayout *l = &best->layout;
-    if (l->l.tp > 1 || l->l.cp > 1 || l->l.pp > 1)
-        printf("note: this version of vfm moves TP, CP and PP activations over MPI through host memory (only the "
-               "gradients go over NCCL): the step time is what NCCL groups for them would reach\n");
-}
 
 /* The numbers of the command line. */
 typedef struct PlanArgs {
@@ -296,7 +289,6 @@ int cmd_plan(int argc, char **argv) {
     printf("\n%s:\n  vfm train --config F", list.n_fit ? "the best layout" : "the closest layout");
     for (int i = 0; i < k; i++) printf(" %s=%s", ovs[i].key, ovs[i].value);
     printf("\n");
-    print_notes(&r, best);
     const char *versus = args_value(flags, nflags, "--versus", NULL);
     if (versus) { /* that layout's keys, space-separated, beside the command line's */
         char buf[2048];

@@ -80,10 +80,11 @@ vfm_status dit_chunk_forward(DiT *m, DiTSaved *sv, const DiTInputs *in, int b0, 
         VFM_TRY(dit_fsdp_forward_end(m, l));
     }
     if (last) {
-        Tensor *o = a->pl.identity ? dit_stage_out(a, out) : &a->out_local;
+        Tensor *whole = dit_stage_out(a, out); /* out, or its device twin when the inputs came from the host */
+        Tensor *o = a->pl.identity ? whole : &a->out_local;
         VFM_TRY(head_forward(m, &m->head, &a->head, &a->h_final, &a->cond, &a->pl.t2s, o));
+        VFM_TRY(dit_gather_output(m, a, whole));
         VFM_TRY(dit_stage_output(m, a, out));
-        VFM_TRY(dit_gather_output(m, a, out));
     }
     m->running = NULL;
     sv->b0 = b0, sv->b1 = b1;

@@ -2,7 +2,9 @@
  * device tensors carved for them (dit_acts.c) — the network input and the text converted to the
  * activation dtype on the GPU, the rest as they are —, the output brought back as f32, and the
  * output's gradient taken to the GPU. So the objectives, validation and samplers, which build
- * their packs on the host, drive a GPU model unchanged. */
+ * their packs on the host, drive a GPU model unchanged — a TP, CP or PP one too: every rank stages
+ * the whole pack, the model splits it on the device, and the whole output is gathered there
+ * before it comes back. */
 #include <string.h>
 
 #include "model/dit_internal.h"
@@ -50,9 +52,8 @@ vfm_status dit_stage_inputs(DiT *m, Acts *a, const DiTInputs **in_p, const Tenso
     Staging *g = &a->stage;
     g->on = m->device == DEV_CUDA && on_host(in->x);
     if (!g->on) return VFM_OK;
-    if (!a->pl.identity || !out)
-        return vfm_fail(VFM_ERR_INTERNAL, "dit: host inputs for a parallel GPU model (not supported)");
-    if (!on_host(out) || out->dtype != DT_F32)
+    /* out: the last pipeline stage's (every rank of TP and CP gets the whole output), NULL before it */
+    if (out && (!on_host(out) || out->dtype != DT_F32))
         return vfm_fail(VFM_ERR_SHAPE, "dit_forward: with host inputs the output must be host f32 too");
     const DiTConfig *c = &m->cfg;
     DiTInputs *d = &g->in;

@@ -13,7 +13,8 @@
 #include "train/fault_hooks.h"
 
 enum { MADE_WORLD = 1, MADE_GRAD = 2, MADE_TP = 4, MADE_CP = 8, MADE_A2A = 16, MADE_RING = 32, MADE_GRAD_GPU = 64,
-       MADE_PP = 128, MADE_EP = 256 };
+       MADE_PP = 128, MADE_EP = 256, MADE_TP_GPU = 512, MADE_CP_GPU = 1024, MADE_A2A_GPU = 2048, MADE_RING_GPU = 4096,
+       MADE_PP_GPU = 8192 };
 
 vfm_status train_layout_from(TrainLayout *l, const Config *cfg, int warn) {
     memset(l, 0, sizeof *l);
@@ -95,8 +96,9 @@ void train_layout_state(const TrainLayout *l, int world, int dp, DpSharding shar
 }
 
 void train_parallel_free(TrainParallel *p) {
-    Comm *comms[] = {&p->world, &p->grad, &p->tp, &p->cp, &p->a2a, &p->ring, &p->grad_gpu, &p->pp, &p->ep};
-    for (int i = 0; i < 9; i++)
+    Comm *comms[] = {&p->world, &p->grad, &p->tp, &p->cp, &p->a2a, &p->ring, &p->grad_gpu, &p->pp, &p->ep,
+                     &p->tp_gpu, &p->cp_gpu, &p->a2a_gpu, &p->ring_gpu, &p->pp_gpu};
+    for (int i = 0; i < (int)(sizeof comms / sizeof comms[0]); i++)
         if (p->made & (1u << i)) comm_free(comms[i]);
     p->made = 0;
 }
@@ -107,11 +109,11 @@ static vfm_status make_group(TrainParallel *p, Comm *c, unsigned bit, GroupKind 
     return VFM_OK;
 }
 
-static vfm_status make_cp_subgroup(TrainParallel *p, Comm *c, unsigned bit, int ring) {
+static vfm_status make_cp_subgroup(TrainParallel *p, Comm *c, unsigned bit, int ring, CommBackend backend) {
     int members[4096];
     int n = ring ? p->layout.cp / p->keys.a2a_size : p->keys.a2a_size;
     cp_subgroup_members(&p->layout, p->keys.a2a_size, ring, p->layout.rank, members);
-    VFM_TRY(comm_create(c, ring ? "cp-ring" : "cp-a2a", COMM_BACKEND_MPI, members, n));
+    VFM_TRY(comm_create(c, ring ? "cp-ring" : "cp-a2a", backend, members, n));
     p->made |= bit;
     return VFM_OK;
 }
@@ -140,8 +142,8 @@ vfm_status train_parallel_init(TrainParallel *p, const TrainLayout *keys, int wo
     VFM_TRY(make_group(p, &p->cp, MADE_CP, GROUP_CP));
     VFM_TRY(make_group(p, &p->pp, MADE_PP, GROUP_PP));
     if (keys->cp > 1 && keys->cp_type == CP_COMM_A2A_P2P) {
-        VFM_TRY(make_cp_subgroup(p, &p->a2a, MADE_A2A, 0));
-        VFM_TRY(make_cp_subgroup(p, &p->ring, MADE_RING, 1));
+        VFM_TRY(make_cp_subgroup(p, &p->a2a, MADE_A2A, 0, COMM_BACKEND_MPI));
+        VFM_TRY(make_cp_subgroup(p, &p->ring, MADE_RING, 1, COMM_BACKEND_MPI));
     }
     if (keys->ep > 1) VFM_TRY(make_ep_subgroup(p, &p->ep, MADE_EP, 0, COMM_BACKEND_MPI));
     DiTParallel *d = &p->model;
@@ -164,10 +166,44 @@ vfm_status train_parallel_init(TrainParallel *p, const TrainLayout *keys, int wo
     const char *brk = fault_hook_env("VFM_TEST_BREAK");
     if (brk && strcmp(brk, "tp") == 0) d->test_skip_tp_reduce = 2;
     if (brk && strcmp(brk, "qknorm") == 0) d->test_skip_qk_norm_sum = 1;
-    if (brk && strcmp(brk, "ring") == 0) d->cpa.test_drop_ring_step = 1;
+    if (brk && strcmp(brk, "ring") == 0) d->cpa.test_drop_ring_step = p->ring_break = 1;
     if (brk && strcmp(brk, "ep") == 0) d->test_permute_ep_a2a = 1; /* =ep swaps two rows of one dispatch all-to-all */
     d->st_hybrid = keys->hybrid; /* ST-DiT: =st skips the all-to-all of block 1's temporal attention */
     if (brk && strcmp(brk, "st") == 0) d->test_skip_st_a2a = 2;
+    return VFM_OK;
+}
+
+static vfm_status make_gpu_group(TrainParallel *p, Comm *c, unsigned bit, GroupKind kind) {
+    VFM_TRY(comm_create_group(c, &p->layout, kind, COMM_BACKEND_NCCL));
+    p->made |= bit;
+    return VFM_OK;
+}
+
+/* The model's TP, CP and PP activations over NCCL: its comms become NCCL comms over the same ranks
+ * in the same order (the MPI ones stay, for what moves host memory: checkpoints, the gradients'
+ * TP and PP sums, which the MPI backend stages). */
+static vfm_status model_groups_over_nccl(TrainParallel *p, int *n_groups) {
+    DiTParallel *d = &p->model;
+    *n_groups = 0;
+    if (p->keys.tp > 1) {
+        VFM_TRY(make_gpu_group(p, &p->tp_gpu, MADE_TP_GPU, GROUP_TP));
+        d->tp_comm = &p->tp_gpu, ++*n_groups;
+    }
+    if (p->keys.pp > 1) {
+        VFM_TRY(make_gpu_group(p, &p->pp_gpu, MADE_PP_GPU, GROUP_PP));
+        d->pp_comm = &p->pp_gpu, ++*n_groups;
+    }
+    if (p->keys.cp > 1) {
+        VFM_TRY(make_gpu_group(p, &p->cp_gpu, MADE_CP_GPU, GROUP_CP));
+        d->cp_comm = &p->cp_gpu, ++*n_groups;
+        if (p->keys.cp_type == CP_COMM_A2A_P2P) {
+            VFM_TRY(make_cp_subgroup(p, &p->a2a_gpu, MADE_A2A_GPU, 0, COMM_BACKEND_NCCL));
+            VFM_TRY(make_cp_subgroup(p, &p->ring_gpu, MADE_RING_GPU, 1, COMM_BACKEND_NCCL));
+        }
+        VFM_TRY(cp_attention_init(&d->cpa, p->keys.cp_type, &p->cp_gpu, (p->made & MADE_A2A_GPU) ? &p->a2a_gpu : NULL,
+                                  (p->made & MADE_RING_GPU) ? &p->ring_gpu : NULL));
+        d->cpa.test_drop_ring_step = p->ring_break;
+    }
     return VFM_OK;
 }
 
@@ -175,23 +211,30 @@ vfm_status train_parallel_gpu(TrainParallel *p, const LaunchInfo *launch, char *
     int device = -1;
     VFM_TRY(comm_bind_gpu(launch->local_rank, &device));
     int n = p->grad.size;
-    if (n == 1) {
+    if (launch->world_size == 1) {
         snprintf(how, how_n, "GPU %d", device);
         return VFM_OK;
     }
     /* NCCL wants one GPU per rank: every rank must be able to, or none uses it */
     int can = comm_nccl_available() && device_cuda_count() >= launch->local_size, all = can;
     VFM_TRY(comm_all_reduce(&p->world, &all, 1, DT_I32, COMM_SUM));
-    if (all == launch->world_size) {
+    if (all != launch->world_size) {
+        snprintf(how, how_n, "GPU %d; %s over MPI through host memory (%d ranks; NCCL %s)", device,
+                 n > 1 ? "gradients" : "activations", launch->world_size,
+                 !comm_nccl_available() ? "not loaded" : "needs a GPU per rank");
+        return VFM_OK;
+    }
+    int groups = 0;
+    if (n > 1) {
         if (p->keys.ep > 1) VFM_TRY(make_ep_subgroup(p, &p->grad_gpu, MADE_GRAD_GPU, 1, COMM_BACKEND_NCCL));
         else VFM_TRY(comm_create_group(&p->grad_gpu, &p->layout, GROUP_DP_CP, COMM_BACKEND_NCCL));
         p->made |= MADE_GRAD_GPU;
         p->grad_dev = &p->grad_gpu;
-        snprintf(how, how_n, "GPU %d; gradients over NCCL (%d ranks)", device, n);
-    } else {
-        snprintf(how, how_n, "GPU %d; gradients over MPI through host memory (%d ranks; NCCL %s)", device, n,
-                 !comm_nccl_available() ? "not loaded" : "needs a GPU per rank");
     }
+    VFM_TRY(model_groups_over_nccl(p, &groups));
+    size_t k = (size_t)snprintf(how, how_n, "GPU %d", device);
+    if (n > 1 && k < how_n) k += (size_t)snprintf(how + k, how_n - k, "; gradients over NCCL (%d ranks)", n);
+    if (groups && k < how_n) snprintf(how + k, how_n - k, "; TP, CP and PP activations over NCCL");
     return VFM_OK;
 }
 

@@ -3,8 +3,8 @@
 # refuses two ranks on one device, so the ranks talk through the MPI backend's staged device
 # buffers (comm_stage.c) — the GPU code paths of every layout run, over MPI. DP2, TP2+SP, CP2, PP2
 # and ZeRO-3 each train GPU_TEST_STEPS (default 10) steps of the tiny model (GQA, mixed video/image
-# packs as tests/mpi/train_parallel.sh) from the same seed as one GPU rank and end within 1e-4 of
-# its weights. The bound: bf16 activations, where the ranks round partial sums to bf16 and add
+# packs as tests/mpi/train_parallel.sh; a validation with a generated sample at the end) from the
+# same seed as one GPU rank and end within 1e-4 of its weights. The bound: bf16 activations, where the ranks round partial sums to bf16 and add
 # them in another order, leave 1.1e-5 after 10 steps on the CPU harness (tests/harness/gpu_runs.sh;
 # 0 for DP2, PP2 and ZeRO-3 there) — 1e-4 leaves the GPU's own rounding room — while a TP2+SP run
 # missing one TP reduction ends 3.2e-3 away and a CP2 run missing a ring step 1.0e-3 (the harness
@@ -19,7 +19,7 @@ gpu_mpi_start vfm_mpi_gpu_parallel "GPU dp2 on one GPU within 1e-4 of one rank" 
     "GPU dp2: the log states the layout" "GPU tp2_sp: the log states the layout" "GPU cp2: the log states the layout" \
     "GPU pp2: the log states the layout" "GPU zero3: the log states the layout" || exit 0
 N=${GPU_TEST_STEPS:-10}
-ARGS="--config configs/tiny-mock.yaml train.device=cuda train.train_iters=$N train.global_batch_size=2 checkpoint.save_interval=$N logger.level=info dataset.mock_shapes=[4x3x6x10,4x1x8x10,4x1x2x2,4x2x4x6] model.num_query_groups=2"
+ARGS="--config configs/tiny-mock.yaml train.device=cuda train.train_iters=$N train.global_batch_size=2 checkpoint.save_interval=$N logger.level=info train.eval_interval=$N train.eval_iters=1 model.val_generation_num_steps=2 dataset.mock_shapes=[4x3x6x10,4x1x8x10,4x1x2x2,4x2x4x6] model.num_query_groups=2"
 BOUND=1e-4
 timeout $RUN_LIMIT $VFM train $ARGS checkpoint.save=$T/one > $T/one.log 2>&1
 check "GPU, one rank, $N steps" test -f $T/one/iter_$(printf %07d $N)/DONE
