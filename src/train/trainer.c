@@ -428,8 +428,8 @@ static vfm_status save_checkpoint(Trainer *t) {
     return s;
 }
 
-/* Test hooks (the test build only: fault_hooks.h): VFM_TEST_KILL_AFTER_STEP=k dies by SIGKILL after step k completes (only rank
- * VFM_TEST_KILL_RANK when that is set); VFM_TEST_INJECT_NAN=a,b,... poisons the gradient at
+/* Test hooks (the test build only: fault_hooks.h): VFM_TEST_KILL_AFTER_STEP=k dies by SIGKILL after step k completes, k
+ * counted from 0 — the log's step k + 1 (only rank VFM_TEST_KILL_RANK when that is set); VFM_TEST_INJECT_NAN=a,b,... poisons the gradient at
  * those steps. */
 static int env_step_listed(const char *var, int64_t step) {
     const char *env = fault_hook_env(var);
