@@ -19,7 +19,7 @@ if ! command -v mpirun >/dev/null 2>&1; then
     skip "FSDP training" "mpirun is not installed"; finish; exit
 fi
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
-MPIRUN="mpirun --allow-run-as-root --oversubscribe --bind-to none --mca btl self,vader --mca btl_vader_single_copy_mechanism none --mca mpi_yield_when_idle 1 -x OMP_NUM_THREADS -x OPENBLAS_NUM_THREADS"
+MPIRUN="$MPIRUN_LOCAL --mca mpi_yield_when_idle 1"
 ARGS="train.device=cpu --config configs/tiny-mock.yaml train.train_iters=4 train.global_batch_size=4 checkpoint.save_interval=0 train.threads=1 logger.level=info dataset.mock_shapes=[4x3x6x10,4x1x8x10,4x1x2x2,4x2x4x6] ema.enabled=true ema.decay=0.9 model.num_query_groups=2"
 VAL="train.eval_interval=2 train.eval_iters=1 model.val_generation_num_steps=2"
 Z2="ddp.use_megatron_fsdp=true ddp.data_parallel_sharding_strategy=optim_grads"
