@@ -14,7 +14,7 @@
 
 enum { MADE_WORLD = 1, MADE_GRAD = 2, MADE_TP = 4, MADE_CP = 8, MADE_A2A = 16, MADE_RING = 32, MADE_GRAD_GPU = 64,
        MADE_PP = 128, MADE_EP = 256, MADE_TP_GPU = 512, MADE_CP_GPU = 1024, MADE_A2A_GPU = 2048, MADE_RING_GPU = 4096,
-       MADE_PP_GPU = 8192 };
+       MADE_PP_GPU = 8192, MADE_EP_GPU = 16384 };
 
 vfm_status train_layout_from(TrainLayout *l, const Config *cfg, int warn) {
     memset(l, 0, sizeof *l);
@@ -97,7 +97,7 @@ void train_layout_state(const TrainLayout *l, int world, int dp, DpSharding shar
 
 void train_parallel_free(TrainParallel *p) {
     Comm *comms[] = {&p->world, &p->grad, &p->tp, &p->cp, &p->a2a, &p->ring, &p->grad_gpu, &p->pp, &p->ep,
-                     &p->tp_gpu, &p->cp_gpu, &p->a2a_gpu, &p->ring_gpu, &p->pp_gpu};
+                     &p->tp_gpu, &p->cp_gpu, &p->a2a_gpu, &p->ring_gpu, &p->pp_gpu, &p->ep_gpu};
     for (int i = 0; i < (int)(sizeof comms / sizeof comms[0]); i++)
         if (p->made & (1u << i)) comm_free(comms[i]);
     p->made = 0;
@@ -179,9 +179,9 @@ static vfm_status make_gpu_group(TrainParallel *p, Comm *c, unsigned bit, GroupK
     return VFM_OK;
 }
 
-/* The model's TP, CP and PP activations over NCCL: its comms become NCCL comms over the same ranks
- * in the same order (the MPI ones stay, for what moves host memory: checkpoints, the gradients'
- * TP and PP sums, which the MPI backend stages). */
+/* The model's TP, CP, PP and EP activations over NCCL: its comms become NCCL comms over the same
+ * ranks in the same order (the MPI ones stay, for what moves host memory — checkpoints, validation's
+ * sums — and for the gradients' TP, PP and EP sums, which the MPI backend stages). */
 static vfm_status model_groups_over_nccl(TrainParallel *p, int *n_groups) {
     DiTParallel *d = &p->model;
     *n_groups = 0;
@@ -203,6 +203,10 @@ static vfm_status model_groups_over_nccl(TrainParallel *p, int *n_groups) {
         VFM_TRY(cp_attention_init(&d->cpa, p->keys.cp_type, &p->cp_gpu, (p->made & MADE_A2A_GPU) ? &p->a2a_gpu : NULL,
                                   (p->made & MADE_RING_GPU) ? &p->ring_gpu : NULL));
         d->cpa.test_drop_ring_step = p->ring_break;
+    }
+    if (p->keys.ep > 1) { /* the experts' fixed-size token all-to-all (moe.c) */
+        VFM_TRY(make_ep_subgroup(p, &p->ep_gpu, MADE_EP_GPU, 0, COMM_BACKEND_NCCL));
+        d->ep_comm = &p->ep_gpu, ++*n_groups;
     }
     return VFM_OK;
 }
@@ -234,7 +238,7 @@ vfm_status train_parallel_gpu(TrainParallel *p, const LaunchInfo *launch, char *
     VFM_TRY(model_groups_over_nccl(p, &groups));
     size_t k = (size_t)snprintf(how, how_n, "GPU %d", device);
     if (n > 1 && k < how_n) k += (size_t)snprintf(how + k, how_n - k, "; gradients over NCCL (%d ranks)", n);
-    if (groups && k < how_n) snprintf(how + k, how_n - k, "; TP, CP and PP activations over NCCL");
+    if (groups && k < how_n) snprintf(how + k, how_n - k, "; TP, CP, PP and EP activations over NCCL");
     return VFM_OK;
 }
 

@@ -60,8 +60,8 @@ typedef struct TrainParallel {
     Comm ep;                              /* expert parallelism: the EP group; grad is then the
                                              expert-data-parallel group (dp.h; CP included) */
     Comm *grad_dev;                       /* the comm for GPU buffers: &grad_gpu, or NULL (grad stages them) */
-    Comm tp_gpu, cp_gpu, a2a_gpu, ring_gpu, pp_gpu; /* NCCL twins of tp, cp, a2a, ring, pp: the model's
-                                             activations, when every rank has a GPU of its own */
+    Comm tp_gpu, cp_gpu, a2a_gpu, ring_gpu, pp_gpu, ep_gpu; /* NCCL twins of tp, cp, a2a, ring, pp, ep:
+                                             the model's activations, when every rank has a GPU of its own */
     int ring_break;                       /* test hook VFM_TEST_BREAK=ring (kept for the NCCL ring) */
     unsigned made;                        /* which comms exist (bit per comm) */
     DiTParallel model;                    /* for dit_create_parallel */
@@ -72,7 +72,7 @@ vfm_status train_parallel_init(TrainParallel *p, const TrainLayout *keys, int wo
 void train_parallel_free(TrainParallel *p);
 /* A GPU run, before any GPU memory: binds this rank to its GPU (by local rank) and, when every rank
  * can (NCCL loads and each local rank has a GPU of its own; decided together), makes NCCL comms for
- * the gradient buffers (more than one rank in DP×CP) and for the model's TP, CP and PP activations
+ * the gradient buffers (more than one rank in DP×CP) and for the model's TP, CP, PP and EP activations
  * (p->model's comms then point at them). Otherwise the MPI comms stage GPU buffers through host
  * memory (two ranks sharing one GPU). *how: one line for the log. */
 vfm_status train_parallel_gpu(TrainParallel *p, const LaunchInfo *launch, char *how, size_t how_n);
