@@ -28,7 +28,8 @@ ifeq ($(NO_MPI),1)
 MPICC    :=
 endif
 ifneq ($(MPICC),)
-CFLAGS   += -DVFM_MPI $(shell $(MPICC) --showme:compile 2>/dev/null || pkg-config --cflags ompi-c)
+MPI_CFLAGS := -DVFM_MPI $(shell $(MPICC) --showme:compile 2>/dev/null || pkg-config --cflags ompi-c)
+CFLAGS   += $(MPI_CFLAGS)
 LDLIBS   += $(shell $(MPICC) --showme:link 2>/dev/null || pkg-config --libs ompi-c)
 endif
 

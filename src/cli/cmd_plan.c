@@ -130,7 +130,6 @@ static json_t *layout_json(const PlanResult *p) {
     return j;
 }
 
-
 /* The numbers of the command line. */
 typedef struct PlanArgs {
     const char *preset, *file, *gpu, *calibrate;

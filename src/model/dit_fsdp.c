@@ -32,23 +32,13 @@ static vfm_status unit_convert(DiT *m, int u) {
     const FsdpUnit *fu = &f->lay.units[u];
     const float *src = f->unit_params[u];
     if (!src) return vfm_fail(VFM_ERR_INTERNAL, "dit: FSDP unit %d converted while not gathered", u);
-    size_t esz = dtype_size(m->act_dtype);
     int64_t base, n = wcopy_span(m, u, &base);
     if (!m->fsdp_wcopy[u]) {
-        VFM_TRY(device_malloc(m->device, (size_t)(n > 0 ? n : 1) * esz, &m->fsdp_wcopy[u]));
-        VFM_TRY(device_memset0(m->device, m->fsdp_wcopy[u], (size_t)(n > 0 ? n : 1) * esz)); /* the gaps */
+        size_t bytes = (size_t)(n > 0 ? n : 1) * dtype_size(m->act_dtype);
+        VFM_TRY(device_malloc(m->device, bytes, &m->fsdp_wcopy[u]));
+        if (n > fu->end - fu->begin) VFM_TRY(device_memset0(m->device, m->fsdp_wcopy[u], bytes)); /* the gaps */
     }
-    for (int i = 0; i < m->wplace.n_runs; i++) { /* the runs of the whole placement, clipped to the unit */
-        const PlacementRun *r = &m->wplace.runs[i];
-        int64_t lo = r->table_offset > fu->begin ? r->table_offset : fu->begin;
-        int64_t hi = r->table_offset + r->count < fu->end ? r->table_offset + r->count : fu->end;
-        if (hi <= lo) continue;
-        int64_t at = r->placed_offset + (lo - r->table_offset) - base;
-        Tensor dst = TENSOR((char *)m->fsdp_wcopy[u] + (size_t)at * esz, m->act_dtype, m->device, hi - lo);
-        Tensor from = TENSOR((float *)src + (lo - fu->begin), DT_F32, m->device, hi - lo);
-        VFM_TRY(op_convert(&dst, &from));
-    }
-    return VFM_OK;
+    return dit_convert_placed(m, m->fsdp_wcopy[u], base, src, fu->begin, fu->end);
 }
 
 static void unit_copy_free(DiT *m, int u) {

@@ -142,6 +142,9 @@ vfm_status dit_fsdp_backward_end(DiT *m, int l);
  * same backward began it: every chunk adds to the embedders), then the reduction. */
 vfm_status dit_fsdp_grads_begin(DiT *m, int entry);
 vfm_status dit_fsdp_grads_end(DiT *m, int entry);
+/* The act-dtype copy of the table's elements [begin, end), read from src (element begin first), into
+ * dst laid out by m->wplace from its element dst_at (the whole model's copy: 0). */
+vfm_status dit_convert_placed(const DiT *m, void *dst, int64_t dst_at, const float *src, int64_t begin, int64_t end);
 /* bf16 weights: the whole units' copies from their fp32 parameters (dit_refresh_weights); and
  * every unit's copy freed (dit_destroy). */
 vfm_status dit_fsdp_refresh_weights(DiT *m);

@@ -103,8 +103,8 @@ void train_parallel_free(TrainParallel *p) {
     p->made = 0;
 }
 
-static vfm_status make_group(TrainParallel *p, Comm *c, unsigned bit, GroupKind kind) {
-    VFM_TRY(comm_create_group(c, &p->layout, kind, COMM_BACKEND_MPI));
+static vfm_status make_group(TrainParallel *p, Comm *c, unsigned bit, GroupKind kind, CommBackend backend) {
+    VFM_TRY(comm_create_group(c, &p->layout, kind, backend));
     p->made |= bit;
     return VFM_OK;
 }
@@ -133,14 +133,14 @@ vfm_status train_parallel_init(TrainParallel *p, const TrainLayout *keys, int wo
     p->keys = *keys;
     VFM_TRY(layout_init(&p->layout, world_size, rank, keys->tp, keys->pp, keys->cp));
     /* every rank creates the same groups in the same order (creation is collective) */
-    VFM_TRY(make_group(p, &p->world, MADE_WORLD, GROUP_WORLD));
+    VFM_TRY(make_group(p, &p->world, MADE_WORLD, GROUP_WORLD, COMM_BACKEND_MPI));
     if (keys->ep > 1 && ((p->layout.dp * p->layout.cp) % keys->ep != 0 || p->layout.dp * p->layout.cp > 4096))
         return vfm_fail(VFM_ERR_INTERNAL, "train: EP %d over DP·CP %d", keys->ep, p->layout.dp * p->layout.cp);
     if (keys->ep > 1) VFM_TRY(make_ep_subgroup(p, &p->grad, MADE_GRAD, 1, COMM_BACKEND_MPI));
-    else VFM_TRY(make_group(p, &p->grad, MADE_GRAD, GROUP_DP_CP));
-    VFM_TRY(make_group(p, &p->tp, MADE_TP, GROUP_TP));
-    VFM_TRY(make_group(p, &p->cp, MADE_CP, GROUP_CP));
-    VFM_TRY(make_group(p, &p->pp, MADE_PP, GROUP_PP));
+    else VFM_TRY(make_group(p, &p->grad, MADE_GRAD, GROUP_DP_CP, COMM_BACKEND_MPI));
+    VFM_TRY(make_group(p, &p->tp, MADE_TP, GROUP_TP, COMM_BACKEND_MPI));
+    VFM_TRY(make_group(p, &p->cp, MADE_CP, GROUP_CP, COMM_BACKEND_MPI));
+    VFM_TRY(make_group(p, &p->pp, MADE_PP, GROUP_PP, COMM_BACKEND_MPI));
     if (keys->cp > 1 && keys->cp_type == CP_COMM_A2A_P2P) {
         VFM_TRY(make_cp_subgroup(p, &p->a2a, MADE_A2A, 0, COMM_BACKEND_MPI));
         VFM_TRY(make_cp_subgroup(p, &p->ring, MADE_RING, 1, COMM_BACKEND_MPI));
@@ -166,47 +166,48 @@ vfm_status train_parallel_init(TrainParallel *p, const TrainLayout *keys, int wo
     const char *brk = fault_hook_env("VFM_TEST_BREAK");
     if (brk && strcmp(brk, "tp") == 0) d->test_skip_tp_reduce = 2;
     if (brk && strcmp(brk, "qknorm") == 0) d->test_skip_qk_norm_sum = 1;
-    if (brk && strcmp(brk, "ring") == 0) d->cpa.test_drop_ring_step = p->ring_break = 1;
+    if (brk && strcmp(brk, "ring") == 0) d->cpa.test_drop_ring_step = 1;
     if (brk && strcmp(brk, "ep") == 0) d->test_permute_ep_a2a = 1; /* =ep swaps two rows of one dispatch all-to-all */
     d->st_hybrid = keys->hybrid; /* ST-DiT: =st skips the all-to-all of block 1's temporal attention */
     if (brk && strcmp(brk, "st") == 0) d->test_skip_st_a2a = 2;
     return VFM_OK;
 }
 
-static vfm_status make_gpu_group(TrainParallel *p, Comm *c, unsigned bit, GroupKind kind) {
-    VFM_TRY(comm_create_group(c, &p->layout, kind, COMM_BACKEND_NCCL));
-    p->made |= bit;
-    return VFM_OK;
+/* names += "+name" ("name" first): the groups of the log's device line */
+static void add_name(char *names, size_t n, const char *name) {
+    size_t k = strlen(names);
+    snprintf(names + k, n - k, "%s%s", k ? "+" : "", name);
 }
 
 /* The model's TP, CP, PP and EP activations over NCCL: its comms become NCCL comms over the same
  * ranks in the same order (the MPI ones stay, for what moves host memory — checkpoints, validation's
- * sums — and for the gradients' TP, PP and EP sums, which the MPI backend stages). */
-static vfm_status model_groups_over_nccl(TrainParallel *p, int *n_groups) {
+ * sums — and for the gradients' TP, PP and EP sums, which the MPI backend stages). *names: which. */
+static vfm_status model_groups_over_nccl(TrainParallel *p, char *names, size_t n) {
     DiTParallel *d = &p->model;
-    *n_groups = 0;
+    names[0] = 0;
     if (p->keys.tp > 1) {
-        VFM_TRY(make_gpu_group(p, &p->tp_gpu, MADE_TP_GPU, GROUP_TP));
-        d->tp_comm = &p->tp_gpu, ++*n_groups;
-    }
-    if (p->keys.pp > 1) {
-        VFM_TRY(make_gpu_group(p, &p->pp_gpu, MADE_PP_GPU, GROUP_PP));
-        d->pp_comm = &p->pp_gpu, ++*n_groups;
+        VFM_TRY(make_group(p, &p->tp_gpu, MADE_TP_GPU, GROUP_TP, COMM_BACKEND_NCCL));
+        d->tp_comm = &p->tp_gpu, add_name(names, n, "TP");
     }
     if (p->keys.cp > 1) {
-        VFM_TRY(make_gpu_group(p, &p->cp_gpu, MADE_CP_GPU, GROUP_CP));
-        d->cp_comm = &p->cp_gpu, ++*n_groups;
+        VFM_TRY(make_group(p, &p->cp_gpu, MADE_CP_GPU, GROUP_CP, COMM_BACKEND_NCCL));
+        d->cp_comm = &p->cp_gpu, add_name(names, n, "CP");
         if (p->keys.cp_type == CP_COMM_A2A_P2P) {
             VFM_TRY(make_cp_subgroup(p, &p->a2a_gpu, MADE_A2A_GPU, 0, COMM_BACKEND_NCCL));
             VFM_TRY(make_cp_subgroup(p, &p->ring_gpu, MADE_RING_GPU, 1, COMM_BACKEND_NCCL));
         }
+        int drop = d->cpa.test_drop_ring_step; /* the test hook survives the new comms */
         VFM_TRY(cp_attention_init(&d->cpa, p->keys.cp_type, &p->cp_gpu, (p->made & MADE_A2A_GPU) ? &p->a2a_gpu : NULL,
                                   (p->made & MADE_RING_GPU) ? &p->ring_gpu : NULL));
-        d->cpa.test_drop_ring_step = p->ring_break;
+        d->cpa.test_drop_ring_step = drop;
+    }
+    if (p->keys.pp > 1) {
+        VFM_TRY(make_group(p, &p->pp_gpu, MADE_PP_GPU, GROUP_PP, COMM_BACKEND_NCCL));
+        d->pp_comm = &p->pp_gpu, add_name(names, n, "PP");
     }
     if (p->keys.ep > 1) { /* the experts' fixed-size token all-to-all (moe.c) */
         VFM_TRY(make_ep_subgroup(p, &p->ep_gpu, MADE_EP_GPU, 0, COMM_BACKEND_NCCL));
-        d->ep_comm = &p->ep_gpu, ++*n_groups;
+        d->ep_comm = &p->ep_gpu, add_name(names, n, "EP");
     }
     return VFM_OK;
 }
@@ -228,17 +229,16 @@ vfm_status train_parallel_gpu(TrainParallel *p, const LaunchInfo *launch, char *
                  !comm_nccl_available() ? "not loaded" : "needs a GPU per rank");
         return VFM_OK;
     }
-    int groups = 0;
+    char groups[16];
     if (n > 1) {
         if (p->keys.ep > 1) VFM_TRY(make_ep_subgroup(p, &p->grad_gpu, MADE_GRAD_GPU, 1, COMM_BACKEND_NCCL));
-        else VFM_TRY(comm_create_group(&p->grad_gpu, &p->layout, GROUP_DP_CP, COMM_BACKEND_NCCL));
-        p->made |= MADE_GRAD_GPU;
+        else VFM_TRY(make_group(p, &p->grad_gpu, MADE_GRAD_GPU, GROUP_DP_CP, COMM_BACKEND_NCCL));
         p->grad_dev = &p->grad_gpu;
     }
-    VFM_TRY(model_groups_over_nccl(p, &groups));
+    VFM_TRY(model_groups_over_nccl(p, groups, sizeof groups));
     size_t k = (size_t)snprintf(how, how_n, "GPU %d", device);
     if (n > 1 && k < how_n) k += (size_t)snprintf(how + k, how_n - k, "; gradients over NCCL (%d ranks)", n);
-    if (groups && k < how_n) snprintf(how + k, how_n - k, "; TP, CP, PP and EP activations over NCCL");
+    if (groups[0] && k < how_n) snprintf(how + k, how_n - k, "; %s activations over NCCL", groups);
     return VFM_OK;
 }
 

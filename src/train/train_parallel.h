@@ -62,7 +62,6 @@ typedef struct TrainParallel {
     Comm *grad_dev;                       /* the comm for GPU buffers: &grad_gpu, or NULL (grad stages them) */
     Comm tp_gpu, cp_gpu, a2a_gpu, ring_gpu, pp_gpu, ep_gpu; /* NCCL twins of tp, cp, a2a, ring, pp, ep:
                                              the model's activations, when every rank has a GPU of its own */
-    int ring_break;                       /* test hook VFM_TEST_BREAK=ring (kept for the NCCL ring) */
     unsigned made;                        /* which comms exist (bit per comm) */
     DiTParallel model;                    /* for dit_create_parallel */
 } TrainParallel;

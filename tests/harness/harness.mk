@@ -15,7 +15,7 @@ HARNESS_CXXFLAGS := -x c++ -std=c++17 -g -O1 -fsanitize=address -fno-omit-frame-
                     -Wall -Wextra -Werror -Wno-format-truncation -MMD -MP -Isrc -Itests/harness \
                     -isystem $(CUDA_HOME)/include -DVFM_CUDA -DVFM_CUDNN_FE \
                     $(if $(NCCL_H),-DVFM_NCCL -I$(dir $(NCCL_H))) \
-                    $(if $(MPICC),-DVFM_MPI $(shell $(MPICC) --showme:compile 2>/dev/null))
+                    $(MPI_CFLAGS)
 # cuda_libs.cu loads the real libraries: the harness has its own (tests/harness/libs.cpp)
 HARNESS_CU       := $(filter-out src/ops/cuda/cuda_libs.cu,$(CUDA_SRC)) $(wildcard tests/harness/test_*.cu)
 HARNESS_CU_OBJ   := $(HARNESS_CU:%.cu=$(HARNESS_DIR)/obj/%.o)

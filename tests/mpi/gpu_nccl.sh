@@ -39,13 +39,13 @@ layout dp2 gradients ddp.use_distributed_optimizer=false
 layout zero1_overlap gradients ddp.use_distributed_optimizer=true ddp.overlap_grad_reduce=true
 layout zero2 gradients ddp.use_megatron_fsdp=true ddp.data_parallel_sharding_strategy=optim_grads
 layout zero3 gradients $Z3
-layout tp2_sp "TP, CP, PP and EP activations" model.tensor_model_parallel_size=2 model.sequence_parallel=true
-layout cp2_a2a "TP, CP, PP and EP activations" model.context_parallel_size=2 model.cp_comm_type=a2a
-layout pp2 "TP, CP, PP and EP activations" model.pipeline_model_parallel_size=2
+layout tp2_sp "TP activations" model.tensor_model_parallel_size=2 model.sequence_parallel=true
+layout cp2_a2a "CP activations" model.context_parallel_size=2 model.cp_comm_type=a2a
+layout pp2 "PP activations" model.pipeline_model_parallel_size=2
 MOE="model.num_moe_experts=4 model.moe_router_load_balancing_type=aux_loss model.moe_router_topk=2"
 timeout $RUN_LIMIT $VFM train $ARGS $MOE checkpoint.save=$T/one_moe > $T/one_moe.log 2>&1
 mv $T/one $T/one_dense && mv $T/one_moe $T/one  # layout() compares with $T/one
-layout ep2 "TP, CP, PP and EP activations" $MOE model.expert_model_parallel_size=2
+layout ep2 "EP activations" $MOE model.expert_model_parallel_size=2
 mv $T/one $T/one_moe && mv $T/one_dense $T/one
 export VFM_TEST_KILL_AFTER_STEP=$HALF
 timeout 300 $MPIRUN -np 2 $VFM_FAULTS train $ARGS checkpoint.save=$T/killed $Z3 > $T/killed.1.log 2>&1
