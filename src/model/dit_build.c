@@ -178,24 +178,6 @@ vfm_status dit_set_act_dtype(DiT *m, DType dt) {
     return VFM_OK;
 }
 
-/* One conversion per piece contiguous in both layouts: a single one when every entry's size is a
- * multiple of 256 bytes in act_dtype (dit-7b, dit-28b), one after each entry that is not otherwise
- * (DiT-XL's QK-norm weights of 72). */
-vfm_status dit_convert_placed(const DiT *m, void *dst, int64_t dst_at, const float *src, int64_t begin, int64_t end) {
-    size_t esz = dtype_size(m->act_dtype);
-    for (int i = 0; i < m->wplace.n_runs; i++) {
-        const PlacementRun *r = &m->wplace.runs[i];
-        int64_t lo = r->table_offset > begin ? r->table_offset : begin;
-        int64_t hi = r->table_offset + r->count < end ? r->table_offset + r->count : end;
-        if (hi <= lo) continue;
-        int64_t at = r->placed_offset + (lo - r->table_offset) - dst_at;
-        Tensor d = TENSOR((char *)dst + (size_t)at * esz, m->act_dtype, m->device, hi - lo);
-        Tensor s = TENSOR((float *)src + (lo - begin), DT_F32, m->device, hi - lo);
-        VFM_TRY(op_convert(&d, &s));
-    }
-    return VFM_OK;
-}
-
 vfm_status dit_refresh_weights(DiT *m) {
     if (m->fsdp) return dit_fsdp_refresh_weights(m);
     return m->wcopy ? dit_convert_placed(m, m->wcopy, 0, m->params, 0, m->table.total) : VFM_OK;

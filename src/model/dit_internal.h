@@ -104,6 +104,9 @@ void *dit_weight_ptr(const DiT *m, int entry, int64_t at, DType *dt);
 /* Element `at` of entry i's fp32 gradient: the model's buffer, or (m->fsdp) its unit's, between
  * dit_fsdp_grads_begin and _end. */
 float *dit_grad_ptr(const DiT *m, int entry, int64_t at);
+/* The act-dtype copy of the table's elements [begin, end), read from src (element begin first), into
+ * dst laid out by m->wplace from its element dst_at (the whole model's copy: 0). */
+vfm_status dit_convert_placed(const DiT *m, void *dst, int64_t dst_at, const float *src, int64_t begin, int64_t end);
 
 /* ---- dit_acts.c ---- */
 /* Raises m->slot_bytes and the recomputation scratch to what this planned pack (a->pl) needs when
@@ -142,9 +145,6 @@ vfm_status dit_fsdp_backward_end(DiT *m, int l);
  * same backward began it: every chunk adds to the embedders), then the reduction. */
 vfm_status dit_fsdp_grads_begin(DiT *m, int entry);
 vfm_status dit_fsdp_grads_end(DiT *m, int entry);
-/* The act-dtype copy of the table's elements [begin, end), read from src (element begin first), into
- * dst laid out by m->wplace from its element dst_at (the whole model's copy: 0). */
-vfm_status dit_convert_placed(const DiT *m, void *dst, int64_t dst_at, const float *src, int64_t begin, int64_t end);
 /* bf16 weights: the whole units' copies from their fp32 parameters (dit_refresh_weights); and
  * every unit's copy freed (dit_destroy). */
 vfm_status dit_fsdp_refresh_weights(DiT *m);
